@@ -1,0 +1,250 @@
+// Package config loads notifyd's configuration: a YAML file, overridden by
+// NOTIFYD_-prefixed environment variables, filled with defaults and validated
+// so that a bad key or value fails at start with the key named.
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Config is the whole of notifyd's configuration. The koanf tags are the YAML
+// keys and are part of the contract (DESIGN §8).
+type Config struct {
+	Postgres  Postgres            `koanf:"postgres"`
+	Redis     Redis               `koanf:"redis"`
+	Plugins   Plugins             `koanf:"plugins"`
+	HTTP      HTTP                `koanf:"http"`
+	Log       Log                 `koanf:"log"`
+	Instance  Instance            `koanf:"instance"`
+	Shutdown  Shutdown            `koanf:"shutdown"`
+	Delivery  Delivery            `koanf:"delivery"`
+	Jobs      Jobs                `koanf:"jobs"`
+	Channels  map[string]Channel  `koanf:"channels"`
+	Schedules map[string]Schedule `koanf:"schedules"`
+}
+
+// Postgres is the outbox database.
+type Postgres struct {
+	URL      string `koanf:"url"`
+	MaxConns int32  `koanf:"max_conns"`
+}
+
+// Redis is the queue server: a single node by URL or a cluster by addresses.
+type Redis struct {
+	URL          string   `koanf:"url"`
+	ClusterAddrs []string `koanf:"cluster_addrs"`
+	Prefix       string   `koanf:"prefix"`
+	PoolSize     int      `koanf:"pool_size"`
+}
+
+// Plugins says where provider plugin executables live and, optionally, the
+// SHA-256 each must have.
+type Plugins struct {
+	Dir            string            `koanf:"dir"`
+	Checksums      map[string]string `koanf:"checksums"`
+	StartTimeout   time.Duration     `koanf:"start_timeout"`
+	HealthInterval time.Duration     `koanf:"health_interval"`
+}
+
+// HTTP is the API listener.
+type HTTP struct {
+	Listen          string   `koanf:"listen"`
+	Tokens          []string `koanf:"tokens"`
+	PublicMetrics   bool     `koanf:"public_metrics"`
+	MaxBodyBytes    int64    `koanf:"max_body_bytes"`
+	MaxPayloadBytes int64    `koanf:"max_payload_bytes"`
+}
+
+// Log sets the level and format of notifyd's own logs.
+type Log struct {
+	Level  string `koanf:"level"`
+	Format string `koanf:"format"`
+}
+
+// Instance identifies this process in Redis. An empty ID means a fresh unique
+// id per process.
+type Instance struct {
+	ID string `koanf:"id"`
+}
+
+// Shutdown bounds a graceful stop.
+type Shutdown struct {
+	SoftTimeout time.Duration `koanf:"soft_timeout"`
+	HardTimeout time.Duration `koanf:"hard_timeout"`
+}
+
+// Delivery tunes the pipeline's stages; the defaults suit most installations.
+type Delivery struct {
+	RelayInterval   time.Duration `koanf:"relay_interval"`
+	RelayBatch      int           `koanf:"relay_batch"`
+	SettleInterval  time.Duration `koanf:"settle_interval"`
+	SettleBatch     int           `koanf:"settle_batch"`
+	PromoteInterval time.Duration `koanf:"promote_interval"`
+	SweepInterval   time.Duration `koanf:"sweep_interval"`
+	SweepAfter      time.Duration `koanf:"sweep_after"`
+	LeaseTTL        time.Duration `koanf:"lease_ttl"`
+	EpochInterval   time.Duration `koanf:"epoch_interval"`
+}
+
+// Jobs tunes bulk jobs (schedule runs and campaigns).
+type Jobs struct {
+	ChunkSize  int           `koanf:"chunk_size"`
+	Heartbeat  time.Duration `koanf:"heartbeat"`
+	StuckAfter time.Duration `koanf:"stuck_after"`
+}
+
+// Channel binds a channel to a provider plugin and its config.
+type Channel struct {
+	Plugin      string         `koanf:"plugin"`
+	Config      map[string]any `koanf:"config"`
+	Concurrency int            `koanf:"concurrency"`
+	BatchSize   int            `koanf:"batch_size"`
+	Timeout     time.Duration  `koanf:"timeout"`
+	Retry       Retry          `koanf:"retry"`
+}
+
+// Retry is a channel's backoff policy (DESIGN §5).
+type Retry struct {
+	MaxAttempts int           `koanf:"max_attempts"`
+	Base        time.Duration `koanf:"base"`
+	Max         time.Duration `koanf:"max"`
+	Jitter      string        `koanf:"jitter"`
+}
+
+// Jitter shapes.
+const (
+	JitterFull   = "full"
+	JitterWindow = "window"
+)
+
+// Schedule is a recurring bulk send (DESIGN §6).
+type Schedule struct {
+	Channel   string         `koanf:"channel"`
+	Cron      string         `koanf:"cron"`
+	Timezone  string         `koanf:"timezone"`
+	Lead      time.Duration  `koanf:"lead"`
+	MaxLate   time.Duration  `koanf:"max_late"`
+	ChunkSize int            `koanf:"chunk_size"`
+	Audience  Audience       `koanf:"audience"`
+	Payload   map[string]any `koanf:"payload"`
+}
+
+// Audience is who a schedule or campaign goes to: a topic of subscribers, or
+// an SQL query returning (recipient, data) with a key column for keyset paging.
+type Audience struct {
+	Topic string `koanf:"topic"`
+	Query string `koanf:"query"`
+	Key   string `koanf:"key"`
+}
+
+// Defaults; Load fills every zero value with these.
+const (
+	DefaultRedisPrefix      = "notifyd"
+	DefaultPluginsDir       = "./bin/plugins"
+	DefaultListen           = "127.0.0.1:8080"
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxPayloadBytes  = 256 << 10
+	DefaultConcurrency      = 16
+	DefaultBatchSize        = 64
+	DefaultSendTimeout      = 10 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultRetryBase        = time.Second
+	DefaultRetryMax         = 5 * time.Minute
+	DefaultScheduleLead     = 10 * time.Minute
+	DefaultScheduleMaxLate  = time.Hour
+	DefaultJobChunkSize     = 1000
+	DefaultJobHeartbeat     = 5 * time.Second
+	DefaultJobStuckAfter    = time.Minute
+	DefaultSoftTimeout      = 10 * time.Second
+	DefaultHardTimeout      = 30 * time.Second
+	DefaultRelayInterval    = time.Second
+	DefaultRelayBatch       = 1000
+	DefaultSettleInterval   = 5 * time.Millisecond
+	DefaultSettleBatch      = 1000
+	DefaultPromoteInterval  = 100 * time.Millisecond
+	DefaultSweepInterval    = 30 * time.Second
+	DefaultSweepAfter       = 2 * time.Minute
+	DefaultLeaseTTL         = 15 * time.Second
+	DefaultEpochInterval    = time.Second
+	DefaultPluginStart      = 10 * time.Second
+	DefaultPluginHealth     = 5 * time.Second
+	DefaultPostgresMaxConns = 16
+)
+
+// Default returns the configuration used when a key is absent.
+func Default() Config {
+	return Config{
+		Redis:    Redis{Prefix: DefaultRedisPrefix},
+		Plugins:  Plugins{Dir: DefaultPluginsDir, StartTimeout: DefaultPluginStart, HealthInterval: DefaultPluginHealth},
+		HTTP:     HTTP{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes},
+		Log:      Log{Level: "info", Format: "text"},
+		Postgres: Postgres{MaxConns: DefaultPostgresMaxConns},
+		Shutdown: Shutdown{SoftTimeout: DefaultSoftTimeout, HardTimeout: DefaultHardTimeout},
+		Delivery: Delivery{
+			RelayInterval: DefaultRelayInterval, RelayBatch: DefaultRelayBatch,
+			SettleInterval: DefaultSettleInterval, SettleBatch: DefaultSettleBatch,
+			PromoteInterval: DefaultPromoteInterval, SweepInterval: DefaultSweepInterval,
+			SweepAfter: DefaultSweepAfter, LeaseTTL: DefaultLeaseTTL, EpochInterval: DefaultEpochInterval,
+		},
+		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter},
+	}
+}
+
+// fillChannel applies per-channel defaults.
+func fillChannel(c Channel) Channel {
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultSendTimeout
+	}
+	if c.Retry.MaxAttempts == 0 {
+		c.Retry.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.Retry.Base == 0 {
+		c.Retry.Base = DefaultRetryBase
+	}
+	if c.Retry.Max == 0 {
+		c.Retry.Max = max(DefaultRetryMax, c.Retry.Base)
+	}
+	if c.Retry.Jitter == "" {
+		c.Retry.Jitter = JitterFull
+	}
+	if c.Config == nil {
+		c.Config = map[string]any{}
+	}
+	return c
+}
+
+func fillSchedule(s Schedule, jobs Jobs) Schedule {
+	if s.Lead == 0 {
+		s.Lead = DefaultScheduleLead
+	}
+	if s.MaxLate == 0 {
+		s.MaxLate = DefaultScheduleMaxLate
+	}
+	if s.ChunkSize == 0 {
+		s.ChunkSize = jobs.ChunkSize
+	}
+	if s.Timezone == "" {
+		s.Timezone = "UTC"
+	}
+	return s
+}
+
+// NameRE is what channel and schedule names may look like: they appear in
+// Redis keys, URLs and metric labels.
+var NameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// Error is a validation failure that names the offending key.
+type Error struct {
+	Key    string
+	Reason string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("config key %q: %s", e.Key, e.Reason) }

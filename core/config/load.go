@@ -1,0 +1,251 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix starts every environment variable that overrides a config key.
+const EnvPrefix = "NOTIFYD_"
+
+// Load reads the YAML file at path (may be empty: defaults and environment
+// only), applies NOTIFYD_ environment overrides from environ (os.Environ when
+// nil), expands ${VAR} references in string values, fills defaults and
+// validates. Every error names the key at fault.
+func Load(path string, environ []string) (*Config, error) {
+	if environ == nil {
+		environ = os.Environ()
+	}
+	k := koanf.New(".")
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", path, err)
+		}
+	}
+	known := k.Keys()
+	if err := k.Load(env.Provider(".", env.Opt{
+		Prefix:        EnvPrefix,
+		EnvironFunc:   func() []string { return environ },
+		TransformFunc: func(name, v string) (string, any) { return envKey(name, known), v },
+	}), nil); err != nil {
+		return nil, fmt.Errorf("read environment: %w", err)
+	}
+	for _, key := range k.Keys() {
+		if err := checkKnown(key); err != nil {
+			return nil, err
+		}
+	}
+	if err := expandEnv(k, environ); err != nil {
+		return nil, err
+	}
+
+	cfg := Default()
+	dc := &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+		WeaklyTypedInput: true,
+		ErrorUnused:      true,
+		Result:           &cfg,
+		TagName:          "koanf",
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dc}); err != nil {
+		return nil, decodeError(err)
+	}
+	for name, ch := range cfg.Channels {
+		cfg.Channels[name] = fillChannel(ch)
+	}
+	for name, s := range cfg.Schedules {
+		cfg.Schedules[name] = fillSchedule(s, cfg.Jobs)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// envKey maps NOTIFYD_POSTGRES_URL to postgres.url. An underscore may stand for
+// ".", "_" or "-", so the name is matched against the keys the file already
+// has and then against the static schema; a name that matches nothing (such as
+// NOTIFYD_API_TOKEN, used through ${…}) is ignored.
+func envKey(name string, fileKeys []string) string {
+	flat := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+	squash := func(key string) string {
+		return strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToLower(key))
+	}
+	for _, key := range fileKeys {
+		if squash(key) == flat {
+			return key
+		}
+	}
+	// Keys under a named channel or schedule that the file does not set yet:
+	// channels.<name>.<field...> with the name taken from the file.
+	for _, key := range fileKeys {
+		parts := strings.SplitN(key, ".", 3)
+		if len(parts) < 2 || (parts[0] != "channels" && parts[0] != "schedules") {
+			continue
+		}
+		head := parts[0] + "." + parts[1] + "."
+		if rest, ok := strings.CutPrefix(flat, squash(head)); ok {
+			if field := matchSchema(rest, schemaOf(parts[0])); field != "" {
+				return head + field
+			}
+		}
+	}
+	return matchSchema(flat, reflect.TypeOf(Config{}))
+}
+
+func schemaOf(section string) reflect.Type {
+	if section == "channels" {
+		return reflect.TypeOf(Channel{})
+	}
+	return reflect.TypeOf(Schedule{})
+}
+
+// matchSchema finds the dotted key of struct type t whose squashed form is flat.
+func matchSchema(flat string, t reflect.Type) string {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("koanf")
+		if flat == tag {
+			return tag
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			if rest, ok := strings.CutPrefix(flat, tag+"_"); ok {
+				if sub := matchSchema(rest, f.Type); sub != "" {
+					return tag + "." + sub
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// checkKnown rejects a key that no field of Config declares.
+func checkKnown(key string) error {
+	t := reflect.TypeOf(Config{})
+	parts := strings.Split(key, ".")
+	for i := 0; i < len(parts); i++ {
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTag(t, parts[i])
+			if !ok {
+				return &Error{Key: key, Reason: fmt.Sprintf("unknown key %q%s", parts[i], suggest(t))}
+			}
+			t = f.Type
+		case reflect.Map:
+			if t.Elem().Kind() == reflect.Interface {
+				return nil // free-form: a plugin's config, a payload template
+			}
+			t = t.Elem()
+		default:
+			return &Error{Key: key, Reason: fmt.Sprintf("%q takes a value, not nested keys", strings.Join(parts[:i], "."))}
+		}
+	}
+	return nil
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("koanf") == tag {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func suggest(t reflect.Type) string {
+	var names []string
+	for i := range t.NumField() {
+		names = append(names, t.Field(i).Tag.Get("koanf"))
+	}
+	sort.Strings(names)
+	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} in every string value; an unset NAME is an error
+// naming the key, so a secret never silently becomes "".
+func expandEnv(k *koanf.Koanf, environ []string) error {
+	vars := map[string]string{}
+	for _, kv := range environ {
+		if name, v, ok := strings.Cut(kv, "="); ok {
+			vars[name] = v
+		}
+	}
+	expand := func(key, s string) (string, error) {
+		var missing string
+		out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			v, ok := vars[name]
+			if !ok && missing == "" {
+				missing = name
+			}
+			return v
+		})
+		if missing != "" {
+			return "", &Error{Key: key, Reason: fmt.Sprintf("environment variable %s is not set", missing)}
+		}
+		return out, nil
+	}
+	for _, key := range k.Keys() {
+		switch v := k.Get(key).(type) {
+		case string:
+			if !strings.Contains(v, "${") {
+				continue
+			}
+			out, err := expand(key, v)
+			if err != nil {
+				return err
+			}
+			if err := k.Set(key, out); err != nil {
+				return err
+			}
+		case []any:
+			changed := false
+			for i, e := range v {
+				if s, ok := e.(string); ok && strings.Contains(s, "${") {
+					out, err := expand(fmt.Sprintf("%s[%d]", key, i), s)
+					if err != nil {
+						return err
+					}
+					v[i], changed = out, true
+				}
+			}
+			if changed {
+				if err := k.Set(key, v); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// decodeError turns mapstructure's multi-error into one line per key.
+func decodeError(err error) error {
+	msg := err.Error()
+	msg = strings.ReplaceAll(msg, "decoding failed due to the following error(s):", "")
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "*"))
+		if l != "" && !strings.HasSuffix(l, "error(s) decoding:") {
+			lines = append(lines, l)
+		}
+	}
+	return errors.New("invalid config: " + strings.Join(lines, "; "))
+}

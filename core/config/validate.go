@@ -1,0 +1,188 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/robfig/cron/v3"
+)
+
+// CronParser is the one cron dialect notifyd accepts: five fields plus the
+// @daily-style descriptors, as robfig/cron's standard parser.
+var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Validate checks every value; the first problem is returned naming its key.
+func (c *Config) Validate() error {
+	if c.Postgres.URL == "" {
+		return &Error{Key: "postgres.url", Reason: "is required (e.g. postgres://127.0.0.1:5432/notifyd?sslmode=disable)"}
+	}
+	if _, err := url.Parse(c.Postgres.URL); err != nil || !strings.HasPrefix(c.Postgres.URL, "postgres") {
+		return &Error{Key: "postgres.url", Reason: "must be a postgres:// or postgresql:// URL"}
+	}
+	if c.Postgres.MaxConns < 1 {
+		return &Error{Key: "postgres.max_conns", Reason: "must be at least 1"}
+	}
+	switch {
+	case c.Redis.URL == "" && len(c.Redis.ClusterAddrs) == 0:
+		return &Error{Key: "redis.url", Reason: "is required (or redis.cluster_addrs)"}
+	case c.Redis.URL != "" && len(c.Redis.ClusterAddrs) > 0:
+		return &Error{Key: "redis.cluster_addrs", Reason: "give either redis.url or redis.cluster_addrs, not both"}
+	case c.Redis.URL != "" && !strings.HasPrefix(c.Redis.URL, "redis://") && !strings.HasPrefix(c.Redis.URL, "rediss://"):
+		return &Error{Key: "redis.url", Reason: "must start with redis:// or rediss://"}
+	}
+	if !NameRE.MatchString(c.Redis.Prefix) {
+		return &Error{Key: "redis.prefix", Reason: "must match " + NameRE.String()}
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return &Error{Key: "log.format", Reason: fmt.Sprintf("%q is not one of text, json", c.Log.Format)}
+	}
+	if hclog.LevelFromString(c.Log.Level) == hclog.NoLevel {
+		return &Error{Key: "log.level", Reason: fmt.Sprintf("%q is not one of trace, debug, info, warn, error", c.Log.Level)}
+	}
+	if c.HTTP.MaxBodyBytes < 1 {
+		return &Error{Key: "http.max_body_bytes", Reason: "must be positive"}
+	}
+	if c.HTTP.MaxPayloadBytes < 1 || c.HTTP.MaxPayloadBytes > c.HTTP.MaxBodyBytes {
+		return &Error{Key: "http.max_payload_bytes", Reason: "must be positive and at most http.max_body_bytes"}
+	}
+	for i, tok := range c.HTTP.Tokens {
+		if len(tok) < 16 {
+			return &Error{Key: fmt.Sprintf("http.tokens[%d]", i), Reason: "must be at least 16 characters"}
+		}
+	}
+	for name, sum := range c.Plugins.Checksums {
+		if len(sum) != 64 || strings.Trim(strings.ToLower(sum), "0123456789abcdef") != "" {
+			return &Error{Key: "plugins.checksums." + name, Reason: "must be a hex SHA-256 (64 characters)"}
+		}
+	}
+	if c.Instance.ID != "" && !NameRE.MatchString(c.Instance.ID) {
+		return &Error{Key: "instance.id", Reason: "must match " + NameRE.String()}
+	}
+	if err := positive(map[string]time.Duration{
+		"shutdown.soft_timeout": c.Shutdown.SoftTimeout, "shutdown.hard_timeout": c.Shutdown.HardTimeout,
+		"delivery.relay_interval": c.Delivery.RelayInterval, "delivery.settle_interval": c.Delivery.SettleInterval,
+		"delivery.promote_interval": c.Delivery.PromoteInterval, "delivery.sweep_interval": c.Delivery.SweepInterval,
+		"delivery.sweep_after": c.Delivery.SweepAfter, "delivery.lease_ttl": c.Delivery.LeaseTTL,
+		"delivery.epoch_interval": c.Delivery.EpochInterval, "jobs.heartbeat": c.Jobs.Heartbeat,
+		"jobs.stuck_after": c.Jobs.StuckAfter, "plugins.start_timeout": c.Plugins.StartTimeout,
+		"plugins.health_interval": c.Plugins.HealthInterval,
+	}); err != nil {
+		return err
+	}
+	if c.Shutdown.HardTimeout < c.Shutdown.SoftTimeout {
+		return &Error{Key: "shutdown.hard_timeout", Reason: "must be at least shutdown.soft_timeout"}
+	}
+	if c.Jobs.StuckAfter <= c.Jobs.Heartbeat {
+		return &Error{Key: "jobs.stuck_after", Reason: "must be longer than jobs.heartbeat"}
+	}
+	for key, n := range map[string]int{"delivery.relay_batch": c.Delivery.RelayBatch, "delivery.settle_batch": c.Delivery.SettleBatch, "jobs.chunk_size": c.Jobs.ChunkSize} {
+		if n < 1 || n > 10000 {
+			return &Error{Key: key, Reason: "must be between 1 and 10000"}
+		}
+	}
+	for name, ch := range c.Channels {
+		if err := validateChannel(name, ch); err != nil {
+			return err
+		}
+	}
+	for name, s := range c.Schedules {
+		if err := c.validateSchedule(name, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func positive(durations map[string]time.Duration) error {
+	for key, d := range durations {
+		if d <= 0 {
+			return &Error{Key: key, Reason: "must be a positive duration such as 5s"}
+		}
+	}
+	return nil
+}
+
+func validateChannel(name string, ch Channel) error {
+	key := "channels." + name
+	if !NameRE.MatchString(name) {
+		return &Error{Key: key, Reason: "channel name must match " + NameRE.String()}
+	}
+	if ch.Plugin == "" {
+		return &Error{Key: key + ".plugin", Reason: "is required (e.g. webhook)"}
+	}
+	if !NameRE.MatchString(ch.Plugin) {
+		return &Error{Key: key + ".plugin", Reason: "must match " + NameRE.String()}
+	}
+	if ch.Concurrency < 1 || ch.Concurrency > 10000 {
+		return &Error{Key: key + ".concurrency", Reason: "must be between 1 and 10000"}
+	}
+	if ch.BatchSize < 1 || ch.BatchSize > 1000 {
+		return &Error{Key: key + ".batch_size", Reason: "must be between 1 and 1000"}
+	}
+	if ch.Timeout <= 0 {
+		return &Error{Key: key + ".timeout", Reason: "must be a positive duration"}
+	}
+	r := ch.Retry
+	switch {
+	case r.MaxAttempts < 1 || r.MaxAttempts > 1000:
+		return &Error{Key: key + ".retry.max_attempts", Reason: "must be between 1 and 1000"}
+	case r.Base <= 0:
+		return &Error{Key: key + ".retry.base", Reason: "must be a positive duration"}
+	case r.Max < r.Base:
+		return &Error{Key: key + ".retry.max", Reason: "must be at least retry.base"}
+	case r.Jitter != JitterFull && r.Jitter != JitterWindow:
+		return &Error{Key: key + ".retry.jitter", Reason: fmt.Sprintf("%q is not one of full, window", r.Jitter)}
+	}
+	return nil
+}
+
+func (c *Config) validateSchedule(name string, s Schedule) error {
+	key := "schedules." + name
+	if !NameRE.MatchString(name) {
+		return &Error{Key: key, Reason: "schedule name must match " + NameRE.String()}
+	}
+	if _, ok := c.Channels[s.Channel]; !ok {
+		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q is not configured", s.Channel)}
+	}
+	if _, err := CronParser.Parse(s.Cron); err != nil {
+		return &Error{Key: key + ".cron", Reason: fmt.Sprintf("invalid cron %q: %v", s.Cron, err)}
+	}
+	if _, err := time.LoadLocation(s.Timezone); err != nil {
+		return &Error{Key: key + ".timezone", Reason: fmt.Sprintf("unknown time zone %q", s.Timezone)}
+	}
+	if s.Lead < 0 {
+		return &Error{Key: key + ".lead", Reason: "must not be negative"}
+	}
+	if s.MaxLate < 0 {
+		return &Error{Key: key + ".max_late", Reason: "must not be negative"}
+	}
+	if s.ChunkSize < 1 || s.ChunkSize > 10000 {
+		return &Error{Key: key + ".chunk_size", Reason: "must be between 1 and 10000"}
+	}
+	a := s.Audience
+	switch {
+	case (a.Topic == "") == (a.Query == ""):
+		return &Error{Key: key + ".audience", Reason: "give exactly one of topic or query"}
+	case a.Query != "" && a.Key == "":
+		return &Error{Key: key + ".audience.key", Reason: "is required with audience.query: the column used for keyset paging"}
+	}
+	if len(s.Payload) == 0 {
+		return &Error{Key: key + ".payload", Reason: "is required: the payload template rendered per recipient"}
+	}
+	return nil
+}
+
+// NewLogger builds the one hclog logger that is passed down through notifyd.
+func (l Log) NewLogger(name string, out interface{ Write([]byte) (int, error) }) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      hclog.LevelFromString(l.Level),
+		JSONFormat: l.Format == "json",
+		Output:     out,
+	})
+}

@@ -1,0 +1,162 @@
+// Package sdk is what a provider plugin author imports. Implement Provider
+// (and the Sender it returns per channel) in plain Go, then make
+// sdk.Serve(provider) the whole of main. The host speaks gRPC to the plugin
+// process through hashicorp/go-plugin; none of that is visible here.
+//
+//	func main() { sdk.Serve(&myProvider{}) }
+//
+// A Sender returns a Verdict per message: Success, Transient (worth retrying:
+// 5xx, 429, timeouts) or Permanent (final: most 4xx). ClassifyHTTP turns an
+// HTTP response into the right one.
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Provider is a plugin: it says who it is and builds a Sender for each
+// channel that uses it (one plugin process serves every such channel).
+type Provider interface {
+	// Describe is called first, before any Configure.
+	Describe() Info
+	// Configure validates one channel's config and returns its Sender. An
+	// error here stops only that channel, and its message is shown to the
+	// operator as written: say which key is wrong and why.
+	Configure(ctx context.Context, req ConfigureRequest) (Sender, error)
+}
+
+// Sender delivers messages for one configured channel.
+type Sender interface {
+	// Send delivers one message. ctx carries the message's deadline. Send must
+	// be safe for concurrent use: the SDK calls it from up to
+	// Info.MaxConcurrency goroutines.
+	Send(ctx context.Context, m Message) Verdict
+}
+
+// SenderFunc adapts a function to Sender.
+type SenderFunc func(ctx context.Context, m Message) Verdict
+
+// Send calls f.
+func (f SenderFunc) Send(ctx context.Context, m Message) Verdict { return f(ctx, m) }
+
+// BatchSender is optional: a Sender that can deliver a whole batch in one
+// provider call (Voyage embeds many inputs at once) implements it, and the
+// SDK calls SendBatch instead of fanning out. It must return exactly one
+// Verdict per message, in order.
+type BatchSender interface {
+	SendBatch(ctx context.Context, ms []Message) []Verdict
+}
+
+// HealthChecker is optional: a Sender that can tell whether its provider is
+// reachable. Without it the plugin is healthy while its process answers.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// Info describes a provider.
+type Info struct {
+	Name         string
+	Version      string
+	Capabilities []string
+	// ConfigSchema is a JSON Schema of the channel config, for documentation
+	// and `notifyd plugins check`.
+	ConfigSchema json.RawMessage
+	// MaxConcurrency bounds how many Send calls run at once in this process
+	// for one batch; 0 means DefaultMaxConcurrency.
+	MaxConcurrency int
+}
+
+// DefaultMaxConcurrency is the fan-out limit when Info.MaxConcurrency is 0.
+const DefaultMaxConcurrency = 64
+
+// ConfigureRequest is one channel's configuration.
+type ConfigureRequest struct {
+	Channel string
+	// Config is the channel's `config:` block as JSON.
+	Config json.RawMessage
+	// Logger writes to the host's log, tagged with the plugin's name. Never
+	// log secrets.
+	Logger hclog.Logger
+}
+
+// Message is one notification to deliver.
+type Message struct {
+	ID        int64
+	Channel   string
+	Recipient string
+	Payload   json.RawMessage
+	// Attempt counts from 1.
+	Attempt int
+	// IdempotencyKey is the same on every attempt: a provider that honours
+	// one can drop the duplicate that at-least-once delivery may produce.
+	IdempotencyKey string
+	CreatedAt      time.Time
+	// Deadline is also ctx's deadline.
+	Deadline time.Time
+}
+
+// Outcome is what happened to one message.
+type Outcome int
+
+// Outcomes.
+const (
+	OutcomeSuccess   Outcome = 1
+	OutcomeTransient Outcome = 2
+	OutcomePermanent Outcome = 3
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeSuccess:
+		return "SUCCESS"
+	case OutcomeTransient:
+		return "TRANSIENT"
+	case OutcomePermanent:
+		return "PERMANENT"
+	}
+	return "UNKNOWN"
+}
+
+// Verdict is a Sender's answer for one message.
+type Verdict struct {
+	Outcome Outcome
+	// RetryAfter is the provider's hint (Retry-After, a quota reset); it can
+	// raise notifyd's backoff, never lower it.
+	RetryAfter time.Duration
+	// ProviderStatus is the provider's HTTP status, 0 when none.
+	ProviderStatus int
+	// ProviderCode is the provider's own error code ("-401"), if any.
+	ProviderCode string
+	// Detail says why, for the operator; never a secret.
+	Detail string
+	// Result is JSON kept with the notification: a provider message id,
+	// embeddings, …
+	Result json.RawMessage
+}
+
+// Success is a delivered message, with an optional result (JSON, or nil).
+func Success(result json.RawMessage) Verdict {
+	return Verdict{Outcome: OutcomeSuccess, Result: result}
+}
+
+// Transient is a failure worth retrying.
+func Transient(detail string) Verdict { return Verdict{Outcome: OutcomeTransient, Detail: detail} }
+
+// Permanent is a final failure: the message is dead-lettered with detail.
+func Permanent(detail string) Verdict { return Verdict{Outcome: OutcomePermanent, Detail: detail} }
+
+// WithRetryAfter sets the provider's retry hint.
+func (v Verdict) WithRetryAfter(d time.Duration) Verdict { v.RetryAfter = d; return v }
+
+// WithStatus sets the provider's HTTP status.
+func (v Verdict) WithStatus(status int) Verdict { v.ProviderStatus = status; return v }
+
+// WithCode sets the provider's own error code.
+func (v Verdict) WithCode(code string) Verdict { v.ProviderCode = code; return v }
+
+// WithResult sets the result JSON.
+func (v Verdict) WithResult(result json.RawMessage) Verdict { v.Result = result; return v }
