@@ -1,0 +1,174 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+postgres: {url: "postgres://127.0.0.1:5432/notifyd?sslmode=disable"}
+redis:    {url: "redis://127.0.0.1:6379/0"}
+`
+
+func write(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "notifyd.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoad_Defaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(write(t, minimal+`
+channels:
+  quiz: {plugin: webhook, config: {url: "http://127.0.0.1:9/hook"}}
+`), []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.Listen != "127.0.0.1:8080" {
+		t.Errorf("http.listen = %q, want loopback default", cfg.HTTP.Listen)
+	}
+	ch := cfg.Channels["quiz"]
+	if ch.Concurrency != DefaultConcurrency || ch.Retry.MaxAttempts != DefaultMaxAttempts || ch.Retry.Jitter != JitterFull {
+		t.Errorf("channel defaults not filled: %+v", ch)
+	}
+	if got := ch.Config["url"]; got != "http://127.0.0.1:9/hook" {
+		t.Errorf("channel config url = %v", got)
+	}
+}
+
+func TestLoad_FullExample(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(write(t, minimal+`
+plugins: {dir: ./bin/plugins}
+http: {tokens: ["${TEST_TOKEN}"]}
+log: {level: debug, format: json}
+channels:
+  daily-quiz:
+    plugin: kakao
+    config: {mode: friends, access_token: "a", nested: {deep: [1, 2]}}
+    concurrency: 64
+    retry: {max_attempts: 5, base: 1s, max: 16s, jitter: window}
+schedules:
+  daily-quiz:
+    channel: daily-quiz
+    cron: "0 8 * * *"
+    timezone: Asia/Seoul
+    audience: {topic: daily-quiz}
+    payload: {object_type: text, text: "Today's quiz: {{.data.title}}"}
+`), []string{"TEST_TOKEN=0123456789abcdef0123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.HTTP.Tokens; len(got) != 1 || got[0] != "0123456789abcdef0123" {
+		t.Errorf("tokens = %v, want the expanded variable", got)
+	}
+	ch := cfg.Channels["daily-quiz"]
+	if ch.Retry.Max != 16*time.Second || ch.Retry.Jitter != JitterWindow || ch.Concurrency != 64 {
+		t.Errorf("channel = %+v", ch)
+	}
+	s := cfg.Schedules["daily-quiz"]
+	if s.Lead != DefaultScheduleLead || s.Timezone != "Asia/Seoul" {
+		t.Errorf("schedule = %+v", s)
+	}
+}
+
+func TestLoad_Env(t *testing.T) {
+	t.Parallel()
+	path := write(t, minimal+`
+channels:
+  daily-quiz: {plugin: webhook, config: {url: "http://127.0.0.1:9/a"}}
+`)
+	cfg, err := Load(path, []string{
+		"NOTIFYD_POSTGRES_URL=postgres://other:5432/db",
+		"NOTIFYD_LOG_FORMAT=json",
+		"NOTIFYD_SHUTDOWN_SOFT_TIMEOUT=3s",
+		"NOTIFYD_CHANNELS_DAILY_QUIZ_CONCURRENCY=7",
+		"NOTIFYD_CHANNELS_DAILY_QUIZ_RETRY_MAX_ATTEMPTS=9",
+		"NOTIFYD_CHANNELS_DAILY_QUIZ_CONFIG_URL=http://127.0.0.1:9/b",
+		"NOTIFYD_API_TOKEN=not-a-key-so-ignored",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := cfg.Channels["daily-quiz"]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"postgres.url", cfg.Postgres.URL, "postgres://other:5432/db"},
+		{"log.format", cfg.Log.Format, "json"},
+		{"shutdown.soft_timeout", cfg.Shutdown.SoftTimeout, 3 * time.Second},
+		{"concurrency", ch.Concurrency, 7},
+		{"retry.max_attempts", ch.Retry.MaxAttempts, 9},
+		{"config.url", ch.Config["url"], "http://127.0.0.1:9/b"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestLoad_Errors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		env        []string
+		wantKey    string
+	}{
+		{"unknown top-level key", minimal + "bogus: 1\n", nil, "bogus"},
+		{"unknown channel key", minimal + "channels: {a: {plugin: webhook, concurency: 3}}\n", nil, "channels.a.concurency"},
+		{"wrong type", minimal + "channels: {a: {plugin: webhook, concurrency: lots}}\n", nil, "concurrency"},
+		{"missing postgres url", "redis: {url: \"redis://127.0.0.1:6379\"}\n", nil, "postgres.url"},
+		{"bad redis scheme", "postgres: {url: \"postgres://x\"}\nredis: {url: \"http://x\"}\n", nil, "redis.url"},
+		{"missing plugin", minimal + "channels: {a: {concurrency: 3}}\n", nil, "channels.a.plugin"},
+		{"bad jitter", minimal + "channels: {a: {plugin: w, retry: {jitter: some}}}\n", nil, "channels.a.retry.jitter"},
+		{"max below base", minimal + "channels: {a: {plugin: w, retry: {base: 10s, max: 1s}}}\n", nil, "channels.a.retry.max"},
+		{"bad duration", minimal + "shutdown: {soft_timeout: soon}\n", nil, "soft_timeout"},
+		{"unset variable", minimal + "http: {tokens: [\"${NOPE_NOT_SET}\"]}\n", nil, "http.tokens[0]"},
+		{"short token", minimal + "http: {tokens: [\"short\"]}\n", nil, "http.tokens[0]"},
+		{"bad log format", minimal + "log: {format: xml}\n", nil, "log.format"},
+		{"bad cron", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"61 * * * *\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.cron"},
+		{"bad zone", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", timezone: Mars/Olympus, audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.timezone"},
+		{"schedule without channel", minimal + "schedules: {s: {channel: nope, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.channel"},
+		{"query without key", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {query: \"select 1\"}, payload: {x: y}}}\n", nil, "schedules.s.audience.key"},
+		{"bad env value", minimal, []string{"NOTIFYD_POSTGRES_MAX_CONNS=many"}, "max_conns"},
+		{"bad channel name", minimal + "channels: {\"a b\": {plugin: w}}\n", nil, "channels.a b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := tt.env
+			if env == nil {
+				env = []string{}
+			}
+			_, err := Load(write(t, tt.yaml), env)
+			if err == nil {
+				t.Fatalf("Load succeeded, want an error naming %q", tt.wantKey)
+			}
+			if !strings.Contains(err.Error(), tt.wantKey) {
+				t.Errorf("error %q does not name %q", err, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestLoad_MissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), []string{})
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("err = %v, want it to name the file", err)
+	}
+	var cerr *Error
+	if errors.As(err, &cerr) {
+		t.Errorf("a missing file is not a key error: %v", err)
+	}
+}
