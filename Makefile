@@ -33,5 +33,23 @@ test: services vet build
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
+# proto regenerates the plugin protocol's Go code (committed). protoc is
+# Debian's (apt-get install protobuf-compiler, 3.21.12); the Go generators are
+# pinned here and installed by `go install` from the Go module proxy into
+# bin/tools, so nothing else is needed.
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+PROTO_TOOLS        := $(abspath $(BIN)/tools)
+
+proto:
+	@command -v protoc >/dev/null || { echo "make proto: protoc not found; apt-get install protobuf-compiler" >&2; exit 1; }
+	GOBIN=$(PROTO_TOOLS) $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(PROTO_TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
+	protoc --plugin=protoc-gen-go=$(PROTO_TOOLS)/protoc-gen-go \
+	  --plugin=protoc-gen-go-grpc=$(PROTO_TOOLS)/protoc-gen-go-grpc \
+	  --go_out=. --go_opt=paths=source_relative \
+	  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	  sdk/proto/providerv1/provider.proto
+
 clean:
 	rm -rf $(BIN)
