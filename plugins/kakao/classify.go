@@ -1,0 +1,184 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// Kakao answers errors with HTTP 4xx/5xx and a JSON body {"msg": "…", "code":
+// -401}; the code, not the status, says what happened (transient errors such
+// as -1 and -7 come back as HTTP 400). The table follows Kakao's REST API
+// error codes and the KakaoTalk Message error codes:
+// https://developers.kakao.com/docs/latest/en/rest-api/error-code
+// https://developers.kakao.com/docs/latest/en/kakaotalk-message/trouble-shooting
+
+// Error codes the sender branches on.
+const (
+	codeInvalidToken = -401
+)
+
+// quota says when a quota error clears.
+type quota int
+
+const (
+	quotaNone    quota = iota
+	quotaDaily         // resets at 00:00 KST
+	quotaMonthly       // resets on the 1st at 00:00 KST
+)
+
+type codeInfo struct {
+	transient bool
+	quota     quota
+	reason    string
+}
+
+// kakaoCodes is read-only after init.
+var kakaoCodes = map[int]codeInfo{
+	-1:    {transient: true, reason: "Kakao internal error"},
+	-2:    {reason: "invalid request parameters (check the template object and receiver UUID)"},
+	-3:    {reason: "API not enabled for the app (app configuration: consent items, allowed APIs)"},
+	-4:    {reason: "the Kakao account is blocked or restricted"},
+	-5:    {reason: "the app has no permission for this API (app configuration: request a review)"},
+	-6:    {reason: "action not allowed by Kakao"},
+	-7:    {transient: true, reason: "Kakao service under maintenance or internal problem"},
+	-8:    {reason: "invalid request header"},
+	-9:    {reason: "the API has been discontinued"},
+	-10:   {transient: true, quota: quotaDaily, reason: "app's API quota exceeded"},
+	-11:   {transient: true, quota: quotaDaily, reason: "paid API spending limit exceeded"},
+	-12:   {reason: "the Kakao Developers app or developer account is suspended"},
+	-101:  {reason: "the user is not linked to the app"},
+	-401:  {reason: "invalid or expired access token, or app key mismatch"},
+	-402:  {reason: "the user has not consented to the required scope (talk_message)"},
+	-501:  {reason: "the user is not a KakaoTalk member"},
+	-502:  {reason: "the recipient is not the sender's KakaoTalk friend"},
+	-530:  {reason: "the recipient refuses messages"},
+	-531:  {transient: true, quota: quotaMonthly, reason: "the sender's monthly message quota is exceeded"},
+	-532:  {transient: true, quota: quotaDaily, reason: "the sender's daily message quota is exceeded"},
+	-533:  {transient: true, quota: quotaDaily, reason: "the recipient's daily message quota is exceeded"},
+	-536:  {transient: true, quota: quotaDaily, reason: "the daily quota for this sender and recipient pair is exceeded"},
+	-603:  {transient: true, reason: "Kakao internal timeout"},
+	-9798: {transient: true, reason: "Kakao service under maintenance"},
+}
+
+// kst is Korea Standard Time: UTC+9 all year (no DST), so a fixed zone needs
+// no tzdata.
+var kst = time.FixedZone("KST", 9*60*60)
+
+// untilQuotaReset is how long from now until a quota of kind q resets.
+func untilQuotaReset(now time.Time, q quota) time.Duration {
+	t := now.In(kst)
+	var next time.Time
+	switch q {
+	case quotaDaily:
+		next = time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, kst)
+	case quotaMonthly:
+		next = time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, kst)
+	default:
+		return 0
+	}
+	return next.Sub(now)
+}
+
+// kakaoError is Kakao's error body. Code is a pointer so a body without one
+// is told apart from code 0.
+type kakaoError struct {
+	Msg  string `json:"msg"`
+	Code *int   `json:"code"`
+}
+
+// classifyCode turns a Kakao error code into a verdict.
+func classifyCode(now time.Time, status, code int, msg string) sdk.Verdict {
+	info, known := kakaoCodes[code]
+	var v sdk.Verdict
+	switch {
+	case !known && (status >= 500 || status == http.StatusTooManyRequests):
+		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
+	case !known:
+		v = sdk.Permanent(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
+	case info.transient:
+		v = sdk.Transient(fmt.Sprintf("Kakao error %d: %s: %s", code, info.reason, clean(msg)))
+		if info.quota != quotaNone {
+			v = v.WithRetryAfter(untilQuotaReset(now, info.quota))
+		}
+	default:
+		v = sdk.Permanent(fmt.Sprintf("Kakao error %d: %s: %s", code, info.reason, clean(msg)))
+	}
+	return v.WithCode(strconv.Itoa(code)).WithStatus(status)
+}
+
+// classifyStatus is the verdict for a response without a Kakao error code,
+// with sdk.ClassifyHTTP's rules: 408, 425, 429 and 5xx transient (honouring
+// Retry-After), other non-2xx permanent.
+func classifyStatus(now time.Time, resp *http.Response, body []byte) sdk.Verdict {
+	detail := fmt.Sprintf("Kakao answered HTTP %d without an error code", resp.StatusCode)
+	if snippet := clean(string(body)); snippet != "" {
+		detail += ": " + snippet
+	}
+	var v sdk.Verdict
+	switch s := resp.StatusCode; {
+	case s == http.StatusRequestTimeout, s == http.StatusTooEarly, s == http.StatusTooManyRequests, s >= 500:
+		v = sdk.Transient(detail).WithRetryAfter(retryAfter(now, resp.Header.Get("Retry-After")))
+	default:
+		v = sdk.Permanent(detail)
+	}
+	return v.WithStatus(resp.StatusCode)
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when
+// absent or unreadable.
+func retryAfter(now time.Time, h string) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(h); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// decodeKakaoError reads an error body; ok is false when the body has no
+// numeric code (garbage, HTML from a proxy, an empty body).
+func decodeKakaoError(body []byte) (e kakaoError, ok bool) {
+	if err := json.Unmarshal(body, &e); err != nil || e.Code == nil {
+		return kakaoError{}, false
+	}
+	return e, true
+}
+
+// maxDetail bounds the provider text quoted in a verdict detail.
+const maxDetail = 300
+
+// clean makes provider text fit for a one-line detail: valid UTF-8, no
+// control characters, at most maxDetail bytes.
+func clean(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxDetail {
+		cut := maxDetail
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults for the optional config keys.
+const (
+	APIURLDefault  = "https://kapi.kakao.com"
+	AuthURLDefault = "https://kauth.kakao.com"
+	TimeoutDefault = 10 * time.Second
+)
+
+// Modes: who receives the message.
+const (
+	modeMemo    = "memo"    // the token's own user ("send to me")
+	modeFriends = "friends" // the notification's recipient, a friend's UUID
+)
+
+// rawConfig is the channel's `config:` block exactly as the operator wrote it.
+type rawConfig struct {
+	Mode         string          `json:"mode"`
+	AccessToken  string          `json:"access_token"`
+	RefreshToken string          `json:"refresh_token"`
+	ClientID     string          `json:"client_id"`
+	ClientSecret string          `json:"client_secret"`
+	APIURL       string          `json:"api_url"`
+	AuthURL      string          `json:"auth_url"`
+	Template     json.RawMessage `json:"template"`
+	Timeout      string          `json:"timeout"`
+	TokenFile    string          `json:"token_file"`
+}
+
+// config is a validated channel config with defaults filled in.
+type config struct {
+	mode         string
+	accessToken  string
+	refreshToken string
+	clientID     string
+	clientSecret string
+	apiURL       string // no trailing slash
+	authURL      string // no trailing slash
+	template     *fieldTemplate
+	timeout      time.Duration
+	tokenFile    string
+}
+
+// ConfigError is a bad channel config: Key names the offending key. It never
+// carries a secret's value.
+type ConfigError struct {
+	Key    string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("kakao config: %s: %s", e.Key, e.Reason) }
+
+// parseConfig decodes and validates one channel's config. Unknown keys are an
+// error, so a typo never silently falls back to a default.
+func parseConfig(raw json.RawMessage) (*config, error) {
+	var rc rawConfig
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rc); err != nil {
+		return nil, decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, &ConfigError{Key: "config", Reason: "trailing data after the config object"}
+	}
+
+	c := &config{
+		mode:         rc.Mode,
+		accessToken:  rc.AccessToken,
+		refreshToken: rc.RefreshToken,
+		clientID:     rc.ClientID,
+		clientSecret: rc.ClientSecret,
+		timeout:      TimeoutDefault,
+		tokenFile:    rc.TokenFile,
+	}
+	switch rc.Mode {
+	case modeMemo, modeFriends:
+	case "":
+		return nil, &ConfigError{Key: "mode", Reason: `required: "memo" (send to me) or "friends" (send to the recipient's UUID)`}
+	default:
+		return nil, &ConfigError{Key: "mode", Reason: fmt.Sprintf(`%q is not "memo" or "friends"`, rc.Mode)}
+	}
+	if rc.AccessToken == "" && rc.RefreshToken == "" {
+		return nil, &ConfigError{Key: "access_token", Reason: "required unless refresh_token (with client_id) is set"}
+	}
+	if rc.RefreshToken != "" && rc.ClientID == "" {
+		return nil, &ConfigError{Key: "client_id", Reason: "required with refresh_token: the app's REST API key, sent when refreshing the access token"}
+	}
+	if rc.ClientSecret != "" && rc.RefreshToken == "" {
+		return nil, &ConfigError{Key: "client_secret", Reason: "only used to refresh the access token, so it needs refresh_token"}
+	}
+	if rc.TokenFile != "" && rc.RefreshToken == "" {
+		return nil, &ConfigError{Key: "token_file", Reason: "keeps refreshed tokens, so it needs refresh_token"}
+	}
+	for _, s := range []struct{ key, val string }{
+		{"access_token", rc.AccessToken}, {"refresh_token", rc.RefreshToken},
+		{"client_id", rc.ClientID}, {"client_secret", rc.ClientSecret},
+	} {
+		if strings.ContainsAny(s.val, " \t\r\n") {
+			return nil, &ConfigError{Key: s.key, Reason: "contains whitespace (a copy-paste accident?)"}
+		}
+	}
+	var err error
+	if c.apiURL, err = baseURL("api_url", rc.APIURL, APIURLDefault); err != nil {
+		return nil, err
+	}
+	if c.authURL, err = baseURL("auth_url", rc.AuthURL, AuthURLDefault); err != nil {
+		return nil, err
+	}
+	if rc.Timeout != "" {
+		d, err := time.ParseDuration(rc.Timeout)
+		if err != nil || d <= 0 {
+			return nil, &ConfigError{Key: "timeout", Reason: fmt.Sprintf("%q is not a positive duration such as \"10s\"", rc.Timeout)}
+		}
+		c.timeout = d
+	}
+	if t := bytes.TrimSpace(rc.Template); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if c.template, err = parseFieldTemplate(t); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// baseURL validates an absolute http(s) base URL, or returns def when empty.
+func baseURL(key, val, def string) (string, error) {
+	if val == "" {
+		return def, nil
+	}
+	u, err := url.Parse(val)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q is not an absolute http(s) URL", val)}
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q must be a base URL without query or fragment", val)}
+	}
+	return strings.TrimRight(val, "/"), nil
+}
+
+// decodeError names the key of a JSON decoding failure without echoing the
+// value (it may be a token).
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		key := typeErr.Field
+		if key == "" {
+			return &ConfigError{Key: "config", Reason: fmt.Sprintf("must be a JSON object, not %s", typeErr.Value)}
+		}
+		return &ConfigError{Key: key, Reason: fmt.Sprintf("must be a %s, not %s", typeErr.Type.Kind(), typeErr.Value)}
+	}
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return &ConfigError{Key: "config", Reason: fmt.Sprintf("not valid JSON at offset %d", syntaxErr.Offset)}
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		return &ConfigError{Key: strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`),
+			Reason: "unknown key (known: mode, access_token, refresh_token, client_id, client_secret, api_url, auth_url, template, timeout, token_file)"}
+	}
+	return &ConfigError{Key: "config", Reason: err.Error()}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// pluginVersion is this plugin's version, reported by Describe.
+const pluginVersion = "0.1.0"
+
+// provider is the Kakao plugin: one process serves every Kakao channel.
+type provider struct {
+	// now is the clock for quota resets; nil means time.Now. Tests set it.
+	now func() time.Time
+}
+
+func (p *provider) Describe() sdk.Info {
+	return sdk.Info{
+		Name:         "kakao",
+		Version:      pluginVersion,
+		Capabilities: []string{"memo", "friends"},
+		ConfigSchema: json.RawMessage(configSchema),
+	}
+}
+
+// Configure validates the channel config and builds its sender.
+func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+	c, err := parseConfig(req.Config)
+	if err != nil {
+		return nil, err
+	}
+	logger := req.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	logger = logger.With("channel", req.Channel)
+
+	var store *tokenFile
+	if c.tokenFile != "" {
+		var access, refresh string
+		var ok bool
+		store, access, refresh, ok, err = openTokenFile(c.tokenFile, c.refreshToken)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			c.accessToken, c.refreshToken = access, refresh
+			logger.Info("kakao: using the tokens saved in token_file", "token_file", c.tokenFile)
+		}
+	}
+
+	client := &http.Client{
+		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		// Kakao does not redirect; following one would carry the bearer
+		// token somewhere unexpected.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	endpoint := c.apiURL + pathMemo
+	if c.mode == modeFriends {
+		endpoint = c.apiURL + pathFriends
+	}
+	now := p.now
+	if now == nil {
+		now = time.Now
+	}
+	return &sender{
+		cfg:      c,
+		client:   client,
+		tokens:   newTokenSource(c, client, store, logger),
+		endpoint: endpoint,
+		now:      now,
+	}, nil
+}
+
+// configSchema documents the channel config (see README.md).
+const configSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "notifyd kakao channel config",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["mode"],
+  "properties": {
+    "mode":          {"enum": ["memo", "friends"], "description": "memo: send to the token's own user; friends: send to the recipient (a friend's UUID)"},
+    "access_token":  {"type": "string", "description": "user access token; required unless refresh_token is set"},
+    "refresh_token": {"type": "string", "description": "refresh token, used when Kakao rejects the access token (-401)"},
+    "client_id":     {"type": "string", "description": "the app's REST API key; required with refresh_token"},
+    "client_secret": {"type": "string", "description": "client secret, if the app enables it"},
+    "api_url":       {"type": "string", "format": "uri", "default": "https://kapi.kakao.com"},
+    "auth_url":      {"type": "string", "format": "uri", "default": "https://kauth.kakao.com"},
+    "template":      {"type": "object", "required": ["object_type"], "description": "Kakao template object whose string values are Go templates over the payload; without it the payload is the template object"},
+    "timeout":       {"type": "string", "default": "10s", "description": "per HTTP request"},
+    "token_file":    {"type": "string", "description": "where refreshed tokens are kept across restarts"}
+  }
+}`

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// jsonEqual compares two JSON documents by value.
+func jsonEqual(t *testing.T, what, got, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("%s: %q is not JSON: %v", what, got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("%s: want %q is not JSON: %v", what, want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s = %s, want %s", what, got, want)
+	}
+}
+
+func formKeys(r recordedRequest) []string {
+	var keys []string
+	for k := range r.Form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// checkSendRequest asserts the exact request Kakao's docs ask for.
+func checkSendRequest(t *testing.T, r recordedRequest, path, token string) {
+	t.Helper()
+	if r.Method != http.MethodPost || r.Path != path {
+		t.Errorf("request = %s %s, want POST %s", r.Method, r.Path, path)
+	}
+	if got, want := r.Header.Get("Authorization"), "Bearer "+token; got != want {
+		t.Errorf("Authorization = %q, want %q", got, want)
+	}
+	if got, want := r.Header.Get("Content-Type"), "application/x-www-form-urlencoded;charset=utf-8"; got != want {
+		t.Errorf("Content-Type = %q, want %q", got, want)
+	}
+}
+
+func TestSender_Send_Memo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	v := b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+	jsonEqual(t, "result", string(v.Result), `{"result_code":0}`)
+
+	reqs := b.fake.sendRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("sends = %d, want 1", len(reqs))
+	}
+	checkSendRequest(t, reqs[0], "/v2/api/talk/memo/default/send", testAccess)
+	if got, want := formKeys(reqs[0]), []string{"template_object"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("form keys = %v, want %v", got, want)
+	}
+	jsonEqual(t, "template_object", reqs[0].Form.Get("template_object"), textPayload)
+	if n := len(b.fake.tokenRequests()); n != 0 {
+		t.Errorf("token requests = %d, want 0", n)
+	}
+}
+
+func TestSender_Send_Friends(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]any{"mode": "friends"})
+	v := b.send(b.sender, testUUID, textPayload)
+	wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+	jsonEqual(t, "result", string(v.Result), `{"successful_receiver_uuids":["`+testUUID+`"]}`)
+
+	reqs := b.fake.sendRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("sends = %d, want 1", len(reqs))
+	}
+	checkSendRequest(t, reqs[0], "/v1/api/talk/friends/message/default/send", testAccess)
+	if got, want := formKeys(reqs[0]), []string{"receiver_uuids", "template_object"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("form keys = %v, want %v", got, want)
+	}
+	if got, want := reqs[0].Form.Get("receiver_uuids"), `["`+testUUID+`"]`; got != want {
+		t.Errorf("receiver_uuids = %s, want %s", got, want)
+	}
+	jsonEqual(t, "template_object", reqs[0].Form.Get("template_object"), textPayload)
+
+	t.Run("no recipient", func(t *testing.T) {
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 0, "")
+		if !strings.Contains(v.Detail, "recipient") {
+			t.Errorf("detail = %q, want it to mention the recipient", v.Detail)
+		}
+	})
+}
+
+func TestSender_Send_Template(t *testing.T) {
+	t.Parallel()
+	tmpl := map[string]any{
+		"object_type":  "text",
+		"text":         `Order {{.order_id}} for {{.name}} shipped`,
+		"link":         map[string]any{"web_url": "https://shop.example/o/{{.order_id}}"},
+		"button_title": "Track",
+	}
+	b := setup(t, map[string]any{"mode": "friends", "template": tmpl})
+	v := b.send(b.sender, testUUID, `{"order_id": 1234567890123, "name": "Kim \"Q\" <&>"}`)
+	wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+	reqs := b.fake.sendRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("sends = %d, want 1", len(reqs))
+	}
+	jsonEqual(t, "template_object", reqs[0].Form.Get("template_object"),
+		`{"object_type":"text","text":"Order 1234567890123 for Kim \"Q\" <&> shipped","link":{"web_url":"https://shop.example/o/1234567890123"},"button_title":"Track"}`)
+
+	t.Run("missing payload field", func(t *testing.T) {
+		v := b.send(b.sender, testUUID, `{"name":"Kim"}`)
+		wantVerdict(t, v, sdk.OutcomePermanent, 0, "")
+		if !strings.Contains(v.Detail, "order_id") {
+			t.Errorf("detail = %q, want it to name order_id", v.Detail)
+		}
+	})
+	if n := len(b.fake.sendRequests()); n != 1 {
+		t.Errorf("sends = %d, want 1 (a bad payload is never sent)", n)
+	}
+}
+
+func TestSender_Send_BadPayload(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, payload := range []string{``, `null`, `"text"`, `[1]`, `{"text":"no object_type"}`, `{"object_type":""}`, `{not json`} {
+		v := b.send(b.sender, "", payload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 0, "")
+		if !strings.Contains(v.Detail, "template object") && !strings.Contains(v.Detail, "object_type") {
+			t.Errorf("payload %q: detail = %q, want it to explain the template object", payload, v.Detail)
+		}
+	}
+	if n := len(b.fake.sendRequests()); n != 0 {
+		t.Errorf("sends = %d, want 0", n)
+	}
+}
+
+// TestSender_Send_ErrorCodes walks Kakao's documented error answers.
+func TestSender_Send_ErrorCodes(t *testing.T) {
+	t.Parallel()
+	daily := 30 * time.Minute                      // 23:30 KST → midnight KST
+	monthly := 21*24*time.Hour + 30*time.Minute // 2025-03-10 23:30 KST → 04-01 00:00 KST
+	tests := []struct {
+		name      string
+		status    int
+		body      string
+		outcome   sdk.Outcome
+		code      string
+		retry     time.Duration
+		reasonSub string
+	}{
+		{"-1 internal error", 400, `{"msg":"internal error","code":-1}`, sdk.OutcomeTransient, "-1", 0, "internal error"},
+		{"-7 maintenance", 400, `{"msg":"under maintenance","code":-7}`, sdk.OutcomeTransient, "-7", 0, "maintenance"},
+		{"-603 internal timeout", 400, `{"msg":"timeout","code":-603}`, sdk.OutcomeTransient, "-603", 0, "timeout"},
+		{"-9798 maintenance 503", 503, `{"msg":"service check","code":-9798}`, sdk.OutcomeTransient, "-9798", 0, "maintenance"},
+		{"-10 quota", 400, `{"msg":"API limit has been exceeded.","code":-10}`, sdk.OutcomeTransient, "-10", daily, "quota"},
+		{"-532 sender daily", 400, `{"msg":"daily limit exceeded","code":-532}`, sdk.OutcomeTransient, "-532", daily, "sender's daily"},
+		{"-533 recipient daily", 400, `{"msg":"daily limit exceeded","code":-533}`, sdk.OutcomeTransient, "-533", daily, "recipient's daily"},
+		{"-536 pair daily", 400, `{"msg":"daily limit exceeded","code":-536}`, sdk.OutcomeTransient, "-536", daily, "pair"},
+		{"-531 sender monthly", 400, `{"msg":"monthly limit exceeded","code":-531}`, sdk.OutcomeTransient, "-531", monthly, "monthly"},
+		{"-402 consent", 403, `{"msg":"insufficient scopes.","code":-402,"api_type":"TALK_MEMO_DEFAULT_SEND","required_scopes":["talk_message"]}`, sdk.OutcomePermanent, "-402", 0, "consent"},
+		{"-3 app config", 403, `{"msg":"App disabled [talk_message] scopes","code":-3}`, sdk.OutcomePermanent, "-3", 0, "app configuration"},
+		{"-5 app permission", 403, `{"msg":"no permission","code":-5}`, sdk.OutcomePermanent, "-5", 0, "app configuration"},
+		{"-530 refuses messages", 400, `{"msg":"user refused to receive messages","code":-530}`, sdk.OutcomePermanent, "-530", 0, "refuses"},
+		{"-2 bad params", 400, `{"msg":"template_object is invalid","code":-2}`, sdk.OutcomePermanent, "-2", 0, "template_object is invalid"},
+		{"unknown 4xx code", 400, `{"msg":"something new","code":-12345}`, sdk.OutcomePermanent, "-12345", 0, "something new"},
+		{"unknown 5xx code", 500, `{"msg":"oops","code":-12345}`, sdk.OutcomeTransient, "-12345", 0, "oops"},
+		{"500 garbage", 500, `<html>Internal Server Error</html>`, sdk.OutcomeTransient, "", 0, "HTTP 500"},
+		{"502 empty", 502, ``, sdk.OutcomeTransient, "", 0, "HTTP 502"},
+		{"404 garbage", 404, `<html>not found</html>`, sdk.OutcomePermanent, "", 0, "HTTP 404"},
+		{"400 code not a number", 400, `{"msg":"x","code":"-1"}`, sdk.OutcomePermanent, "", 0, "HTTP 400"},
+		{"200 garbage", 200, `<html>captive portal</html>`, sdk.OutcomeTransient, "", 0, "unreadable"},
+		{"200 empty", 200, ``, sdk.OutcomeTransient, "", 0, "unreadable"},
+		{"200 result_code non-zero", 200, `{"result_code":7}`, sdk.OutcomePermanent, "", 0, "result_code 7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.answer(tt.status, tt.body)
+			v := b.send(b.sender, "", textPayload)
+			wantVerdict(t, v, tt.outcome, tt.status, tt.code)
+			if v.RetryAfter != tt.retry {
+				t.Errorf("retry after = %v, want %v", v.RetryAfter, tt.retry)
+			}
+			if !strings.Contains(v.Detail, tt.reasonSub) {
+				t.Errorf("detail = %q, want it to contain %q", v.Detail, tt.reasonSub)
+			}
+			if n := len(b.fake.tokenRequests()); n != 0 {
+				t.Errorf("token refreshes = %d, want 0", n)
+			}
+		})
+	}
+}
+
+func TestSender_Send_RetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.fake.answerWith(cannedAnswer{status: 429, header: http.Header{"Retry-After": {"7"}}, body: `Too Many Requests`})
+	v := b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomeTransient, 429, "")
+	if v.RetryAfter != 7*time.Second {
+		t.Errorf("retry after = %v, want 7s", v.RetryAfter)
+	}
+}
+
+func TestSender_Send_FailureInfo(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		body    string
+		outcome sdk.Outcome
+		code    string
+		retry   time.Duration
+	}{
+		{"refuses messages", `{"successful_receiver_uuids":[],"failure_info":[{"code":-530,"msg":"user refused to receive messages","receiver_uuids":["` + testUUID + `"]}]}`,
+			sdk.OutcomePermanent, "-530", 0},
+		{"pair quota", `{"failure_info":[{"code":-536,"msg":"daily limit exceeded","receiver_uuids":["` + testUUID + `"]}]}`,
+			sdk.OutcomeTransient, "-536", 30 * time.Minute},
+		{"failure_infos spelling", `{"failure_infos":[{"code":-533,"msg":"daily limit exceeded","receiver_uuids":["` + testUUID + `"]}]}`,
+			sdk.OutcomeTransient, "-533", 30 * time.Minute},
+		{"failure without uuids", `{"failure_info":[{"code":-502,"msg":"not a friend"}]}`,
+			sdk.OutcomePermanent, "-502", 0},
+		{"other receiver failed", `{"successful_receiver_uuids":["` + testUUID + `"],"failure_info":[{"code":-530,"msg":"refused","receiver_uuids":["someone-else"]}]}`,
+			sdk.OutcomeSuccess, "", 0},
+		{"recipient not confirmed", `{"successful_receiver_uuids":["someone-else"]}`,
+			sdk.OutcomeTransient, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, map[string]any{"mode": "friends"})
+			b.fake.answer(200, tt.body)
+			v := b.send(b.sender, testUUID, textPayload)
+			wantVerdict(t, v, tt.outcome, 200, tt.code)
+			if v.RetryAfter != tt.retry {
+				t.Errorf("retry after = %v, want %v", v.RetryAfter, tt.retry)
+			}
+			if tt.outcome != sdk.OutcomeSuccess && tt.code != "" && !strings.Contains(v.Detail, "failure_info") {
+				t.Errorf("detail = %q, want it to say the failure came in failure_info", v.Detail)
+			}
+			jsonEqual(t, "result", string(v.Result), tt.body)
+		})
+	}
+}
+
+func TestSender_Send_Network(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.fake.api.Close()
+	v := b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomeTransient, 0, "")
+	if !strings.Contains(v.Detail, "send to Kakao") {
+		t.Errorf("detail = %q, want a transport error", v.Detail)
+	}
+}
+
+func TestSender_Send_Redirect(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.fake.answerWith(cannedAnswer{status: 302, header: http.Header{"Location": {"http://127.0.0.1:1/elsewhere"}}, body: `{}`})
+	v := b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomePermanent, 302, "")
+	if n := len(b.fake.sendRequests()); n != 1 {
+		t.Errorf("sends = %d, want 1 (redirects are not followed)", n)
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// tokenSource holds a channel's OAuth tokens and refreshes the access token
+// when Kakao rejects it. However many sends hit -401 at once, one refresh
+// runs: each send remembers the generation of the token it used, and a send
+// whose generation is already stale just picks up the newer token.
+type tokenSource struct {
+	client       *http.Client
+	tokenURL     string
+	clientID     string
+	clientSecret string
+	timeout      time.Duration
+	store        *tokenFile // nil: rotated tokens live in memory only
+	logger       hclog.Logger
+
+	mu       sync.Mutex
+	access   string
+	refresh  string
+	gen      uint64
+	inflight *refreshCall
+	secrets  []string // every token value seen, for redact
+}
+
+// refreshCall is one refresh in flight; done is closed when its fields are set.
+type refreshCall struct {
+	done   chan struct{}
+	access string
+	gen    uint64
+	err    error
+}
+
+// refreshError is a failed refresh. Transient failures (network, 5xx, 429)
+// are worth retrying the message for; the rest need the operator.
+type refreshError struct {
+	transient bool
+	status    int
+	code      string // Kakao's error_code, e.g. KOE322
+	detail    string
+}
+
+func (e *refreshError) Error() string { return e.detail }
+
+// errNoRefreshToken: Kakao rejected the access token and there is no
+// refresh_token to get another.
+var errNoRefreshToken = errors.New("no refresh_token configured to replace the rejected access token")
+
+func newTokenSource(c *config, client *http.Client, store *tokenFile, logger hclog.Logger) *tokenSource {
+	ts := &tokenSource{
+		client:       client,
+		tokenURL:     c.authURL + "/oauth/token",
+		clientID:     c.clientID,
+		clientSecret: c.clientSecret,
+		timeout:      c.timeout,
+		store:        store,
+		logger:       logger,
+		access:       c.accessToken,
+		refresh:      c.refreshToken,
+	}
+	ts.remember(c.accessToken, c.refreshToken, c.clientSecret)
+	return ts
+}
+
+// current returns the access token to use and its generation. With only a
+// refresh token configured, the first call fetches an access token.
+func (ts *tokenSource) current(ctx context.Context) (string, uint64, error) {
+	ts.mu.Lock()
+	access, gen := ts.access, ts.gen
+	ts.mu.Unlock()
+	if access != "" {
+		return access, gen, nil
+	}
+	return ts.refreshFrom(ctx, gen)
+}
+
+// refreshFrom replaces the access token of generation gen and returns the new
+// one. If gen is already stale, another send refreshed it: the newer token is
+// returned without a second refresh. The refresh itself runs detached from
+// ctx (bounded by the channel timeout) so one message's deadline cannot abort
+// a refresh that other sends are waiting for.
+func (ts *tokenSource) refreshFrom(ctx context.Context, gen uint64) (string, uint64, error) {
+	ts.mu.Lock()
+	if ts.gen != gen && ts.access != "" {
+		access, cur := ts.access, ts.gen
+		ts.mu.Unlock()
+		return access, cur, nil
+	}
+	if ts.refresh == "" {
+		ts.mu.Unlock()
+		return "", 0, errNoRefreshToken
+	}
+	call := ts.inflight
+	if call == nil {
+		call = &refreshCall{done: make(chan struct{})}
+		ts.inflight = call
+		go ts.run(context.WithoutCancel(ctx), call, ts.refresh)
+	}
+	ts.mu.Unlock()
+
+	select {
+	case <-call.done:
+		return call.access, call.gen, call.err
+	case <-ctx.Done():
+		return "", 0, &refreshError{transient: true, detail: fmt.Sprintf("waiting for the access token refresh: %v", ctx.Err())}
+	}
+}
+
+func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken string) {
+	ctx, cancel := context.WithTimeout(ctx, ts.timeout)
+	defer cancel()
+	tok, err := ts.requestToken(ctx, refreshToken)
+
+	ts.mu.Lock()
+	if err == nil {
+		ts.access = tok.AccessToken
+		rotated := tok.RefreshToken != "" && tok.RefreshToken != ts.refresh
+		if tok.RefreshToken != "" {
+			ts.refresh = tok.RefreshToken // Kakao expires the old one at once
+		}
+		ts.gen++
+		ts.remember(tok.AccessToken, tok.RefreshToken)
+		if ts.store != nil {
+			if perr := ts.store.save(ts.access, ts.refresh); perr != nil {
+				ts.logger.Warn("kakao: could not persist the refreshed tokens; a restart will fall back to the config's", "token_file", ts.store.path, "error", ts.redactLocked(perr.Error()))
+			}
+		}
+		ts.logger.Info("kakao: access token refreshed", "generation", ts.gen, "refresh_token_rotated", rotated, "expires_in", tok.ExpiresIn)
+	} else {
+		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redactLocked(err.Error()))
+	}
+	call.access, call.gen, call.err = ts.access, ts.gen, err
+	ts.inflight = nil
+	ts.mu.Unlock()
+	close(call.done)
+}
+
+// tokenResponse is Kakao's answer to a refresh. refresh_token is present only
+// when Kakao rotated it (when less than a month of its life was left).
+type tokenResponse struct {
+	AccessToken           string `json:"access_token"`
+	TokenType             string `json:"token_type"`
+	RefreshToken          string `json:"refresh_token"`
+	ExpiresIn             int    `json:"expires_in"`
+	RefreshTokenExpiresIn int    `json:"refresh_token_expires_in"`
+}
+
+// oauthError is kauth's error body.
+type oauthError struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description"`
+	Code        string `json:"error_code"`
+}
+
+// requestToken is POST {auth_url}/oauth/token with grant_type=refresh_token.
+func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*tokenResponse, error) {
+	form := url.Values{
+		"grant_type":    {"refresh_token"},
+		"client_id":     {ts.clientID},
+		"refresh_token": {refreshToken},
+	}
+	if ts.clientSecret != "" {
+		form.Set("client_secret", ts.clientSecret)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, &refreshError{detail: fmt.Sprintf("build token refresh request: %v", err)}
+	}
+	req.Header.Set("Content-Type", formContentType)
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		return nil, &refreshError{transient: true, detail: fmt.Sprintf("token refresh request failed: %v", transportError(err))}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, &refreshError{transient: true, status: resp.StatusCode, detail: fmt.Sprintf("read token refresh response: %v", err)}
+	}
+
+	if resp.StatusCode/100 == 2 {
+		var tok tokenResponse
+		if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
+			return nil, &refreshError{transient: true, status: resp.StatusCode,
+				detail: fmt.Sprintf("token refresh answered HTTP %d without an access_token", resp.StatusCode)}
+		}
+		return &tok, nil
+	}
+
+	s := resp.StatusCode
+	transient := s == http.StatusRequestTimeout || s == http.StatusTooEarly || s == http.StatusTooManyRequests || s >= 500
+	var oe oauthError
+	if json.Unmarshal(body, &oe) == nil && oe.Error != "" {
+		return nil, &refreshError{transient: transient, status: s, code: oe.Code,
+			detail: fmt.Sprintf("token refresh rejected (HTTP %d): %s %s: %s", s, clean(oe.Error), clean(oe.Code), clean(oe.Description))}
+	}
+	return nil, &refreshError{transient: transient, status: s,
+		detail: fmt.Sprintf("token refresh answered HTTP %d: %s", s, clean(string(body)))}
+}
+
+// remember records token values so redact can scrub them. Callers hold mu,
+// or have not shared ts yet.
+func (ts *tokenSource) remember(vals ...string) {
+	for _, v := range vals {
+		if v != "" {
+			ts.secrets = append(ts.secrets, v)
+		}
+	}
+	// Old values matter only while they can still be echoed back; keep a few.
+	if n := len(ts.secrets); n > 16 {
+		ts.secrets = append(ts.secrets[:0:0], ts.secrets[n-16:]...)
+	}
+}
+
+// redact replaces every known secret in s. Every verdict detail and log line
+// that may hold provider or transport text goes through it.
+func (ts *tokenSource) redact(s string) string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.redactLocked(s)
+}
+
+func (ts *tokenSource) redactLocked(s string) string {
+	for _, secret := range ts.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	return s
+}
+
+// transportError drops the request URL from a *url.Error: the URL is ours and
+// adds nothing, and keeping details short keeps them readable.
+func transportError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// checkRefreshRequest asserts the exact refresh request Kakao documents.
+func checkRefreshRequest(t *testing.T, r recordedRequest, clientID, refresh, secret string) {
+	t.Helper()
+	if r.Method != "POST" || r.Path != "/oauth/token" {
+		t.Errorf("refresh request = %s %s, want POST /oauth/token", r.Method, r.Path)
+	}
+	if got, want := r.Header.Get("Content-Type"), "application/x-www-form-urlencoded;charset=utf-8"; got != want {
+		t.Errorf("refresh Content-Type = %q, want %q", got, want)
+	}
+	if got := r.Header.Get("Authorization"); got != "" {
+		t.Errorf("refresh sent Authorization %q, want none", got)
+	}
+	want := map[string][]string{"grant_type": {"refresh_token"}, "client_id": {clientID}, "refresh_token": {refresh}}
+	if secret != "" {
+		want["client_secret"] = []string{secret}
+	}
+	if got := map[string][]string(r.Form); !reflect.DeepEqual(got, want) {
+		t.Errorf("refresh form = %v, want %v", redactForm(got), redactForm(want))
+	}
+}
+
+// redactForm keeps a failing test's message free of tokens too.
+func redactForm(f map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	for k, v := range f {
+		if k == "refresh_token" || k == "client_secret" {
+			v = []string{fmt.Sprintf("<%d values, %d bytes>", len(v), len(strings.Join(v, "")))}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func TestSender_Send_ExpiredToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]any{"client_secret": testSecret})
+	b.fake.set(func(f *fakeKakao) { f.clientSecret = testSecret })
+	b.fake.expireAccess(testAccess)
+
+	v := b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+
+	sends, tokens := b.fake.sendRequests(), b.fake.tokenRequests()
+	if len(sends) != 2 || len(tokens) != 1 {
+		t.Fatalf("sends = %d, refreshes = %d, want 2 and 1", len(sends), len(tokens))
+	}
+	checkSendRequest(t, sends[0], pathMemo, testAccess)
+	checkRefreshRequest(t, tokens[0], b.fake.clientID, testRefresh, testSecret)
+	checkSendRequest(t, sends[1], pathMemo, "ACCESS-issued-1")
+	if sends[0].Form.Get("template_object") != sends[1].Form.Get("template_object") {
+		t.Errorf("retry sent a different template_object")
+	}
+	if !strings.Contains(b.logs.String(), "access token refreshed") {
+		t.Errorf("log does not mention the refresh:\n%s", b.logs.String())
+	}
+
+	// The next send uses the new token straight away.
+	v = b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+	if sends := b.fake.sendRequests(); len(sends) != 3 {
+		t.Fatalf("sends = %d, want 3", len(sends))
+	} else {
+		checkSendRequest(t, sends[2], pathMemo, "ACCESS-issued-1")
+	}
+	if n := len(b.fake.tokenRequests()); n != 1 {
+		t.Errorf("refreshes = %d, want 1", n)
+	}
+}
+
+func TestSender_Send_RotatedRefreshToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.fake.expireAccess(testAccess)
+	b.fake.set(func(f *fakeKakao) { f.rotate = true })
+
+	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+	b.fake.expireAccess("ACCESS-issued-1")
+	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+
+	tokens := b.fake.tokenRequests()
+	if len(tokens) != 2 {
+		t.Fatalf("refreshes = %d, want 2", len(tokens))
+	}
+	checkRefreshRequest(t, tokens[0], b.fake.clientID, testRefresh, "")
+	// Kakao expired the old refresh token when it issued the new one.
+	checkRefreshRequest(t, tokens[1], b.fake.clientID, "REFRESH-issued-1", "")
+	if !strings.Contains(b.logs.String(), "refresh_token_rotated=true") {
+		t.Errorf("log does not record the rotation:\n%s", b.logs.String())
+	}
+}
+
+func TestSender_Send_RefreshFails(t *testing.T) {
+	t.Parallel()
+	t.Run("invalid refresh token", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.expireAccess(testAccess)
+		b.fake.set(func(f *fakeKakao) { f.refresh = map[string]bool{} }) // expired: KOE322
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 400, "KOE322")
+		if !strings.Contains(v.Detail, "invalid_grant") || !strings.Contains(v.Detail, "expired_or_invalid_refresh_token") {
+			t.Errorf("detail = %q, want Kakao's reason", v.Detail)
+		}
+		if n := len(b.fake.sendRequests()); n != 1 {
+			t.Errorf("sends = %d, want 1 (no retry without a new token)", n)
+		}
+	})
+	t.Run("bad client secret", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]any{"client_secret": testSecret})
+		b.fake.set(func(f *fakeKakao) { f.clientSecret = "another-secret" })
+		b.fake.expireAccess(testAccess)
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 401, "KOE010")
+	})
+	t.Run("auth server down", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.expireAccess(testAccess)
+		b.fake.set(func(f *fakeKakao) { f.refreshC = []cannedAnswer{{status: 503, body: `<html>unavailable</html>`}} })
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomeTransient, 503, "-401")
+		// A later send tries again and succeeds.
+		wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+		if n := len(b.fake.tokenRequests()); n != 2 {
+			t.Errorf("refreshes = %d, want 2", n)
+		}
+	})
+	t.Run("200 without access_token", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.expireAccess(testAccess)
+		b.fake.set(func(f *fakeKakao) { f.refreshC = []cannedAnswer{{status: 200, body: `{"token_type":"bearer"}`}} })
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomeTransient, 200, "-401")
+	})
+	t.Run("no refresh token configured", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]any{"refresh_token": nil, "client_id": nil})
+		b.fake.expireAccess(testAccess)
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 401, "-401")
+		if !strings.Contains(v.Detail, "no refresh_token") {
+			t.Errorf("detail = %q, want it to say no refresh_token is configured", v.Detail)
+		}
+	})
+	t.Run("refreshed token rejected too", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.answer(401, `{"msg":"this access token does not exist","code":-401}`)
+		b.fake.answer(401, `{"msg":"app key mismatch","code":-401}`)
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 401, "-401")
+		if !strings.Contains(v.Detail, "refreshed access token too") {
+			t.Errorf("detail = %q", v.Detail)
+		}
+		if s, r := len(b.fake.sendRequests()), len(b.fake.tokenRequests()); s != 2 || r != 1 {
+			t.Errorf("sends = %d, refreshes = %d, want 2 and 1 (retry once)", s, r)
+		}
+	})
+}
+
+// TestSender_Send_ConcurrentRefresh: many sends hit -401 together; exactly
+// one refresh runs and every send retries with its token.
+func TestSender_Send_ConcurrentRefresh(t *testing.T) {
+	t.Parallel()
+	const n = 24
+	b := setup(t, nil)
+	b.fake.expireAccess(testAccess)
+	gate := make(chan struct{})
+	var once sync.Once
+	// Hold the refresh until every send has been rejected, so all of them
+	// are waiting on it.
+	b.fake.set(func(f *fakeKakao) {
+		f.refreshGate = gate
+		f.onReject = func(k int) {
+			if k == n {
+				once.Do(func() { close(gate) })
+			}
+		}
+	})
+	t.Cleanup(func() { once.Do(func() { close(gate) }) })
+
+	var wg sync.WaitGroup
+	verdicts := make([]sdk.Verdict, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			verdicts[i] = b.send(b.sender, "", textPayload)
+		}()
+	}
+	wg.Wait()
+	for i, v := range verdicts {
+		if v.Outcome != sdk.OutcomeSuccess {
+			t.Errorf("send %d: %s %s", i, v.Outcome, v.Detail)
+		}
+	}
+	if r := len(b.fake.tokenRequests()); r != 1 {
+		t.Errorf("refreshes = %d, want exactly 1", r)
+	}
+	sends := b.fake.sendRequests()
+	if len(sends) != 2*n {
+		t.Fatalf("sends = %d, want %d", len(sends), 2*n)
+	}
+	var withNew int
+	for _, s := range sends {
+		if s.Header.Get("Authorization") == "Bearer ACCESS-issued-1" {
+			withNew++
+		}
+	}
+	if withNew != n {
+		t.Errorf("sends with the refreshed token = %d, want %d", withNew, n)
+	}
+}
+
+// TestSender_Send_WaiterDeadline: a send whose deadline passes while waiting
+// for a refresh gives up (transient) without cancelling the refresh.
+func TestSender_Send_WaiterDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.fake.expireAccess(testAccess)
+	gate := make(chan struct{})
+	b.fake.set(func(f *fakeKakao) { f.refreshGate = gate })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	v := b.sender.Send(ctx, sdk.Message{ID: 1, Payload: json.RawMessage(textPayload), Attempt: 1})
+	wantVerdict(t, v, sdk.OutcomeTransient, 401, "-401")
+	close(gate)
+	// The refresh finished for the next send, which needs no other.
+	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+	if n := len(b.fake.tokenRequests()); n != 1 {
+		t.Errorf("refreshes = %d, want 1", n)
+	}
+}
+
+func TestSender_Send_RefreshTokenOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]any{"access_token": nil})
+	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+	sends, tokens := b.fake.sendRequests(), b.fake.tokenRequests()
+	if len(sends) != 1 || len(tokens) != 1 {
+		t.Fatalf("sends = %d, refreshes = %d, want 1 and 1", len(sends), len(tokens))
+	}
+	checkSendRequest(t, sends[0], pathMemo, "ACCESS-issued-1")
+}
+
+func TestTokenFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kakao-tokens.json")
+	b := setup(t, map[string]any{"token_file": path})
+	b.fake.expireAccess(testAccess)
+	b.fake.set(func(f *fakeKakao) { f.rotate = true })
+	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("token file not written: %v", err)
+	}
+	if perm := st.Mode().Perm(); perm != 0o600 {
+		t.Errorf("token file mode = %o, want 600", perm)
+	}
+	var saved tokenFileData
+	raw, _ := os.ReadFile(path)
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatalf("token file: %v", err)
+	}
+	if saved.AccessToken != "ACCESS-issued-1" || saved.RefreshToken != "REFRESH-issued-1" {
+		t.Errorf("saved tokens = %d/%d bytes, want the refreshed pair", len(saved.AccessToken), len(saved.RefreshToken))
+	}
+
+	t.Run("restart uses the saved tokens", func(t *testing.T) {
+		// The config's refresh token is dead (Kakao rotated it), yet a new
+		// sender configured from the same config refreshes fine.
+		b.fake.expireAccess("ACCESS-issued-1")
+		s := b.configure(map[string]any{"mode": "memo", "access_token": testAccess, "refresh_token": testRefresh,
+			"client_id": b.fake.clientID, "api_url": b.fake.api.URL, "auth_url": b.fake.auth.URL, "token_file": path})
+		wantVerdict(t, b.send(s, "", textPayload), sdk.OutcomeSuccess, 200, "")
+		tokens := b.fake.tokenRequests()
+		checkRefreshRequest(t, tokens[len(tokens)-1], b.fake.clientID, "REFRESH-issued-1", "")
+	})
+	t.Run("new refresh_token in config wins", func(t *testing.T) {
+		b.fake.validRefresh("REFRESH-operator-new")
+		b.fake.validAccess("ACCESS-operator-new")
+		s := b.configure(map[string]any{"mode": "memo", "access_token": "ACCESS-operator-new", "refresh_token": "REFRESH-operator-new",
+			"client_id": b.fake.clientID, "api_url": b.fake.api.URL, "auth_url": b.fake.auth.URL, "token_file": path})
+		wantVerdict(t, b.send(s, "", textPayload), sdk.OutcomeSuccess, 200, "")
+		sends := b.fake.sendRequests()
+		checkSendRequest(t, sends[len(sends)-1], pathMemo, "ACCESS-operator-new")
+	})
+}
