@@ -148,7 +148,7 @@ func TestSender_Send_BadPayload(t *testing.T) {
 // TestSender_Send_ErrorCodes walks Kakao's documented error answers.
 func TestSender_Send_ErrorCodes(t *testing.T) {
 	t.Parallel()
-	daily := 30 * time.Minute                      // 23:30 KST → midnight KST
+	daily := 30 * time.Minute                   // 23:30 KST → midnight KST
 	monthly := 21*24*time.Hour + 30*time.Minute // 2025-03-10 23:30 KST → 04-01 00:00 KST
 	tests := []struct {
 		name      string
