@@ -14,11 +14,17 @@ const PluginName = "provider"
 
 // Handshake keeps a notifyd plugin from being run by hand or by another
 // go-plugin host: both sides must agree on the cookie.
-var Handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  Version,
-	MagicCookieKey:   "NOTIFYD_PLUGIN",
-	MagicCookieValue: "notifyd.provider.v1:6f1c2d0e9b7a",
+func Handshake() plugin.HandshakeConfig {
+	return plugin.HandshakeConfig{
+		ProtocolVersion:  Version,
+		MagicCookieKey:   "NOTIFYD_PLUGIN",
+		MagicCookieValue: "notifyd.provider.v1:6f1c2d0e9b7a",
+	}
 }
+
+// EnvLogLevel is how the host tells a plugin which log level it forwards
+// (trace, debug, info, warn, error); the plugin defaults to info.
+const EnvLogLevel = "NOTIFYD_PLUGIN_LOG_LEVEL"
 
 // MaxMessageBytes bounds one gRPC message both ways: a batch of 256
 // notifications with large payloads, or embeddings coming back, exceeds

@@ -1,0 +1,262 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+)
+
+// Details the SDK writes into verdicts it makes itself.
+const (
+	DetailDeadline       = "deadline exceeded"
+	DetailCanceled       = "send canceled by the host"
+	DetailInvalidVerdict = "plugin returned an invalid verdict"
+	DetailNotConfigured  = "channel is not configured in this plugin"
+	DetailPanic          = "plugin panicked"
+)
+
+// maxDetail bounds a verdict's Detail: it is stored with the notification
+// and shown to operators, and a provider may echo a whole error page.
+const maxDetail = 2048
+
+// Send delivers a batch. Every message gets exactly one verdict by its own
+// deadline, whatever the provider does: a Send that overruns, hangs or panics
+// costs only its own message (TRANSIENT), never the batch or the process.
+func (s *server) Send(ctx context.Context, req *providerv1.SendRequest) (*providerv1.SendResponse, error) {
+	b := newBatch(ctx, req.Messages)
+	defer b.release()
+
+	// Route by channel: a BatchSender gets its channel's messages in one
+	// call, everything else fans out message by message.
+	var single []int
+	batches := map[string][]int{}
+	for i := range b.ms {
+		ch := b.ms[i].Channel
+		switch snd := s.sender(ch); {
+		case snd == nil:
+			// Transient, not permanent: the host configures every channel
+			// before sending and replays configs after a restart, so this is
+			// a host/plugin state mismatch the next attempt will not see —
+			// never a reason to dead-letter the message.
+			b.settle(i, Transient(DetailNotConfigured+": "+ch))
+		case isBatchSender(snd):
+			batches[ch] = append(batches[ch], i)
+		default:
+			single = append(single, i)
+		}
+	}
+	for ch, idxs := range batches {
+		go s.sendBatch(b, s.sender(ch).(BatchSender), idxs)
+	}
+	s.fanOut(b, single)
+
+	b.wait()
+	resp := &providerv1.SendResponse{Verdicts: make([]*providerv1.Verdict, len(b.vs))}
+	for i, v := range b.vs {
+		resp.Verdicts[i] = toProto(v)
+	}
+	return resp, nil
+}
+
+func isBatchSender(s Sender) bool { _, ok := s.(BatchSender); return ok }
+
+// fanOut runs Send for each message under the concurrency limit. A slot is
+// held while a call runs, hung calls included; a message still waiting for a
+// slot when its deadline passes is settled without being sent.
+func (s *server) fanOut(b *batch, idxs []int) {
+	sem := make(chan struct{}, s.limit)
+	for _, i := range idxs {
+		if b.done(i) {
+			continue
+		}
+		mctx := b.ctxs[i]
+		select {
+		case sem <- struct{}{}:
+		case <-mctx.Done():
+			continue // its deadline watcher settles it
+		}
+		go func() {
+			defer func() { <-sem }()
+			if mctx.Err() != nil {
+				return // expired while queued: never send after the deadline
+			}
+			snd := s.sender(b.ms[i].Channel)
+			b.settle(i, s.call(mctx, snd, b.ms[i]))
+		}()
+	}
+}
+
+// call runs one Send, turning a panic into a TRANSIENT verdict.
+func (s *server) call(ctx context.Context, snd Sender, m Message) (v Verdict) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("Send panicked", "channel", m.Channel, "id", m.ID, "panic", r, "stack", string(debug.Stack()))
+			v = Transient(fmt.Sprintf("%s: %v", DetailPanic, r))
+		}
+	}()
+	return validate(snd.Send(ctx, m))
+}
+
+// sendBatch hands a channel's messages to its BatchSender in one call, with
+// the latest of their deadlines; each message's own deadline still settles it
+// on time.
+func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
+	ms := make([]Message, len(idxs))
+	var latest time.Time
+	bounded := true
+	for k, i := range idxs {
+		ms[k] = b.ms[i]
+		d := b.ms[i].Deadline
+		bounded = bounded && !d.IsZero()
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	ctx := b.ctx
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	vs := func() (vs []Verdict) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("SendBatch panicked", "channel", ms[0].Channel, "panic", r, "stack", string(debug.Stack()))
+				vs = nil
+				for range ms {
+					vs = append(vs, Transient(fmt.Sprintf("%s: %v", DetailPanic, r)))
+				}
+			}
+		}()
+		return snd.SendBatch(ctx, ms)
+	}()
+	if len(vs) != len(ms) {
+		s.log.Error("SendBatch returned the wrong number of verdicts", "channel", ms[0].Channel, "got", len(vs), "want", len(ms))
+		for _, i := range idxs {
+			b.settle(i, Transient(fmt.Sprintf("%s: SendBatch returned %d verdicts for %d messages", DetailInvalidVerdict, len(vs), len(ms))))
+		}
+		return
+	}
+	for k, i := range idxs {
+		b.settle(i, validate(vs[k]))
+	}
+}
+
+// validate turns a verdict the host could not act on into a TRANSIENT one,
+// and tidies what can be tidied without changing the outcome: a delivered
+// message stays delivered even if its result is not JSON, since retrying it
+// would deliver it twice.
+func validate(v Verdict) Verdict {
+	switch v.Outcome {
+	case OutcomeSuccess, OutcomeTransient, OutcomePermanent:
+	default:
+		return Transient(fmt.Sprintf("%s (outcome %d)", DetailInvalidVerdict, int(v.Outcome)))
+	}
+	if v.RetryAfter < 0 {
+		v.RetryAfter = 0
+	}
+	if len(v.Result) > 0 && !jsonValid(v.Result) {
+		v.Result = nil
+		v.Detail = joinDetail(v.Detail, "result dropped: not valid JSON")
+	}
+	v.Detail = truncate(v.Detail, maxDetail)
+	return v
+}
+
+func jsonValid(b []byte) bool { return json.Valid(b) }
+
+func joinDetail(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// batch holds one Send call's messages and verdicts. Each verdict is
+// settled exactly once, by whichever comes first: the provider's answer or
+// the message's deadline.
+type batch struct {
+	ctx     context.Context
+	ms      []Message
+	ctxs    []context.Context
+	vs      []Verdict
+	claimed []atomic.Bool
+	wg      sync.WaitGroup
+	cleanup []func()
+}
+
+func newBatch(ctx context.Context, in []*providerv1.Message) *batch {
+	b := &batch{
+		ctx:     ctx,
+		ms:      make([]Message, len(in)),
+		ctxs:    make([]context.Context, len(in)),
+		vs:      make([]Verdict, len(in)),
+		claimed: make([]atomic.Bool, len(in)),
+	}
+	b.wg.Add(len(in))
+	// Messages of one batch nearly always share a deadline: one context and
+	// one watcher per distinct deadline keeps the per-message cost low.
+	groups := map[int64][]int{}
+	for i, m := range in {
+		b.ms[i] = fromProto(m)
+		groups[m.DeadlineUnixNano] = append(groups[m.DeadlineUnixNano], i)
+	}
+	for ns, idxs := range groups {
+		gctx, cancel := ctx, context.CancelFunc(func() {})
+		if ns != 0 {
+			gctx, cancel = context.WithDeadline(ctx, time.Unix(0, ns))
+		}
+		stop := context.AfterFunc(gctx, func() {
+			detail := DetailDeadline
+			if !errors.Is(gctx.Err(), context.DeadlineExceeded) {
+				detail = DetailCanceled
+			}
+			for _, i := range idxs {
+				b.settle(i, Transient(detail))
+			}
+		})
+		for _, i := range idxs {
+			b.ctxs[i] = gctx
+		}
+		b.cleanup = append(b.cleanup, func() { stop(); cancel() })
+	}
+	return b
+}
+
+// settle records v as message i's verdict unless it already has one.
+func (b *batch) settle(i int, v Verdict) {
+	if b.claimed[i].CompareAndSwap(false, true) {
+		b.vs[i] = v
+		b.wg.Done()
+	}
+}
+
+func (b *batch) done(i int) bool { return b.claimed[i].Load() }
+
+func (b *batch) wait() { b.wg.Wait() }
+
+func (b *batch) release() {
+	for _, f := range b.cleanup {
+		f()
+	}
+}

@@ -1,0 +1,252 @@
+// Package providerclient is the host side of protocol notifyd.provider.v1:
+// it speaks gRPC to a provider plugin in sdk types. core/pluginhost (the
+// supervised host) and sdk/sdktest (the conformance kit) use it; plugin
+// authors never need it.
+package providerclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+)
+
+// Client calls one plugin process.
+type Client struct {
+	rpc providerv1.ProviderClient
+}
+
+// New wraps a gRPC client of the provider service.
+func New(rpc providerv1.ProviderClient) *Client { return &Client{rpc: rpc} }
+
+// ConfigError is a channel config the plugin rejected; Message is the
+// plugin's own words, for the operator.
+type ConfigError struct {
+	Channel string
+	Message string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("channel %s: config rejected: %s", e.Channel, e.Message)
+}
+
+// Describe asks the plugin who it is.
+func (c *Client) Describe(ctx context.Context) (sdk.Info, error) {
+	r, err := c.rpc.Describe(ctx, &providerv1.DescribeRequest{})
+	if err != nil {
+		return sdk.Info{}, fmt.Errorf("describe: %w", err)
+	}
+	return sdk.Info{
+		Name:           r.Name,
+		Version:        r.Version,
+		Capabilities:   r.Capabilities,
+		ConfigSchema:   json.RawMessage(r.ConfigSchema),
+		MaxConcurrency: int(r.MaxConcurrency),
+	}, nil
+}
+
+// Configure sends one channel's config. A rejection is a *ConfigError; any
+// other error means the call itself failed.
+func (c *Client) Configure(ctx context.Context, channel string, cfg json.RawMessage) error {
+	if len(cfg) == 0 {
+		cfg = json.RawMessage("{}")
+	}
+	r, err := c.rpc.Configure(ctx, &providerv1.ConfigureRequest{Channel: channel, Config: cfg})
+	if err != nil {
+		return fmt.Errorf("configure channel %s: %w", channel, err)
+	}
+	if r.Error != "" {
+		return &ConfigError{Channel: channel, Message: r.Error}
+	}
+	return nil
+}
+
+// Send delivers a batch and returns exactly one verdict per message, or an
+// error when the call failed or the plugin broke the contract (wrong verdict
+// count): the caller decides what an unknown outcome means.
+func (c *Client) Send(ctx context.Context, ms []sdk.Message) ([]sdk.Verdict, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	wire := make([]providerv1.Message, len(ms))
+	req := &providerv1.SendRequest{Messages: make([]*providerv1.Message, len(ms))}
+	for i := range ms {
+		toProto(&wire[i], &ms[i])
+		req.Messages[i] = &wire[i]
+	}
+	r, err := c.rpc.Send(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("send %d messages: %w", len(ms), err)
+	}
+	if len(r.Verdicts) != len(ms) {
+		return nil, fmt.Errorf("send %d messages: plugin returned %d verdicts", len(ms), len(r.Verdicts))
+	}
+	vs := make([]sdk.Verdict, len(ms))
+	for i, v := range r.Verdicts {
+		vs[i] = fromProto(v)
+	}
+	return vs, nil
+}
+
+// Health checks that the process answers (err) and returns the channels whose
+// provider reports a problem, by channel.
+func (c *Client) Health(ctx context.Context) (unhealthy map[string]string, err error) {
+	r, err := c.rpc.Health(ctx, &providerv1.HealthRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("health: %w", err)
+	}
+	for _, ch := range r.Channels {
+		if ch.Error != "" {
+			if unhealthy == nil {
+				unhealthy = map[string]string{}
+			}
+			unhealthy[ch.Channel] = ch.Error
+		}
+	}
+	return unhealthy, nil
+}
+
+// HealthError folds Health's per-channel problems into one error, or nil.
+func HealthError(unhealthy map[string]string) error {
+	if len(unhealthy) == 0 {
+		return nil
+	}
+	chs := make([]string, 0, len(unhealthy))
+	for ch := range unhealthy {
+		chs = append(chs, ch)
+	}
+	sort.Strings(chs)
+	parts := make([]string, len(chs))
+	for i, ch := range chs {
+		parts[i] = fmt.Sprintf("channel %s: %s", ch, unhealthy[ch])
+	}
+	return errors.New(strings.Join(parts, "; "))
+}
+
+func toProto(w *providerv1.Message, m *sdk.Message) {
+	w.Id = m.ID
+	w.Channel = m.Channel
+	w.Recipient = m.Recipient
+	w.Payload = m.Payload
+	w.Attempt = int32(m.Attempt)
+	w.IdempotencyKey = m.IdempotencyKey
+	if !m.CreatedAt.IsZero() {
+		w.CreatedAtUnixNano = m.CreatedAt.UnixNano()
+	}
+	if !m.Deadline.IsZero() {
+		w.DeadlineUnixNano = m.Deadline.UnixNano()
+	}
+}
+
+// fromProto checks what the SDK already checks, since a plugin need not be
+// built with this SDK: an outcome the host does not know is TRANSIENT.
+func fromProto(v *providerv1.Verdict) sdk.Verdict {
+	out := sdk.Verdict{
+		Outcome:        sdk.Outcome(v.Outcome),
+		RetryAfter:     time.Duration(v.RetryAfterMs) * time.Millisecond,
+		ProviderStatus: int(v.ProviderStatus),
+		ProviderCode:   v.ProviderCode,
+		Detail:         v.Detail,
+		Result:         json.RawMessage(v.Result),
+	}
+	switch out.Outcome {
+	case sdk.OutcomeSuccess, sdk.OutcomeTransient, sdk.OutcomePermanent:
+	default:
+		return sdk.Transient(fmt.Sprintf("%s (outcome %d)", sdk.DetailInvalidVerdict, v.Outcome))
+	}
+	if out.RetryAfter < 0 {
+		out.RetryAfter = 0
+	}
+	if len(out.Result) == 0 {
+		out.Result = nil
+	}
+	return out
+}
+
+// Plugins is the go-plugin plugin set a host dispenses from, by protocol
+// version; a future v2 is added beside v1.
+func Plugins() map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{
+		providerv1.Version: {providerv1.PluginName: &grpcPlugin{}},
+	}
+}
+
+// DialOptions lifts gRPC's 4 MB message limit to the protocol's.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(providerv1.MaxMessageBytes),
+		grpc.MaxCallSendMsgSize(providerv1.MaxMessageBytes),
+	)}
+}
+
+// Dispense gets the Client from a started go-plugin client.
+func Dispense(pc *plugin.Client) (*Client, error) {
+	proto, err := pc.Client()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := proto.Dispense(providerv1.PluginName)
+	if err != nil {
+		return nil, fmt.Errorf("dispense %s: %w", providerv1.PluginName, err)
+	}
+	c, ok := raw.(*Client)
+	if !ok {
+		return nil, fmt.Errorf("dispense %s: got %T", providerv1.PluginName, raw)
+	}
+	return c, nil
+}
+
+type grpcPlugin struct{ plugin.NetRPCUnsupportedPlugin }
+
+func (grpcPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
+	return errors.New("providerclient: the host does not serve providers")
+}
+
+func (grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return New(providerv1.NewProviderClient(cc)), nil
+}
+
+// Config is the go-plugin client config every notifyd host uses (gRPC only,
+// the handshake, protocol v1); the caller adds Cmd or Reattach, and
+// StartTimeout, Stderr as it needs.
+func Config(log hclog.Logger) *plugin.ClientConfig {
+	return &plugin.ClientConfig{
+		HandshakeConfig:  providerv1.Handshake(),
+		VersionedPlugins: Plugins(),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		GRPCDialOptions:  DialOptions(),
+		Logger:           log,
+	}
+}
+
+// Attach connects to a provider served by sdk.ServeInProcess. Kill the
+// returned go-plugin client when done.
+func Attach(attach *plugin.ReattachConfig, log hclog.Logger) (*plugin.Client, *Client, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	cfg := Config(log)
+	cfg.Reattach = attach
+	// On reattach go-plugin dispenses from Plugins, not VersionedPlugins.
+	cfg.Plugins = cfg.VersionedPlugins[attach.ProtocolVersion]
+	if cfg.Plugins == nil {
+		return nil, nil, fmt.Errorf("attach to in-process provider: protocol version %d not supported", attach.ProtocolVersion)
+	}
+	pc := plugin.NewClient(cfg)
+	c, err := Dispense(pc)
+	if err != nil {
+		pc.Kill()
+		return nil, nil, fmt.Errorf("attach to in-process provider: %w", err)
+	}
+	return pc, c, nil
+}

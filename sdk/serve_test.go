@@ -1,0 +1,364 @@
+package sdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/providerclient"
+)
+
+// fixture is a provider whose channels are built by the test.
+type fixture struct {
+	info      sdk.Info
+	configure func(ctx context.Context, req sdk.ConfigureRequest) (sdk.Sender, error)
+}
+
+func (f *fixture) Describe() sdk.Info { return f.info }
+
+func (f *fixture) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+	return f.configure(ctx, req)
+}
+
+func senderFor(s sdk.Sender) func(context.Context, sdk.ConfigureRequest) (sdk.Sender, error) {
+	return func(context.Context, sdk.ConfigureRequest) (sdk.Sender, error) { return s, nil }
+}
+
+// serve runs p in-process over real gRPC and configures channel "ch".
+func serve(t *testing.T, p sdk.Provider) *providerclient.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	attach, closed, err := sdk.ServeInProcess(ctx, p, nil)
+	if err != nil {
+		cancel()
+		t.Fatalf("ServeInProcess: %v", err)
+	}
+	pc, c, err := providerclient.Attach(attach, nil)
+	if err != nil {
+		cancel()
+		t.Fatalf("Attach: %v", err)
+	}
+	t.Cleanup(func() { pc.Kill(); cancel(); <-closed })
+	if err := c.Configure(context.Background(), "ch", json.RawMessage(`{"path":"ch"}`)); err != nil {
+		t.Fatalf("Configure(ch): %v", err)
+	}
+	return c
+}
+
+func messages(n int, deadline time.Time) []sdk.Message {
+	ms := make([]sdk.Message, n)
+	for i := range ms {
+		ms[i] = sdk.Message{ID: int64(i + 1), Channel: "ch", Recipient: fmt.Sprint("r", i+1), Payload: json.RawMessage(`{}`), Attempt: 1, Deadline: deadline}
+	}
+	return ms
+}
+
+func send(t *testing.T, c *providerclient.Client, ms []sdk.Message) []sdk.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vs, err := c.Send(ctx, ms)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if len(vs) != len(ms) {
+		t.Fatalf("Send: got %d verdicts, want %d", len(vs), len(ms))
+	}
+	return vs
+}
+
+func wantOutcome(t *testing.T, vs []sdk.Verdict, i int, want sdk.Outcome, detail string) {
+	t.Helper()
+	if vs[i].Outcome != want || !strings.Contains(vs[i].Detail, detail) {
+		t.Errorf("verdict %d: got %v %q, want %v containing %q", i, vs[i].Outcome, vs[i].Detail, want, detail)
+	}
+}
+
+func TestServe_Send(t *testing.T) {
+	t.Parallel()
+
+	t.Run("fans out under MaxConcurrency", func(t *testing.T) {
+		t.Parallel()
+		var cur, peak atomic.Int64
+		c := serve(t, &fixture{info: sdk.Info{Name: "fan", MaxConcurrency: 4}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict {
+				n := cur.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				time.Sleep(5 * time.Millisecond)
+				cur.Add(-1)
+				return sdk.Success(json.RawMessage(fmt.Sprintf(`{"id":%d}`, m.ID)))
+			}))})
+		vs := send(t, c, messages(32, time.Now().Add(time.Minute)))
+		for i, v := range vs {
+			if want := fmt.Sprintf(`{"id":%d}`, i+1); v.Outcome != sdk.OutcomeSuccess || string(v.Result) != want {
+				t.Errorf("verdict %d: got %v %s, want SUCCESS %s (in order)", i, v.Outcome, v.Result, want)
+			}
+		}
+		if got := peak.Load(); got != 4 {
+			t.Errorf("peak concurrent Sends: got %d, want 4", got)
+		}
+	})
+
+	t.Run("a panic costs only its message", func(t *testing.T) {
+		t.Parallel()
+		c := serve(t, &fixture{info: sdk.Info{Name: "panicky"}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict {
+				if m.ID == 3 {
+					panic("boom")
+				}
+				return sdk.Success(nil)
+			}))})
+		vs := send(t, c, messages(5, time.Now().Add(time.Minute)))
+		for i := range vs {
+			if i == 2 {
+				wantOutcome(t, vs, i, sdk.OutcomeTransient, sdk.DetailPanic+": boom")
+			} else {
+				wantOutcome(t, vs, i, sdk.OutcomeSuccess, "")
+			}
+		}
+	})
+
+	t.Run("a hung Send is TRANSIENT at its deadline", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		c := serve(t, &fixture{info: sdk.Info{Name: "hang"}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict {
+				if m.ID == 2 {
+					<-release // ignores ctx on purpose
+				}
+				return sdk.Success(nil)
+			}))})
+		vs := send(t, c, messages(3, time.Now().Add(300*time.Millisecond)))
+		wantOutcome(t, vs, 0, sdk.OutcomeSuccess, "")
+		wantOutcome(t, vs, 1, sdk.OutcomeTransient, sdk.DetailDeadline)
+		wantOutcome(t, vs, 2, sdk.OutcomeSuccess, "")
+	})
+
+	t.Run("a message whose deadline passes while queued is never sent", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		var calls sync.Map
+		c := serve(t, &fixture{info: sdk.Info{Name: "queue", MaxConcurrency: 1}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict {
+				calls.Store(m.ID, true)
+				<-release
+				return sdk.Success(nil)
+			}))})
+		vs := send(t, c, messages(3, time.Now().Add(200*time.Millisecond)))
+		for i := range vs {
+			wantOutcome(t, vs, i, sdk.OutcomeTransient, sdk.DetailDeadline)
+		}
+		time.Sleep(50 * time.Millisecond) // let a wrongly started Send show up
+		for id := int64(2); id <= 3; id++ {
+			if _, ok := calls.Load(id); ok {
+				t.Errorf("message %d: Send was called after its deadline passed in the queue", id)
+			}
+		}
+	})
+
+	t.Run("an invalid verdict is TRANSIENT", func(t *testing.T) {
+		t.Parallel()
+		c := serve(t, &fixture{info: sdk.Info{Name: "invalid"}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict {
+				switch m.ID {
+				case 1:
+					return sdk.Verdict{} // zero outcome
+				case 2:
+					return sdk.Success(json.RawMessage(`{not json`))
+				default:
+					return sdk.Permanent("bad recipient").WithStatus(400).WithCode("-401").WithRetryAfter(-time.Second)
+				}
+			}))})
+		vs := send(t, c, messages(3, time.Now().Add(time.Minute)))
+		wantOutcome(t, vs, 0, sdk.OutcomeTransient, sdk.DetailInvalidVerdict+" (outcome 0)")
+		// Delivered stays delivered: retrying would send it twice.
+		wantOutcome(t, vs, 1, sdk.OutcomeSuccess, "result dropped: not valid JSON")
+		if vs[1].Result != nil {
+			t.Errorf("verdict 1 result: got %s, want none", vs[1].Result)
+		}
+		got := vs[2]
+		if got.Outcome != sdk.OutcomePermanent || got.ProviderStatus != 400 || got.ProviderCode != "-401" || got.RetryAfter != 0 || got.Detail != "bad recipient" {
+			t.Errorf("verdict 2: got %+v, want PERMANENT 400 -401 retry 0 %q", got, "bad recipient")
+		}
+	})
+
+	t.Run("an unconfigured channel is TRANSIENT", func(t *testing.T) {
+		t.Parallel()
+		c := serve(t, &fixture{info: sdk.Info{Name: "route"}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict { return sdk.Success(nil) }))})
+		ms := messages(2, time.Now().Add(time.Minute))
+		ms[1].Channel = "other"
+		vs := send(t, c, ms)
+		wantOutcome(t, vs, 0, sdk.OutcomeSuccess, "")
+		wantOutcome(t, vs, 1, sdk.OutcomeTransient, sdk.DetailNotConfigured+": other")
+	})
+
+	t.Run("an empty batch", func(t *testing.T) {
+		t.Parallel()
+		c := serve(t, &fixture{info: sdk.Info{Name: "empty"}, configure: senderFor(sdk.SenderFunc(
+			func(ctx context.Context, m sdk.Message) sdk.Verdict { return sdk.Success(nil) }))})
+		if vs, err := c.Send(context.Background(), nil); err != nil || len(vs) != 0 {
+			t.Errorf("Send(nil): got %v, %v; want no verdicts, no error", vs, err)
+		}
+	})
+}
+
+// batcher is a BatchSender whose answer the test picks.
+type batcher struct {
+	sdk.SenderFunc
+	batch func(ctx context.Context, ms []sdk.Message) []sdk.Verdict
+}
+
+func (b batcher) SendBatch(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+	return b.batch(ctx, ms)
+}
+
+func TestServe_SendBatch(t *testing.T) {
+	t.Parallel()
+	never := sdk.SenderFunc(func(context.Context, sdk.Message) sdk.Verdict { panic("Send called on a BatchSender") })
+	tests := []struct {
+		name  string
+		batch func(ctx context.Context, ms []sdk.Message) []sdk.Verdict
+		want  []sdk.Outcome
+		wantD string
+	}{
+		{"one call per batch", func(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+			vs := make([]sdk.Verdict, len(ms))
+			for i := range ms {
+				vs[i] = sdk.Success(json.RawMessage(fmt.Sprintf(`[%d]`, len(ms))))
+			}
+			vs[1] = sdk.Permanent("input too long")
+			return vs
+		}, []sdk.Outcome{sdk.OutcomeSuccess, sdk.OutcomePermanent, sdk.OutcomeSuccess}, ""},
+		{"wrong count", func(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+			return []sdk.Verdict{sdk.Success(nil)}
+		}, []sdk.Outcome{sdk.OutcomeTransient, sdk.OutcomeTransient, sdk.OutcomeTransient}, "SendBatch returned 1 verdicts for 3 messages"},
+		{"panic", func(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+			panic("kaboom")
+		}, []sdk.Outcome{sdk.OutcomeTransient, sdk.OutcomeTransient, sdk.OutcomeTransient}, "kaboom"},
+		{"hang", func(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond) // overrun even the context
+			return []sdk.Verdict{sdk.Success(nil), sdk.Success(nil), sdk.Success(nil)}
+		}, []sdk.Outcome{sdk.OutcomeTransient, sdk.OutcomeTransient, sdk.OutcomeTransient}, sdk.DetailDeadline},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := serve(t, &fixture{info: sdk.Info{Name: "batch"}, configure: senderFor(batcher{never, tt.batch})})
+			vs := send(t, c, messages(3, time.Now().Add(300*time.Millisecond)))
+			for i, want := range tt.want {
+				wantOutcome(t, vs, i, want, tt.wantD)
+			}
+			if tt.name == "one call per batch" && string(vs[0].Result) != "[3]" {
+				t.Errorf("result: got %s, want [3] (all messages in one call)", vs[0].Result)
+			}
+		})
+	}
+}
+
+type healthy struct {
+	sdk.SenderFunc
+	err error
+}
+
+func (h healthy) Health(context.Context) error { return h.err }
+
+func TestServe_Configure(t *testing.T) {
+	t.Parallel()
+	ok := sdk.SenderFunc(func(context.Context, sdk.Message) sdk.Verdict { return sdk.Success(nil) })
+	c := serve(t, &fixture{info: sdk.Info{Name: "cfg"}, configure: func(ctx context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+		var cfg struct {
+			Path  string `json:"path"`
+			Down  string `json:"down"`
+			Panic bool   `json:"panic"`
+			Nil   bool   `json:"nil"`
+		}
+		if err := req.Decode(&cfg); err != nil {
+			return nil, err
+		}
+		switch {
+		case cfg.Panic:
+			panic("config panic")
+		case cfg.Nil:
+			return nil, nil
+		case cfg.Down != "":
+			return healthy{ok, errors.New(cfg.Down)}, nil
+		case cfg.Path == "":
+			return nil, errors.New("config.path is required")
+		}
+		return ok, nil
+	}})
+	ctx := context.Background()
+
+	t.Run("rejections carry the plugin's own message", func(t *testing.T) {
+		for cfg, want := range map[string]string{
+			`{}`:                `config.path is required`,
+			`{"paht":"x"}`:      `config: unknown key "paht"`,
+			`{"path":1}`:        `config.path: want string, got number`,
+			`{"panic":true}`:    `plugin panicked in Configure: config panic`,
+			`{"nil":true}`:      `plugin returned neither a Sender nor an error`,
+			`{"path":"x"} junk`: `config: unexpected data after the JSON object`,
+		} {
+			err := c.Configure(ctx, "bad", json.RawMessage(cfg))
+			var ce *providerclient.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(ce.Message, want) || ce.Channel != "bad" {
+				t.Errorf("Configure(%s): got %v, want a ConfigError for channel bad containing %q", cfg, err, want)
+			}
+		}
+	})
+
+	t.Run("a rejected reconfigure stops only that channel", func(t *testing.T) {
+		if err := c.Configure(ctx, "a", json.RawMessage(`{"path":"x"}`)); err != nil {
+			t.Fatalf("Configure(a): %v", err)
+		}
+		if err := c.Configure(ctx, "b", json.RawMessage(`{"path":"y"}`)); err != nil {
+			t.Fatalf("Configure(b): %v", err)
+		}
+		if err := c.Configure(ctx, "a", json.RawMessage(`{}`)); err == nil {
+			t.Fatal("Configure(a, {}): got nil, want the required-path error")
+		}
+		ms := messages(2, time.Now().Add(time.Minute))
+		ms[0].Channel, ms[1].Channel = "a", "b"
+		vs := send(t, c, ms)
+		wantOutcome(t, vs, 0, sdk.OutcomeTransient, sdk.DetailNotConfigured)
+		wantOutcome(t, vs, 1, sdk.OutcomeSuccess, "")
+	})
+
+	t.Run("health reports per channel", func(t *testing.T) {
+		if err := c.Configure(ctx, "down", json.RawMessage(`{"down":"provider unreachable"}`)); err != nil {
+			t.Fatalf("Configure(down): %v", err)
+		}
+		unhealthy, err := c.Health(ctx)
+		if err != nil {
+			t.Fatalf("Health: %v", err)
+		}
+		if got, want := providerclient.HealthError(unhealthy), "channel down: provider unreachable"; got == nil || got.Error() != want {
+			t.Errorf("Health: got %v, want %q", got, want)
+		}
+	})
+}
+
+func TestServeInProcess_BadInfo(t *testing.T) {
+	t.Parallel()
+	for name, info := range map[string]sdk.Info{
+		"empty Name":      {},
+		"negative limit":  {Name: "x", MaxConcurrency: -1},
+		"schema not JSON": {Name: "x", ConfigSchema: json.RawMessage(`{`)},
+	} {
+		_, _, err := sdk.ServeInProcess(context.Background(), &fixture{info: info}, nil)
+		if err == nil {
+			t.Errorf("%s: got nil error, want a Describe error", name)
+		}
+	}
+}

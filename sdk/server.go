@@ -1,0 +1,185 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+)
+
+// server is the plugin side of notifyd.provider.v1: it routes each message
+// to the Sender its channel was configured with.
+type server struct {
+	providerv1.UnimplementedProviderServer
+
+	p     Provider
+	info  Info
+	limit int
+	log   hclog.Logger
+
+	mu      sync.RWMutex
+	senders map[string]Sender
+}
+
+func newServer(p Provider, info Info, log hclog.Logger) *server {
+	return &server{
+		p:       p,
+		info:    info,
+		limit:   cmpOr(info.MaxConcurrency, DefaultMaxConcurrency),
+		log:     log,
+		senders: map[string]Sender{},
+	}
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// validateInfo rejects an Info the host could not use, before the handshake,
+// so the host's start error carries the reason.
+func validateInfo(info Info) error {
+	switch {
+	case info.Name == "":
+		return errors.New("Describe returned an empty Name")
+	case info.MaxConcurrency < 0:
+		return fmt.Errorf("Describe returned MaxConcurrency %d; want 0 (default) or more", info.MaxConcurrency)
+	case len(info.ConfigSchema) > 0 && !jsonValid(info.ConfigSchema):
+		return errors.New("Describe returned a ConfigSchema that is not valid JSON")
+	}
+	return nil
+}
+
+func (s *server) Describe(context.Context, *providerv1.DescribeRequest) (*providerv1.DescribeResponse, error) {
+	return &providerv1.DescribeResponse{
+		Name:           s.info.Name,
+		Version:        s.info.Version,
+		Capabilities:   s.info.Capabilities,
+		ConfigSchema:   s.info.ConfigSchema,
+		MaxConcurrency: int32(s.info.MaxConcurrency),
+	}, nil
+}
+
+// Configure answers a rejected config inside the response, not as a gRPC
+// error: the host shows the provider's message to the operator as written.
+// A channel whose new config is rejected stops: it never keeps sending with
+// the config it had before.
+func (s *server) Configure(ctx context.Context, req *providerv1.ConfigureRequest) (*providerv1.ConfigureResponse, error) {
+	if req.Channel == "" {
+		return &providerv1.ConfigureResponse{Error: "configure: empty channel name"}, nil
+	}
+	sender, err := s.configure(ctx, req)
+	s.mu.Lock()
+	if err != nil {
+		delete(s.senders, req.Channel)
+	} else {
+		s.senders[req.Channel] = sender
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("channel config rejected", "channel", req.Channel, "error", err)
+		return &providerv1.ConfigureResponse{Error: err.Error()}, nil
+	}
+	s.log.Debug("channel configured", "channel", req.Channel)
+	return &providerv1.ConfigureResponse{}, nil
+}
+
+func (s *server) configure(ctx context.Context, req *providerv1.ConfigureRequest) (sender Sender, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("Configure panicked", "channel", req.Channel, "panic", r, "stack", string(debug.Stack()))
+			sender, err = nil, fmt.Errorf("plugin panicked in Configure: %v", r)
+		}
+	}()
+	sender, err = s.p.Configure(ctx, ConfigureRequest{
+		Channel: req.Channel,
+		Config:  req.Config,
+		Logger:  s.log.With("channel", req.Channel),
+	})
+	if err == nil && sender == nil {
+		err = errors.New("plugin returned neither a Sender nor an error from Configure")
+	}
+	return sender, err
+}
+
+func (s *server) sender(channel string) Sender {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.senders[channel]
+}
+
+// Health answers while the process is alive; each configured channel whose
+// Sender is a HealthChecker reports its own state inside the response, so a
+// provider outage never makes the host restart a healthy process.
+func (s *server) Health(ctx context.Context, _ *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
+	s.mu.RLock()
+	channels := make([]string, 0, len(s.senders))
+	for ch := range s.senders {
+		channels = append(channels, ch)
+	}
+	s.mu.RUnlock()
+	sort.Strings(channels)
+
+	resp := &providerv1.HealthResponse{}
+	for _, ch := range channels {
+		hc, ok := s.sender(ch).(HealthChecker)
+		if !ok {
+			continue
+		}
+		msg := ""
+		if err := s.health(ctx, hc); err != nil {
+			msg = err.Error()
+		}
+		resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: ch, Error: msg})
+	}
+	return resp, nil
+}
+
+func (s *server) health(ctx context.Context, hc HealthChecker) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("plugin panicked in Health: %v", r)
+		}
+	}()
+	return hc.Health(ctx)
+}
+
+// fromProto converts one wire message.
+func fromProto(m *providerv1.Message) Message {
+	msg := Message{
+		ID:             m.Id,
+		Channel:        m.Channel,
+		Recipient:      m.Recipient,
+		Payload:        m.Payload,
+		Attempt:        int(m.Attempt),
+		IdempotencyKey: m.IdempotencyKey,
+	}
+	if m.CreatedAtUnixNano != 0 {
+		msg.CreatedAt = time.Unix(0, m.CreatedAtUnixNano)
+	}
+	if m.DeadlineUnixNano != 0 {
+		msg.Deadline = time.Unix(0, m.DeadlineUnixNano)
+	}
+	return msg
+}
+
+// toProto converts one (already validated) verdict.
+func toProto(v Verdict) *providerv1.Verdict {
+	return &providerv1.Verdict{
+		Outcome:        providerv1.Outcome(v.Outcome),
+		RetryAfterMs:   v.RetryAfter.Milliseconds(),
+		ProviderStatus: int32(v.ProviderStatus),
+		ProviderCode:   v.ProviderCode,
+		Detail:         v.Detail,
+		Result:         v.Result,
+	}
+}
