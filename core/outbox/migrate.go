@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -20,11 +21,24 @@ var migrations embed.FS
 // Migrate applies every pending migration to the database (in the pool's
 // search_path) and returns how many it applied. Running it again is a no-op.
 // Concurrent callers (several instances starting at once) serialise on a
-// Postgres advisory lock.
+// Postgres advisory lock named after the schema: migrations of different
+// schemas (parallel tests, two deployments in one database) do not wait for
+// each other, and a waiter retries every second rather than goose's default
+// five.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var schema *string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	if schema == nil {
+		return 0, fmt.Errorf("migrate: no schema of the search_path exists; create it first")
+	}
+	h := fnv.New64a()
+	h.Write([]byte("notifyd migrate " + *schema))
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	locker, err := lock.NewPostgresSessionLocker()
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(int64(h.Sum64())), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}

@@ -1,15 +1,26 @@
 -- +goose Up
 -- The outbox: one row per notification, the source of truth (DESIGN §2).
+--
+-- Every transition changes status and updated_at, both of which appear in an
+-- index or an index predicate, so no update is HOT: each one adds an entry to
+-- the primary key, to the idempotency index (rows that have a key) and to
+-- whichever partial indexes the new row version matches. The partial indexes
+-- below are therefore kept narrow: each holds only the rows of the state its
+-- query reads.
 CREATE TABLE notifications (
-    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- Insert pre-allocates ids with nextval('notifications_id_seq') so that it
+    -- can map each input row to its result without relying on RETURNING order.
+    id              bigint GENERATED ALWAYS AS IDENTITY (SEQUENCE NAME notifications_id_seq) PRIMARY KEY,
     channel         text        NOT NULL,
     recipient       text        NOT NULL,
     payload         jsonb       NOT NULL,
-    idempotency_key text        UNIQUE,  -- notifications_idempotency_key_key: insert ON CONFLICT
+    idempotency_key text,
     status          text        NOT NULL DEFAULT 'PENDING'
                     CHECK (status IN ('PENDING', 'QUEUED', 'PROCESSING', 'SENT', 'FAILED', 'CANCELLED')),
+    -- Incremented by each claim; the settle guard (id, attempts, PROCESSING).
     attempts        integer     NOT NULL DEFAULT 0,
     due_at          timestamptz NOT NULL DEFAULT now(),
+    -- Set by a retry settle: the QUEUED row may not be claimed before it.
     next_attempt_at timestamptz,
     last_error      text,
     result          jsonb,
@@ -19,33 +30,75 @@ CREATE TABLE notifications (
     sent_at         timestamptz
 );
 
--- Relay: WHERE status = 'PENDING' AND due_at <= now() ORDER BY due_at LIMIT n
--- FOR UPDATE SKIP LOCKED. Partial, so it holds only the not-yet-queued rows.
-CREATE INDEX notifications_pending_due ON notifications (due_at) WHERE status = 'PENDING';
+-- Insert ... ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL
+-- DO NOTHING, and GetByIdempotencyKey. Partial so that rows without a key
+-- cost nothing here on insert and on every transition.
+CREATE UNIQUE INDEX notifications_idempotency_key ON notifications (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 
--- Sweeper and Redis-loss resync: WHERE status IN ('QUEUED','PROCESSING')
--- AND updated_at < now() - T. Partial: terminal rows (the bulk of a 10M table)
--- are not in it.
-CREATE INDEX notifications_inflight_updated ON notifications (updated_at)
+-- Relay: WHERE status = 'PENDING' AND due_at <= $now ORDER BY due_at, id
+-- LIMIT n FOR UPDATE SKIP LOCKED. Holds only the not-yet-queued rows.
+CREATE INDEX notifications_pending_due ON notifications (due_at, id) WHERE status = 'PENDING';
+
+-- Sweep and the Redis-loss resync: WHERE status IN ('QUEUED','PROCESSING')
+-- AND updated_at < $olderThan AND id > $after ORDER BY id LIMIT n. The resync
+-- (olderThan in the far future) walks this index in id order; terminal rows,
+-- the bulk of a 10M-row table, are not in it.
+CREATE INDEX notifications_inflight_id ON notifications (id)
     WHERE status IN ('QUEUED', 'PROCESSING');
 
--- Dead-letter listing and replay by channel: WHERE status = 'FAILED' AND
--- channel = $1 AND id > $after ORDER BY id.
+-- ListFailed / ReplayChannel / PurgeFailed of one channel:
+-- WHERE status = 'FAILED' AND channel = $1 AND id > $after ORDER BY id.
 CREATE INDEX notifications_failed_channel ON notifications (channel, id) WHERE status = 'FAILED';
 
--- The attempt log: why did recipient X not get it.
+-- ListFailed across every channel (channel = ''): WHERE status = 'FAILED'
+-- AND id > $after ORDER BY id. Only FAILED rows, so it costs nothing on the
+-- hot path.
+CREATE INDEX notifications_failed_id ON notifications (id) WHERE status = 'FAILED';
+
+-- The relay's wake-up: one NOTIFY per inserting statement (not per row; a
+-- 10,000-row insert sends one), on a channel named after the schema so that
+-- two notifyd deployments (or parallel tests) in one database do not wake
+-- each other. Listen in outbox/listen.go is the other end. NOTIFY is
+-- transactional: it is delivered when the inserting transaction commits, and
+-- not at all when it rolls back.
+-- +goose StatementBegin
+CREATE FUNCTION notifications_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('notifyd_outbox_' || TG_TABLE_SCHEMA, '');
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER notifications_notify AFTER INSERT ON notifications
+    FOR EACH STATEMENT EXECUTE FUNCTION notifications_notify();
+
+-- The attempt log: why did recipient X not get it. One row per settled
+-- attempt. A replay resets notifications.attempts, so attempt numbers repeat
+-- after a replay: there is no unique key on (notification_id, attempt), and
+-- history is read in insertion order (started_at, then finished_at).
+--
+-- No foreign key to notifications: the RI trigger costs a lookup per logged
+-- row on the settle hot path (measured in outbox's BenchmarkSettle), and rows
+-- are only written by Settle for notifications it has just updated in the
+-- same statement. PurgeFailed deletes a notification's attempts with it.
 CREATE TABLE notification_attempts (
-    notification_id bigint      NOT NULL REFERENCES notifications (id) ON DELETE CASCADE,
+    notification_id bigint      NOT NULL,
     attempt         integer     NOT NULL,
     started_at      timestamptz NOT NULL,
     finished_at     timestamptz NOT NULL,
     outcome         text        NOT NULL CHECK (outcome IN ('SUCCESS', 'TRANSIENT', 'PERMANENT')),
     provider_status integer,
     provider_code   text,
-    error           text,
-    PRIMARY KEY (notification_id, attempt)  -- history lookup by notification
+    error           text
 );
+
+-- Get / GetByIdempotencyKey history: WHERE notification_id = $1; PurgeFailed's
+-- delete of the purged rows' attempts.
+CREATE INDEX notification_attempts_notification ON notification_attempts (notification_id, attempt);
 
 -- +goose Down
 DROP TABLE notification_attempts;
 DROP TABLE notifications;
+DROP FUNCTION notifications_notify();

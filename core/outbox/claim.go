@@ -1,0 +1,196 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Queued names a row that belongs in its channel's Redis queue: the answer
+// of Relay, Replay, ReplayChannel and Sweep, and what the caller pushes.
+type Queued struct {
+	ID            int64
+	Channel       string
+	NextAttemptAt time.Time // zero = due now; else push it delayed until then
+}
+
+// Relay moves up to limit PENDING rows whose due_at <= now to QUEUED, oldest
+// due first, in one statement. Rows locked by a concurrent relay are skipped
+// (FOR UPDATE SKIP LOCKED), so parallel relays never queue a row twice.
+func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("relay: limit %d, want > 0", limit)
+	}
+	rows, err := s.pool.Query(ctx, `
+WITH due AS (
+    SELECT id FROM notifications
+     WHERE status = 'PENDING' AND due_at <= $1
+     ORDER BY due_at, id
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+),
+queued AS (
+    UPDATE notifications n
+       SET status = 'QUEUED', next_attempt_at = NULL, updated_at = $1
+      FROM due
+     WHERE n.id = due.id AND n.status = 'PENDING'
+    RETURNING n.id, n.channel, n.due_at
+)
+SELECT id, channel FROM queued ORDER BY due_at, id`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
+	}
+	out, err := scanQueued(rows, false)
+	if err != nil {
+		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
+	}
+	return out, nil
+}
+
+// ClaimKind says what the caller does with a claimed id.
+type ClaimKind int
+
+const (
+	// ClaimSend: the row is now PROCESSING under this claim; send it, then
+	// Settle with Attempt.
+	ClaimSend ClaimKind = iota
+	// ClaimSkip: the row is terminal, PENDING (cancelled-and-gone, or never
+	// relayed) or does not exist; drop the id from the queue, never send.
+	ClaimSkip
+	// ClaimDefer: the row is not claimable yet (a retry not yet due, or a
+	// claim by another worker that is still fresh); try again at NotBefore.
+	ClaimDefer
+)
+
+func (k ClaimKind) String() string {
+	switch k {
+	case ClaimSend:
+		return "send"
+	case ClaimSkip:
+		return "skip"
+	case ClaimDefer:
+		return "defer"
+	}
+	return fmt.Sprintf("ClaimKind(%d)", int(k))
+}
+
+// Claimed is the answer of Claim for one id.
+type Claimed struct {
+	ID   int64
+	Kind ClaimKind
+
+	// Set for ClaimSend.
+	Channel, Recipient, IdempotencyKey string
+	Payload                            json.RawMessage
+	CreatedAt                          time.Time
+	Attempt                            int // attempts after the claim: the settle token
+
+	// Status is the row's status: PROCESSING for send; for skip and defer the
+	// status that stopped the claim ("" if the row does not exist).
+	Status    string
+	NotBefore time.Time // for ClaimDefer: when it may be claimed
+}
+
+// Claim takes the given ids for sending, in one statement. QUEUED rows that
+// are due (next_attempt_at null or <= now), and PROCESSING rows last claimed
+// before now-staleAfter (their claimer is presumed dead), become PROCESSING
+// with attempts+1 (ClaimSend). A QUEUED row not yet due, or a PROCESSING row
+// claimed more recently, is ClaimDefer; terminal and PENDING rows and
+// unknown ids are ClaimSkip. It returns one Claimed per distinct id, in the
+// order the ids first appear.
+func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration) ([]Claimed, error) {
+	if staleAfter <= 0 {
+		return nil, fmt.Errorf("claim: staleAfter %v, want > 0", staleAfter)
+	}
+	distinct := distinctIDs(ids)
+	if len(distinct) == 0 {
+		return nil, nil
+	}
+	staleBefore := now.Add(-staleAfter)
+	// n is the statement's snapshot, i.e. the rows as they were before the
+	// UPDATE: for the rows it did not claim, that is the state to report.
+	rows, err := s.pool.Query(ctx, `
+WITH claimed AS (
+    UPDATE notifications n
+       SET status = 'PROCESSING', attempts = n.attempts + 1, next_attempt_at = NULL, updated_at = $2
+     WHERE n.id = ANY($1::bigint[])
+       AND ((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))
+         OR (n.status = 'PROCESSING' AND n.updated_at < $3))
+    RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts
+)
+SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
+       c.id IS NOT NULL, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts
+  FROM notifications n
+  LEFT JOIN claimed c ON c.id = n.id
+ WHERE n.id = ANY($1::bigint[])`, distinct, now, staleBefore)
+	if err != nil {
+		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
+	}
+	defer rows.Close()
+	byID := make(map[int64]Claimed, len(distinct))
+	for rows.Next() {
+		var (
+			c                      Claimed
+			status                 string
+			nextAttempt, updatedAt pgtype.Timestamptz
+			claimed                bool
+			channel, recipient     pgtype.Text
+			key                    pgtype.Text
+			createdAt              pgtype.Timestamptz
+			attempts               pgtype.Int4
+		)
+		if err := rows.Scan(&c.ID, &status, &nextAttempt, &updatedAt,
+			&claimed, &channel, &recipient, &key, &c.Payload, &createdAt, &attempts); err != nil {
+			return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
+		}
+		switch {
+		case claimed:
+			c.Kind, c.Status = ClaimSend, StatusProcessing
+			c.Channel, c.Recipient, c.IdempotencyKey = channel.String, recipient.String, key.String
+			c.CreatedAt, c.Attempt = createdAt.Time, int(attempts.Int32)
+		case status == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, nextAttempt.Time
+		case status == StatusProcessing && !updatedAt.Time.Before(staleBefore):
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, updatedAt.Time.Add(staleAfter)
+		case status == StatusQueued || status == StatusProcessing:
+			// Claimable in the snapshot, yet the UPDATE found it changed: a
+			// concurrent claimer (or settle, or cancel) got there first. Look
+			// again once that claim would be stale.
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, now.Add(staleAfter)
+		default:
+			c.Kind, c.Status = ClaimSkip, status
+		}
+		if c.Kind != ClaimSend {
+			c.Payload = nil
+		}
+		byID[c.ID] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
+	}
+	out := make([]Claimed, len(distinct))
+	for i, id := range distinct {
+		c, ok := byID[id]
+		if !ok {
+			c = Claimed{ID: id, Kind: ClaimSkip}
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// distinctIDs keeps the first occurrence of each id, in order.
+func distinctIDs(ids []int64) []int64 {
+	seen := make(map[int64]struct{}, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
+}

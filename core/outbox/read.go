@@ -1,0 +1,191 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Notification is one outbox row, with its attempt log when read by Get.
+type Notification struct {
+	ID             int64
+	Channel        string
+	Recipient      string
+	Payload        json.RawMessage
+	IdempotencyKey string // "" = none
+	Status         string
+	AttemptCount   int       // the attempts column: claims so far (reset by replay)
+	DueAt          time.Time //
+	NextAttemptAt  time.Time // zero = none
+	LastError      string
+	Result         json.RawMessage // nil = none
+	JobID          int64           // 0 = none
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	SentAt         time.Time // zero = not sent
+
+	// Attempts is the attempt log, oldest first (Get and
+	// GetByIdempotencyKey only; nil from ListFailed).
+	Attempts []Attempt
+}
+
+// Attempt is one settled attempt from the attempt log.
+type Attempt struct {
+	Attempt        int // attempt number; numbering restarts after a replay
+	StartedAt      time.Time
+	FinishedAt     time.Time
+	Outcome        string // SUCCESS | TRANSIENT | PERMANENT
+	ProviderStatus int    // 0 = none
+	ProviderCode   string
+	Error          string
+}
+
+// Duration is how long the attempt took.
+func (a Attempt) Duration() time.Duration { return a.FinishedAt.Sub(a.StartedAt) }
+
+const notificationColumns = `id, channel, recipient, payload, idempotency_key, status, attempts, due_at,
+       next_attempt_at, last_error, result, job_id, created_at, updated_at, sent_at`
+
+// Get returns notification id with its attempt log, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (*Notification, error) {
+	n, err := s.getOne(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get notification %d: %w", id, err)
+	}
+	return n, nil
+}
+
+// GetByIdempotencyKey returns the notification holding key with its attempt
+// log, or ErrNotFound.
+func (s *Store) GetByIdempotencyKey(ctx context.Context, key string) (*Notification, error) {
+	if key == "" {
+		return nil, fmt.Errorf("get notification by idempotency key: key is empty")
+	}
+	n, err := s.getOne(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE idempotency_key = $1`, key)
+	if err != nil {
+		return nil, fmt.Errorf("get notification by idempotency key %q: %w", key, err)
+	}
+	return n, nil
+}
+
+func (s *Store) getOne(ctx context.Context, sql string, arg any) (*Notification, error) {
+	rows, err := s.pool.Query(ctx, sql, arg)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := scanNotifications(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(ns) == 0 {
+		return nil, ErrNotFound
+	}
+	n := &ns[0]
+	if n.Attempts, err = s.attempts(ctx, n.ID); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (s *Store) attempts(ctx context.Context, id int64) ([]Attempt, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0),
+       coalesce(provider_code, ''), coalesce(error, '')
+  FROM notification_attempts WHERE notification_id = $1
+ ORDER BY started_at, finished_at, attempt`, id)
+	if err != nil {
+		return nil, fmt.Errorf("attempt log: %w", err)
+	}
+	as, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := r.Scan(&a.Attempt, &a.StartedAt, &a.FinishedAt, &a.Outcome, &a.ProviderStatus, &a.ProviderCode, &a.Error)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempt log: %w", err)
+	}
+	return as, nil
+}
+
+// ListFailed pages through the dead-letter queue: FAILED rows of channel
+// ("" = every channel) with id > after, lowest id first, at most limit. Pass
+// the last id of a page as after to get the next one; there is no cap on how
+// far it pages.
+func (s *Store) ListFailed(ctx context.Context, channel string, after int64, limit int) ([]Notification, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("list failed of channel %q: limit %d, want > 0", channel, limit)
+	}
+	// Two statements rather than ($1 = '' OR channel = $1), so each plan has
+	// its own index: notifications_failed_channel or notifications_failed_id.
+	sql := `SELECT ` + notificationColumns + ` FROM notifications
+ WHERE status = 'FAILED' AND channel = $1 AND id > $2 ORDER BY channel, id LIMIT $3`
+	args := []any{channel, after, limit}
+	if channel == "" {
+		sql = `SELECT ` + notificationColumns + ` FROM notifications
+ WHERE status = 'FAILED' AND id > $1 ORDER BY id LIMIT $2`
+		args = []any{after, limit}
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+	}
+	ns, err := scanNotifications(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+	}
+	return ns, nil
+}
+
+// CountByStatus counts rows per channel and status. It reads the whole table
+// (a sequential scan: about a second per 10M rows), so call it for
+// dashboards and admin commands, not on a hot path.
+func (s *Store) CountByStatus(ctx context.Context) (map[string]map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT channel, status, count(*) FROM notifications GROUP BY channel, status`)
+	if err != nil {
+		return nil, fmt.Errorf("count notifications by status: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]map[string]int64)
+	for rows.Next() {
+		var channel, status string
+		var n int64
+		if err := rows.Scan(&channel, &status, &n); err != nil {
+			return nil, fmt.Errorf("count notifications by status: %w", err)
+		}
+		if out[channel] == nil {
+			out[channel] = make(map[string]int64)
+		}
+		out[channel][status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count notifications by status: %w", err)
+	}
+	return out, nil
+}
+
+func scanNotifications(rows pgx.Rows) ([]Notification, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Notification, error) {
+		var (
+			n               Notification
+			key, lastErr    pgtype.Text
+			next, sent      pgtype.Timestamptz
+			jobID           pgtype.Int8
+			payload, result []byte
+		)
+		err := r.Scan(&n.ID, &n.Channel, &n.Recipient, &payload, &key, &n.Status, &n.AttemptCount, &n.DueAt,
+			&next, &lastErr, &result, &jobID, &n.CreatedAt, &n.UpdatedAt, &sent)
+		if err != nil {
+			return n, err
+		}
+		n.Payload, n.IdempotencyKey, n.LastError, n.JobID = payload, key.String, lastErr.String, jobID.Int64
+		if result != nil {
+			n.Result = result
+		}
+		n.NextAttemptAt, n.SentAt = next.Time, sent.Time
+		return n, nil
+	})
+}
