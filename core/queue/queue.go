@@ -1,0 +1,403 @@
+// Package queue is notifyd's reliable Redis queue, one per channel: an id is
+// never popped and forgotten. Fetch moves it atomically from the channel's
+// ready list into the fetching instance's own processing list; it leaves
+// that list only through Ack (done), Retry (to the delayed set) or Dead (to
+// the dead list), each one Lua script, and only once the caller has made the
+// outcome durable in Postgres. An instance that dies keeps its processing
+// list; when its lease runs out, Reap hands the list back to ready.
+//
+// Keys (DESIGN §3), all of one channel in one hash slot for Redis Cluster:
+//
+//	<prefix>:{ch:<channel>}:ready                 LIST, pushed left, fetched right (FIFO)
+//	<prefix>:{ch:<channel>}:delayed               ZSET, score = due time in Unix ms
+//	<prefix>:{ch:<channel>}:processing:<instance> LIST, an instance's fetched ids
+//	<prefix>:{ch:<channel>}:instances             ZSET, instance -> lease expiry in Unix ms
+//	<prefix>:{ch:<channel>}:members               SET, every id in ready, delayed or a processing list
+//	<prefix>:{ch:<channel>}:dead                  LIST, newest first
+//	<prefix>:epoch                                STRING, random; a new value means Redis lost its data
+//
+// Ids are Postgres notification ids, kept in Redis as decimal strings. Times
+// (due, lease expiry) are the callers' clocks in Unix milliseconds, so
+// instances' clocks must agree to well within a lease TTL (NTP).
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNoLease is returned by Fetch for an instance that holds no live lease
+// (never renewed, expired, reaped or released): ids fetched then would sit in
+// a processing list no reaper watches.
+var ErrNoLease = errors.New("instance holds no live lease; call Renew first")
+
+// maxPerCall bounds the ids one script call handles, so a huge batch never
+// stalls Redis for long; bigger batches are split into several calls.
+const maxPerCall = 5000
+
+// Queue is the set of reliable queues under one key prefix. It is safe for
+// concurrent use.
+type Queue struct {
+	c      redis.UniversalClient
+	prefix string
+
+	mu    sync.Mutex
+	epoch string // last epoch this Queue saw; "" before the first Epoch call
+}
+
+// New returns the queues under prefix on c.
+func New(c redis.UniversalClient, prefix string) *Queue {
+	return &Queue{c: c, prefix: prefix}
+}
+
+// Item is an id to queue and when it is due. A zero or past Due means ready
+// now; a future Due parks it in the delayed set until Promote.
+type Item struct {
+	ID  int64
+	Due time.Time
+}
+
+// Stats is one channel's queue sizes.
+type Stats struct {
+	Ready, Delayed, Processing, Dead int64
+	Instances                        int // instances holding an unexpired lease
+}
+
+type keys struct{ base string }
+
+func (q *Queue) keys(channel string) keys {
+	return keys{base: q.prefix + ":{ch:" + channel + "}:"}
+}
+
+func (k keys) ready() string     { return k.base + "ready" }
+func (k keys) delayed() string   { return k.base + "delayed" }
+func (k keys) instances() string { return k.base + "instances" }
+func (k keys) members() string   { return k.base + "members" }
+func (k keys) dead() string      { return k.base + "dead" }
+func (k keys) processing(instance string) string {
+	return k.base + "processing:" + instance
+}
+
+// checkChannel rejects names that would break the {ch:<channel>} hash tag.
+func checkChannel(channel string) error {
+	if channel == "" {
+		return errors.New("channel name is empty")
+	}
+	if strings.ContainsAny(channel, "{}") {
+		return fmt.Errorf("channel name %q contains { or }, which would break its hash tag", channel)
+	}
+	return nil
+}
+
+func checkInstance(instance string) error {
+	if instance == "" {
+		return errors.New("instance id is empty")
+	}
+	return nil
+}
+
+func check(channel, instance string) error {
+	if err := checkChannel(channel); err != nil {
+		return err
+	}
+	return checkInstance(instance)
+}
+
+func unixMs(t time.Time) int64 { return t.UnixMilli() }
+
+// dueArg is the script's due argument: 0 for ready now, else the due time in
+// Unix ms (never 0 itself, since any due that is not after now means ready).
+func dueArg(due, now time.Time) int64 {
+	if due.IsZero() || !due.After(now) {
+		return 0
+	}
+	return max(unixMs(due), 1)
+}
+
+// itemArgs turns items into id, due argument pairs.
+func itemArgs(items []Item, now time.Time) []any {
+	args := make([]any, 0, 2*len(items))
+	for _, it := range items {
+		args = append(args, it.ID, dueArg(it.Due, now))
+	}
+	return args
+}
+
+func idArgs(ids []int64) []any {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return args
+}
+
+// runChunks runs script once per maxPerCall ids (argsPerID arguments each)
+// and sums the integer replies.
+func (q *Queue) runChunks(ctx context.Context, script *redis.Script, keys []string, args []any, argsPerID int) (int, error) {
+	total := 0
+	step := maxPerCall * argsPerID
+	for start := 0; start < len(args); start += step {
+		end := min(start+step, len(args))
+		n, err := script.Run(ctx, q.c, keys, args[start:end]...).Int()
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Push queues items on channel: ready now, or delayed until a future Due.
+// An id already in the queue (ready, delayed or being processed) is left as
+// it is, so a retry pushed again by the sweeper keeps its backoff; of ids
+// repeated within items the first wins. Returns how many ids were new.
+func (q *Queue) Push(ctx context.Context, channel string, items []Item) (added int, err error) {
+	if err := checkChannel(channel); err != nil {
+		return 0, fmt.Errorf("queue: push: %w", err)
+	}
+	if len(items) == 0 {
+		return 0, nil
+	}
+	k := q.keys(channel)
+	n, err := q.runChunks(ctx, scriptPush, []string{k.members(), k.ready(), k.delayed()}, itemArgs(items, time.Now()), 2)
+	if err != nil {
+		return n, fmt.Errorf("queue: push %d ids to %s: %w", len(items), channel, err)
+	}
+	return n, nil
+}
+
+// Fetch moves up to max of channel's oldest ready ids into instance's
+// processing list and returns them, oldest first. When ready is empty it
+// blocks up to wait (0: not at all) for a push, waking as soon as one lands.
+// The instance must hold a live lease (Renew), else ErrNoLease.
+//
+// If Fetch returns an error other than ErrNoLease, ids may have moved anyway
+// (the reply was lost): the caller should re-read Pending before trusting its
+// in-memory view of what it holds.
+//
+// A blocked Fetch does not notice ctx being cancelled until wait runs out
+// (go-redis does not interrupt a blocking read), so keep wait short, about a
+// second.
+func (q *Queue) Fetch(ctx context.Context, channel, instance string, max int, wait time.Duration) ([]int64, error) {
+	if err := check(channel, instance); err != nil {
+		return nil, fmt.Errorf("queue: fetch: %w", err)
+	}
+	if max < 1 {
+		return nil, fmt.Errorf("queue: fetch from %s: max must be at least 1, got %d", channel, max)
+	}
+	if wait < 0 {
+		return nil, fmt.Errorf("queue: fetch from %s: wait must not be negative, got %s", channel, wait)
+	}
+	k := q.keys(channel)
+	fetchKeys := []string{k.ready(), k.processing(instance), k.instances()}
+	ids, err := q.fetchNow(ctx, fetchKeys, instance, max, true)
+	if err != nil || len(ids) > 0 || wait == 0 {
+		if err != nil {
+			err = fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
+		}
+		return ids, err
+	}
+	first, ok, err := q.blockMove(ctx, k.ready(), k.processing(instance), wait)
+	if err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("queue: fetch from %s for %s: wait for a push: %w", channel, instance, err)
+		}
+		return nil, err
+	}
+	id, err := parseID(first)
+	if err != nil {
+		return nil, fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
+	}
+	ids = []int64{id}
+	if max == 1 {
+		return ids, nil
+	}
+	// The lease was checked an instant ago; checking again could strand the
+	// id BLMOVE just moved.
+	rest, err := q.fetchNow(ctx, fetchKeys, instance, max-1, false)
+	ids = append(ids, rest...)
+	if err != nil {
+		return ids, fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
+	}
+	return ids, nil
+}
+
+func (q *Queue) fetchNow(ctx context.Context, keys []string, instance string, max int, lease bool) ([]int64, error) {
+	checkLease := "0"
+	if lease {
+		checkLease = "1"
+	}
+	res, err := scriptFetch.Run(ctx, q.c, keys, max, instance, unixMs(time.Now()), checkLease).Result()
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := res.(int64); ok && n == -1 {
+		return nil, ErrNoLease
+	}
+	return parseIDs(res)
+}
+
+// blockMove waits up to wait for an id to arrive in src and moves it to dst
+// (BLMOVE). go-redis' typed BLMove only takes whole seconds; the fraction is
+// sent raw, within the client's ordinary read timeout.
+func (q *Queue) blockMove(ctx context.Context, src, dst string, wait time.Duration) (string, bool, error) {
+	for wait > 0 {
+		step := wait.Truncate(time.Second)
+		var cmd *redis.StringCmd
+		if step > 0 {
+			cmd = q.c.BLMove(ctx, src, dst, "RIGHT", "LEFT", step)
+		} else {
+			step = wait
+			// Round up: a timeout of 0 would block forever.
+			ms := (step + time.Millisecond - 1) / time.Millisecond
+			cmd = redis.NewStringCmd(ctx, "blmove", src, dst, "RIGHT", "LEFT", fmt.Sprintf("%d.%03d", ms/1000, ms%1000))
+			_ = q.c.Process(ctx, cmd)
+		}
+		wait -= step
+		v, err := cmd.Result()
+		switch {
+		case err == nil:
+			return v, true, nil
+		case !errors.Is(err, redis.Nil):
+			return "", false, err
+		}
+	}
+	return "", false, nil
+}
+
+// Pending returns instance's processing list, oldest first, without
+// removing anything: what a restarted instance must finish first.
+func (q *Queue) Pending(ctx context.Context, channel, instance string) ([]int64, error) {
+	if err := check(channel, instance); err != nil {
+		return nil, fmt.Errorf("queue: pending: %w", err)
+	}
+	vals, err := q.c.LRange(ctx, q.keys(channel).processing(instance), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
+	}
+	ids, err := parseStrings(vals)
+	if err != nil {
+		return nil, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
+	}
+	for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
+		ids[i], ids[j] = ids[j], ids[i]
+	}
+	return ids, nil
+}
+
+// Ack removes ids from instance's processing list and from the queue for
+// good; call it once their terminal status is committed. Ids not in that
+// list (unknown, or already handed to another instance by Reap) are left
+// alone.
+func (q *Queue) Ack(ctx context.Context, channel, instance string, ids []int64) error {
+	if err := check(channel, instance); err != nil {
+		return fmt.Errorf("queue: ack: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	k := q.keys(channel)
+	if _, err := q.runChunks(ctx, scriptAck, []string{k.processing(instance), k.members()}, idArgs(ids), 1); err != nil {
+		return fmt.Errorf("queue: ack %d ids of %s on %s: %w", len(ids), instance, channel, err)
+	}
+	return nil
+}
+
+// Retry moves items from instance's processing list to the delayed set (or
+// straight to ready when Due is not in the future); they stay members, so a
+// push meanwhile changes nothing. Ids not in that list are left alone.
+func (q *Queue) Retry(ctx context.Context, channel, instance string, items []Item) error {
+	if err := check(channel, instance); err != nil {
+		return fmt.Errorf("queue: retry: %w", err)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	k := q.keys(channel)
+	if _, err := q.runChunks(ctx, scriptRetry, []string{k.processing(instance), k.ready(), k.delayed()}, itemArgs(items, time.Now()), 2); err != nil {
+		return fmt.Errorf("queue: retry %d ids of %s on %s: %w", len(items), instance, channel, err)
+	}
+	return nil
+}
+
+// Dead moves ids from instance's processing list to the dead list and out of
+// the queue; call it once FAILED is committed. Ids not in that list are left
+// alone.
+func (q *Queue) Dead(ctx context.Context, channel, instance string, ids []int64) error {
+	if err := check(channel, instance); err != nil {
+		return fmt.Errorf("queue: dead: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	k := q.keys(channel)
+	if _, err := q.runChunks(ctx, scriptDead, []string{k.processing(instance), k.members(), k.dead()}, idArgs(ids), 1); err != nil {
+		return fmt.Errorf("queue: dead-letter %d ids of %s on %s: %w", len(ids), instance, channel, err)
+	}
+	return nil
+}
+
+// Promote moves up to max delayed ids due at or before now to ready, earliest
+// first, and returns how many moved.
+func (q *Queue) Promote(ctx context.Context, channel string, now time.Time, max int) (int, error) {
+	if err := checkChannel(channel); err != nil {
+		return 0, fmt.Errorf("queue: promote: %w", err)
+	}
+	if max < 1 {
+		return 0, fmt.Errorf("queue: promote on %s: max must be at least 1, got %d", channel, max)
+	}
+	k := q.keys(channel)
+	n, err := scriptPromote.Run(ctx, q.c, []string{k.delayed(), k.ready()}, unixMs(now), max).Int()
+	if err != nil {
+		return 0, fmt.Errorf("queue: promote on %s: %w", channel, err)
+	}
+	return n, nil
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("queue holds %q, which is not a notification id", s)
+	}
+	return id, nil
+}
+
+func parseStrings(vals []string) ([]int64, error) {
+	ids := make([]int64, len(vals))
+	for i, v := range vals {
+		id, err := parseID(v)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// parseIDs reads a script's array-of-ids reply.
+func parseIDs(res any) ([]int64, error) {
+	vals, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected script reply %T", res)
+	}
+	ids := make([]int64, len(vals))
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("unexpected id %v (%T) in script reply", v, v)
+		}
+		id, err := parseID(s)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}

@@ -1,0 +1,234 @@
+package queue
+
+import "github.com/redis/go-redis/v9"
+
+// luaLib is prepended to every script. Redis' Lua allows only a few thousand
+// values on the C stack, so every variadic command goes through bulk, which
+// unpacks at most chunk values at a time.
+const luaLib = `
+local chunk = 1000
+
+local function bulk(cmd, key, list)
+  local n = #list
+  for i = 1, n, chunk do
+    redis.call(cmd, key, unpack(list, i, math.min(i + chunk - 1, n)))
+  end
+end
+
+-- remove_ids deletes every occurrence of each id from the list at key and
+-- returns the ids it found, each once, in the order of ids. Few ids against a long list: one LREM
+-- each (C speed, O(len) apiece). Many ids: one pass over the list and a
+-- rewrite, O(len) in total.
+local function remove_ids(key, ids)
+  local found = {}
+  if #ids == 0 then return found end
+  local len = redis.call('LLEN', key)
+  if len == 0 then return found end
+  if len <= 32 * #ids then
+    local want = {}
+    for _, id in ipairs(ids) do want[id] = true end
+    local keep, hit = {}, {}
+    for _, v in ipairs(redis.call('LRANGE', key, 0, -1)) do
+      if want[v] then hit[v] = true else keep[#keep + 1] = v end
+    end
+    for _, id in ipairs(ids) do
+      if hit[id] then
+        hit[id] = nil
+        found[#found + 1] = id
+      end
+    end
+    if #found > 0 then
+      redis.call('DEL', key)
+      bulk('RPUSH', key, keep)
+    end
+  else
+    local seen = {}
+    for _, id in ipairs(ids) do
+      if not seen[id] then
+        seen[id] = true
+        if redis.call('LREM', key, 0, id) > 0 then found[#found + 1] = id end
+      end
+    end
+  end
+  return found
+end
+
+-- place sends ids to ready (due '0') or to delayed (due = score in ms).
+local function place(ready, delayed, ids, due)
+  local now, later = {}, {}
+  for _, id in ipairs(ids) do
+    local d = due[id]
+    if d == '0' then
+      now[#now + 1] = id
+    else
+      later[#later + 1] = d
+      later[#later + 1] = id
+    end
+  end
+  bulk('LPUSH', ready, now)
+  bulk('ZADD', delayed, later) -- chunk is even, so score/member pairs stay whole
+end
+
+-- pairs_of reads ARGV from offset as id, due pairs; the first due of a
+-- duplicated id wins.
+local function pairs_of(from)
+  local ids, due = {}, {}
+  for i = from, #ARGV, 2 do
+    local id = ARGV[i]
+    if due[id] == nil then
+      ids[#ids + 1] = id
+      due[id] = ARGV[i + 1]
+    end
+  end
+  return ids, due
+end
+`
+
+// Every script lists every key it touches in KEYS, all of one channel and so
+// of one hash slot. The comments give KEYS and ARGV.
+
+// scriptPush: KEYS members, ready, delayed; ARGV id, due, id, due, ...
+// (due '0' = ready now, else the due time in ms). Returns how many ids were
+// new to members.
+var scriptPush = redis.NewScript(luaLib + `
+local ids, due = pairs_of(1)
+local fresh = {}
+for i = 1, #ids, chunk do
+  local j = math.min(i + chunk - 1, #ids)
+  local m = redis.call('SMISMEMBER', KEYS[1], unpack(ids, i, j))
+  for k = 1, #m do
+    if m[k] == 0 then fresh[#fresh + 1] = ids[i + k - 1] end
+  end
+end
+bulk('SADD', KEYS[1], fresh)
+place(KEYS[2], KEYS[3], fresh, due)
+return #fresh
+`)
+
+// scriptFetch: KEYS ready, processing, instances; ARGV max, instance, now ms,
+// check lease ('1'/'0'). Moves up to max of the oldest ready ids into
+// processing and returns them oldest first, or -1 when the lease is missing
+// or expired.
+var scriptFetch = redis.NewScript(luaLib + `
+if ARGV[4] == '1' then
+  local s = redis.call('ZSCORE', KEYS[3], ARGV[2])
+  if not s or tonumber(s) <= tonumber(ARGV[3]) then return -1 end
+end
+local n = tonumber(ARGV[1])
+local got = redis.call('LRANGE', KEYS[1], -n, -1)
+local k = #got
+if k == 0 then return got end
+redis.call('LTRIM', KEYS[1], 0, -k - 1)
+local out = {}
+for i = k, 1, -1 do out[#out + 1] = got[i] end
+bulk('LPUSH', KEYS[2], out)
+return out
+`)
+
+// scriptAck: KEYS processing, members; ARGV ids. Only ids found in this
+// instance's processing list leave members, so a late ack from an instance
+// that lost its lease cannot orphan an id another instance now holds.
+var scriptAck = redis.NewScript(luaLib + `
+local found = remove_ids(KEYS[1], ARGV)
+bulk('SREM', KEYS[2], found)
+return #found
+`)
+
+// scriptRetry: KEYS processing, ready, delayed; ARGV id, due, ... Ids not in
+// this instance's processing list are left where they are.
+var scriptRetry = redis.NewScript(luaLib + `
+local ids, due = pairs_of(1)
+local found = remove_ids(KEYS[1], ids)
+place(KEYS[2], KEYS[3], found, due)
+return #found
+`)
+
+// scriptDead: KEYS processing, members, dead; ARGV ids.
+var scriptDead = redis.NewScript(luaLib + `
+local found = remove_ids(KEYS[1], ARGV)
+bulk('SREM', KEYS[2], found)
+bulk('LPUSH', KEYS[3], found)
+return #found
+`)
+
+// scriptPromote: KEYS delayed, ready; ARGV now ms, max. Earliest due first.
+var scriptPromote = redis.NewScript(luaLib + `
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+bulk('ZREM', KEYS[1], ids)
+bulk('LPUSH', KEYS[2], ids)
+return #ids
+`)
+
+// scriptReap: KEYS instances, processing, ready; ARGV instance, now ms, force
+// ('1' for a graceful release). Unless forced, a lease renewed since the
+// caller listed it as expired is left alone (-1). A missing lease counts as
+// expired: a processing list without a lease has no owner. The list goes
+// back to the fetching end of ready, oldest first.
+var scriptReap = redis.NewScript(luaLib + `
+if ARGV[3] ~= '1' then
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if s and tonumber(s) > tonumber(ARGV[2]) then return -1 end
+end
+local ids = redis.call('LRANGE', KEYS[2], 0, -1)
+bulk('RPUSH', KEYS[3], ids)
+redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[1], ARGV[1])
+return #ids
+`)
+
+// scriptDeadReplay: KEYS dead, members, ready; ARGV take, ids... With take >
+// 0 the take oldest dead ids are replayed, else the ids given. An id that
+// is queued already (the sweeper pushed it after a replay in Postgres) only
+// leaves dead. Returns how many ids left dead.
+var scriptDeadReplay = redis.NewScript(luaLib + `
+local take = tonumber(ARGV[1])
+local ids
+if take > 0 then
+  ids = redis.call('LRANGE', KEYS[1], -take, -1)
+  if #ids > 0 then redis.call('LTRIM', KEYS[1], 0, -#ids - 1) end
+  local seen, uniq = {}, {}
+  for i = #ids, 1, -1 do
+    if not seen[ids[i]] then
+      seen[ids[i]] = true
+      uniq[#uniq + 1] = ids[i]
+    end
+  end
+  ids = uniq
+else
+  local want = {}
+  for i = 2, #ARGV do want[#want + 1] = ARGV[i] end
+  ids = remove_ids(KEYS[1], want)
+end
+local fresh = {}
+for i = 1, #ids, chunk do
+  local j = math.min(i + chunk - 1, #ids)
+  local m = redis.call('SMISMEMBER', KEYS[2], unpack(ids, i, j))
+  for k = 1, #m do
+    if m[k] == 0 then fresh[#fresh + 1] = ids[i + k - 1] end
+  end
+end
+bulk('SADD', KEYS[2], fresh)
+bulk('LPUSH', KEYS[3], fresh)
+return #ids
+`)
+
+// scriptDeadRemove: KEYS dead; ARGV ids; no ids = all. Returns how many
+// ids were dropped.
+var scriptDeadRemove = redis.NewScript(luaLib + `
+if #ARGV == 0 then
+  local n = redis.call('LLEN', KEYS[1])
+  redis.call('UNLINK', KEYS[1])
+  return n
+end
+return #remove_ids(KEYS[1], ARGV)
+`)
+
+// scriptEpoch: KEYS epoch; ARGV fresh id. Returns the epoch, creating it.
+var scriptEpoch = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+  v = ARGV[1]
+  redis.call('SET', KEYS[1], v)
+end
+return v
+`)
