@@ -184,7 +184,7 @@ func (n *tnode) render(data any) (any, error) {
 	case n.tmpl != nil:
 		var sb strings.Builder
 		if err := n.tmpl.Execute(&sb, data); err != nil {
-			return nil, fmt.Errorf("render %s with the payload: %w", n.path, err)
+			return nil, fmt.Errorf("render the channel template with the payload: %w", err)
 		}
 		return sb.String(), nil
 	}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	t.Run("defaults", func(t *testing.T) {
+		c, err := parseConfig(json.RawMessage(`{"mode":"memo","access_token":"a"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.apiURL != APIURLDefault || c.authURL != AuthURLDefault || c.timeout != TimeoutDefault || c.template != nil {
+			t.Errorf("defaults = %q %q %v %v, want %q %q %v nil", c.apiURL, c.authURL, c.timeout, c.template, APIURLDefault, AuthURLDefault, TimeoutDefault)
+		}
+	})
+	t.Run("everything", func(t *testing.T) {
+		dir := t.TempDir()
+		c, err := parseConfig(json.RawMessage(`{"mode":"friends","access_token":"a","refresh_token":"r","client_id":"id",
+			"client_secret":"s","api_url":"http://127.0.0.1:9/kapi/","auth_url":"https://auth.example","timeout":"1.5s",
+			"template":{"object_type":"text","text":"{{.x}}","link":{}},"token_file":"` + filepath.Join(dir, "t.json") + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.mode != modeFriends || c.apiURL != "http://127.0.0.1:9/kapi" || c.authURL != "https://auth.example" ||
+			c.timeout != 1500*time.Millisecond || c.template == nil || c.clientSecret != "s" {
+			t.Errorf("config = %+v", c)
+		}
+	})
+
+	tests := []struct {
+		name, config, key string
+	}{
+		{"empty", ``, "mode"},
+		{"not an object", `[1]`, "config"},
+		{"not JSON", `{mode:`, "config"},
+		{"trailing data", `{"mode":"memo","access_token":"a"} {}`, "config"},
+		{"no mode", `{"access_token":"a"}`, "mode"},
+		{"bad mode", `{"mode":"group","access_token":"a"}`, "mode"},
+		{"mode not a string", `{"mode":1,"access_token":"a"}`, "mode"},
+		{"unknown key", `{"mode":"memo","access_token":"a","acess_token":"b"}`, "acess_token"},
+		{"no token", `{"mode":"memo"}`, "access_token"},
+		{"refresh without client_id", `{"mode":"memo","refresh_token":"r"}`, "client_id"},
+		{"secret without refresh", `{"mode":"memo","access_token":"a","client_secret":"s"}`, "client_secret"},
+		{"token with newline", `{"mode":"memo","access_token":"a\n"}`, "access_token"},
+		{"api_url relative", `{"mode":"memo","access_token":"a","api_url":"kapi.kakao.com"}`, "api_url"},
+		{"api_url scheme", `{"mode":"memo","access_token":"a","api_url":"ftp://kapi.kakao.com"}`, "api_url"},
+		{"auth_url query", `{"mode":"memo","access_token":"a","auth_url":"https://kauth.kakao.com?x=1"}`, "auth_url"},
+		{"timeout bad", `{"mode":"memo","access_token":"a","timeout":"soon"}`, "timeout"},
+		{"timeout negative", `{"mode":"memo","access_token":"a","timeout":"-1s"}`, "timeout"},
+		{"timeout number", `{"mode":"memo","access_token":"a","timeout":10}`, "timeout"},
+		{"template string", `{"mode":"memo","access_token":"a","template":"{{.x}}"}`, "template"},
+		{"template no object_type", `{"mode":"memo","access_token":"a","template":{"text":"x"}}`, "template.object_type"},
+		{"template bad action", `{"mode":"memo","access_token":"a","template":{"object_type":"text","link":{"web_url":"{{.x"}}}`, "template.link.web_url"},
+		{"template bad action in list", `{"mode":"memo","access_token":"a","template":{"object_type":"list","contents":[{"title":"{{if}}"}]}}`, "template.contents[0].title"},
+		{"token_file without refresh", `{"mode":"memo","access_token":"a","token_file":"/tmp/x.json"}`, "token_file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(json.RawMessage(tt.config))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error = %v, want a *ConfigError for key %q", err, tt.key)
+			}
+			if ce.Key != tt.key {
+				t.Errorf("key = %q (%v), want %q", ce.Key, err, tt.key)
+			}
+			if !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("message %q does not name %q", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestParseConfig_NoSecretsInErrors(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []string{
+		`{"mode":"nope","access_token":"` + testAccess + `"}`,
+		`{"mode":"memo","access_token":"` + testAccess + ` x"}`,
+		`{"mode":"memo","refresh_token":"` + testRefresh + `"}`,
+		`{"mode":"memo","access_token":"a","client_secret":"` + testSecret + `"}`,
+		`{"mode":"memo","access_token":"a","refresh_token":"` + testRefresh + `","client_id":"c","extra":"` + testSecret + `"}`,
+	} {
+		_, err := parseConfig(json.RawMessage(cfg))
+		if err == nil {
+			t.Fatalf("config %d: no error", len(cfg))
+		}
+		for _, s := range []string{testAccess, testRefresh, testSecret} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("error %q reveals a secret", err)
+			}
+		}
+	}
+}
+
+func TestTokenFile_Config(t *testing.T) {
+	t.Parallel()
+	p := &provider{}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	writeFile(t, bad, "not json")
+	for name, tt := range map[string]struct{ path, key string }{
+		"missing directory": {filepath.Join(dir, "nope", "t.json"), "token_file"},
+		"garbage file":      {bad, "token_file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			raw, _ := json.Marshal(map[string]any{"mode": "memo", "refresh_token": "r", "client_id": "c", "token_file": tt.path})
+			_, err := p.Configure(context.Background(), sdk.ConfigureRequest{Channel: "c", Config: raw})
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != tt.key {
+				t.Errorf("error = %v, want a ConfigError for %q", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestProvider_Describe(t *testing.T) {
+	t.Parallel()
+	info := (&provider{}).Describe()
+	if info.Name != "kakao" || info.Version == "" {
+		t.Errorf("info = %+v, want name kakao and a version", info)
+	}
+	var schema struct {
+		Properties           map[string]any `json:"properties"`
+		AdditionalProperties bool           `json:"additionalProperties"`
+	}
+	if err := json.Unmarshal(info.ConfigSchema, &schema); err != nil {
+		t.Fatalf("config schema is not JSON: %v", err)
+	}
+	// The schema lists exactly the keys the decoder accepts.
+	var keys []string
+	for k := range schema.Properties {
+		keys = append(keys, k)
+	}
+	for _, k := range []string{"mode", "access_token", "refresh_token", "client_id", "client_secret", "api_url", "auth_url", "template", "timeout", "token_file"} {
+		if _, ok := schema.Properties[k]; !ok {
+			t.Errorf("schema lacks %q", k)
+		}
+		raw := json.RawMessage(`{"` + k + `": null, "mode": "memo", "access_token": "a"}`)
+		if k == "mode" || k == "access_token" {
+			continue
+		}
+		if _, err := parseConfig(raw); err != nil && strings.Contains(err.Error(), "unknown key") {
+			t.Errorf("decoder rejects schema key %q", k)
+		}
+	}
+	if len(keys) != 10 {
+		t.Errorf("schema keys = %v, want 10", keys)
+	}
+}
