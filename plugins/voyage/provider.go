@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// Version is the plugin's version, reported by Describe.
+const Version = "1.0.0"
+
+// Defaults for keys the channel leaves out.
+const (
+	DefaultBaseURL         = "https://api.voyageai.com"
+	DefaultTimeout         = 30 * time.Second
+	DefaultCallbackTimeout = 10 * time.Second
+	// DefaultMaxResultBytes bounds Voyage's answer, which becomes the
+	// notification's result. Results of one Send batch travel back to the host
+	// in one gRPC message (64 MB at most), so batch_size × this must stay
+	// under that.
+	DefaultMaxResultBytes = 4 << 20
+	userAgent             = "notifyd-voyage/" + Version
+	embeddingsPath        = "/v1/embeddings"
+)
+
+// provider builds a sender per channel; all channels share one Transport.
+type provider struct {
+	once      sync.Once
+	transport *http.Transport
+}
+
+// config is a channel's `config:` block.
+type config struct {
+	APIKey          string            `json:"api_key"`
+	BaseURL         string            `json:"base_url"`
+	Model           string            `json:"model"`
+	InputType       string            `json:"input_type"`
+	Truncation      *bool             `json:"truncation"`
+	OutputDimension int               `json:"output_dimension"`
+	OutputDtype     string            `json:"output_dtype"`
+	Timeout         string            `json:"timeout"`
+	MaxBatchTokens  int               `json:"max_batch_tokens"`
+	MaxResultBytes  int64             `json:"max_result_bytes"`
+	CallbackURL     string            `json:"callback_url"`
+	CallbackHeaders map[string]string `json:"callback_headers"`
+	CallbackTimeout string            `json:"callback_timeout"`
+}
+
+func (p *provider) Describe() sdk.Info {
+	return sdk.Info{
+		Name:         "voyage",
+		Version:      Version,
+		Capabilities: []string{"embeddings", "result", "callback"},
+		ConfigSchema: configSchema,
+		// Voyage's base tier allows 2000 requests a minute; more parallel
+		// requests than this only earn 429s.
+		MaxConcurrency: 32,
+	}
+}
+
+func (p *provider) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+	var c config
+	if err := req.Decode(&c); err != nil {
+		return nil, err
+	}
+	s, err := p.newSender(c)
+	if err != nil {
+		return nil, err
+	}
+	if req.Logger != nil {
+		// Never the api_key or callback header values.
+		req.Logger.Info("voyage channel configured", "channel", req.Channel,
+			"endpoint", s.endpoint, "model", c.Model, "callback", c.CallbackURL != "")
+	}
+	return s, nil
+}
+
+// newSender validates c and builds its sender.
+func (p *provider) newSender(c config) (*sender, error) {
+	if c.APIKey == "" {
+		return nil, configError("api_key", "is required")
+	}
+	if !validHeaderValue(c.APIKey) {
+		return nil, configError("api_key", "contains characters not allowed in a header value")
+	}
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := parseHTTPURL(base)
+	if err != nil {
+		return nil, configError("base_url", err.Error())
+	}
+	if c.Model == "" {
+		return nil, configError("model", "is required (e.g. voyage-3.5); a payload may still override it")
+	}
+	defaults := params{
+		Model: c.Model, InputType: c.InputType, Truncation: c.Truncation,
+		OutputDimension: c.OutputDimension, OutputDtype: c.OutputDtype,
+	}
+	if key, reason := defaults.check(); key != "" {
+		return nil, configError(key, reason)
+	}
+	s := &sender{
+		client:         p.client(),
+		endpoint:       strings.TrimSuffix(u.String(), "/") + embeddingsPath,
+		authorization:  "Bearer " + c.APIKey,
+		apiKey:         c.APIKey,
+		defaults:       defaults,
+		maxBatchTokens: c.MaxBatchTokens,
+		maxResultBytes: c.MaxResultBytes,
+	}
+	if s.timeout, err = parseDuration(c.Timeout, DefaultTimeout); err != nil {
+		return nil, configError("timeout", err.Error())
+	}
+	if s.maxBatchTokens < 0 {
+		return nil, configError("max_batch_tokens", "must be positive (0 means the model's documented limit)")
+	}
+	switch {
+	case s.maxResultBytes < 0:
+		return nil, configError("max_result_bytes", "must be positive")
+	case s.maxResultBytes == 0:
+		s.maxResultBytes = DefaultMaxResultBytes
+	}
+
+	if c.CallbackURL == "" {
+		if len(c.CallbackHeaders) > 0 {
+			return nil, configError("callback_headers", "is set but callback_url is not")
+		}
+		return s, nil
+	}
+	cb, err := parseHTTPURL(c.CallbackURL)
+	if err != nil {
+		return nil, configError("callback_url", err.Error())
+	}
+	s.callback = &callback{url: cb}
+	if s.callback.timeout, err = parseDuration(c.CallbackTimeout, DefaultCallbackTimeout); err != nil {
+		return nil, configError("callback_timeout", err.Error())
+	}
+	for name, value := range c.CallbackHeaders {
+		key := "callback_headers." + name
+		if !validHeaderName(name) {
+			return nil, configError(key, "is not a valid header name")
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		switch canon {
+		case "Content-Type", "Content-Length", "Idempotency-Key", "Host", "Transfer-Encoding", "Connection":
+			return nil, configError(key, "is set by the plugin itself and cannot be overridden")
+		}
+		if !validHeaderValue(value) {
+			return nil, configError(key, "contains characters not allowed in a header value")
+		}
+		if s.callback.headers == nil {
+			s.callback.headers = make(http.Header, len(c.CallbackHeaders))
+		}
+		s.callback.headers[canon] = []string{value}
+	}
+	return s, nil
+}
+
+// client returns a client on the process-wide Transport.
+func (p *provider) client() *http.Client {
+	p.once.Do(func() {
+		p.transport = &http.Transport{
+			Proxy: http.ProxyFromEnvironment,
+			DialContext: (&net.Dialer{
+				Timeout:   10 * time.Second,
+				KeepAlive: 30 * time.Second,
+			}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          256,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	})
+	return &http.Client{
+		Transport: p.transport,
+		// A redirected POST would become a GET; the 3xx is the answer.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func parseHTTPURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("is not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("must be an http:// or https:// URL")
+	}
+	if u.Host == "" {
+		return nil, errors.New("has no host")
+	}
+	return u, nil
+}
+
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDuration reads a Go duration ("10s", "1m30s"); empty means def.
+func parseDuration(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("is %q, not a duration like 30s or 1m30s", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("is %s; want a positive duration", s)
+	}
+	return d, nil
+}
+
+func configError(key, reason string) error {
+	return fmt.Errorf("voyage config: %s %s", key, reason)
+}
+
+// configSchema documents the channel config (JSON Schema).
+var configSchema = json.RawMessage(`{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["api_key", "model"],
+  "properties": {
+    "api_key": {"type": "string", "description": "Voyage API key, sent as a Bearer token."},
+    "base_url": {"type": "string", "format": "uri", "default": "https://api.voyageai.com"},
+    "model": {"type": "string", "description": "e.g. voyage-3.5, voyage-4-large, voyage-code-3."},
+    "input_type": {"enum": ["query", "document"]},
+    "truncation": {"type": "boolean", "description": "Voyage's default is true."},
+    "output_dimension": {"enum": [256, 512, 1024, 2048]},
+    "output_dtype": {"enum": ["float", "int8", "uint8", "binary", "ubinary"]},
+    "timeout": {"type": "string", "default": "30s", "description": "Per-request timeout (Go duration)."},
+    "max_batch_tokens": {"type": "integer", "minimum": 0, "description": "Token cap per request; 0 means the model's documented limit."},
+    "max_result_bytes": {"type": "integer", "minimum": 0, "default": 4194304},
+    "callback_url": {"type": "string", "format": "uri", "description": "Where embeddings are POSTed after each success."},
+    "callback_headers": {"type": "object", "additionalProperties": {"type": "string"}},
+    "callback_timeout": {"type": "string", "default": "10s"}
+  }
+}`)
