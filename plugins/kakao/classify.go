@@ -113,43 +113,6 @@ func classifyCode(now time.Time, status, code int, msg string) sdk.Verdict {
 	return v.WithCode(strconv.Itoa(code)).WithStatus(status)
 }
 
-// classifyStatus is the verdict for a response without a Kakao error code,
-// with sdk.ClassifyHTTP's rules: 408, 425, 429 and 5xx transient (honouring
-// Retry-After), other non-2xx permanent.
-func classifyStatus(now time.Time, resp *http.Response, body []byte) sdk.Verdict {
-	detail := fmt.Sprintf("Kakao answered HTTP %d without an error code", resp.StatusCode)
-	if snippet := clean(string(body)); snippet != "" {
-		detail += ": " + snippet
-	}
-	var v sdk.Verdict
-	switch s := resp.StatusCode; {
-	case s == http.StatusRequestTimeout, s == http.StatusTooEarly, s == http.StatusTooManyRequests, s >= 500:
-		v = sdk.Transient(detail).WithRetryAfter(retryAfter(now, resp.Header.Get("Retry-After")))
-	default:
-		v = sdk.Permanent(detail)
-	}
-	return v.WithStatus(resp.StatusCode)
-}
-
-// retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when
-// absent or unreadable.
-func retryAfter(now time.Time, h string) time.Duration {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0
-	}
-	if secs, err := strconv.Atoi(h); err == nil {
-		if secs < 0 {
-			return 0
-		}
-		return time.Duration(secs) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
 // decodeKakaoError reads an error body; ok is false when the body has no
 // numeric code (garbage, HTML from a proxy, an empty body).
 func decodeKakaoError(body []byte) (e kakaoError, ok bool) {

@@ -32,23 +32,6 @@ func TestUntilQuotaReset(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
-	for h, want := range map[string]time.Duration{
-		"":                              0,
-		"5":                             5 * time.Second,
-		"-3":                            0,
-		"soon":                          0,
-		"Mon, 10 Mar 2025 12:01:00 GMT": time.Minute,
-		"Mon, 10 Mar 2025 11:00:00 GMT": 0,
-	} {
-		if got := retryAfter(now, h); got != want {
-			t.Errorf("retryAfter(%q) = %v, want %v", h, got, want)
-		}
-	}
-}
-
 func TestClean(t *testing.T) {
 	t.Parallel()
 	got := clean("a\x00b\n\tc \xff" + strings.Repeat("가", 200))

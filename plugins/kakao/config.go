@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // Defaults for the optional config keys.
@@ -59,22 +59,14 @@ type ConfigError struct {
 	Reason string
 }
 
-func (e *ConfigError) Error() string { return fmt.Sprintf("kakao config: %s: %s", e.Key, e.Reason) }
+func (e *ConfigError) Error() string { return fmt.Sprintf("config.%s: %s", e.Key, e.Reason) }
 
-// parseConfig decodes and validates one channel's config. Unknown keys are an
-// error, so a typo never silently falls back to a default.
-func parseConfig(raw json.RawMessage) (*config, error) {
+// parseConfig decodes (strictly: an unknown key is an error, so a typo never
+// silently falls back to a default) and validates one channel's config.
+func parseConfig(req sdk.ConfigureRequest) (*config, error) {
 	var rc rawConfig
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rc); err != nil {
-		return nil, decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &ConfigError{Key: "config", Reason: "trailing data after the config object"}
+	if err := req.Decode(&rc); err != nil {
+		return nil, err
 	}
 
 	c := &config{
@@ -148,26 +140,4 @@ func baseURL(key, val, def string) (string, error) {
 		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q must be a base URL without query or fragment", val)}
 	}
 	return strings.TrimRight(val, "/"), nil
-}
-
-// decodeError names the key of a JSON decoding failure without echoing the
-// value (it may be a token).
-func decodeError(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		key := typeErr.Field
-		if key == "" {
-			return &ConfigError{Key: "config", Reason: fmt.Sprintf("must be a JSON object, not %s", typeErr.Value)}
-		}
-		return &ConfigError{Key: key, Reason: fmt.Sprintf("must be a %s, not %s", typeErr.Type.Kind(), typeErr.Value)}
-	}
-	var syntaxErr *json.SyntaxError
-	if errors.As(err, &syntaxErr) {
-		return &ConfigError{Key: "config", Reason: fmt.Sprintf("not valid JSON at offset %d", syntaxErr.Offset)}
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return &ConfigError{Key: strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`),
-			Reason: "unknown key (known: mode, access_token, refresh_token, client_id, client_secret, api_url, auth_url, template, timeout, token_file)"}
-	}
-	return &ConfigError{Key: "config", Reason: err.Error()}
 }

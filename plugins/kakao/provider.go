@@ -30,7 +30,7 @@ func (p *provider) Describe() sdk.Info {
 
 // Configure validates the channel config and builds its sender.
 func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
-	c, err := parseConfig(req.Config)
+	c, err := parseConfig(req)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,6 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	logger = logger.With("channel", req.Channel)
 
 	var store *tokenFile
 	if c.tokenFile != "" {

@@ -95,7 +95,7 @@ func (s *sender) post(ctx context.Context, access, body, recipient string) (v sd
 	req.Header.Set("Content-Type", formContentType)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return sdk.Transient(fmt.Sprintf("send to Kakao: %v", transportError(err))), false
+		return sdk.ClassifyHTTP(nil, fmt.Errorf("send to Kakao: %w", transportError(err))), false
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -110,7 +110,11 @@ func (s *sender) post(ctx context.Context, access, body, recipient string) (v sd
 	if e, ok := decodeKakaoError(raw); ok {
 		return classifyCode(now, resp.StatusCode, *e.Code, e.Msg), *e.Code == codeInvalidToken
 	}
-	return classifyStatus(now, resp, raw), resp.StatusCode == http.StatusUnauthorized
+	// No Kakao error code (a proxy's page, an empty body): judge by status.
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	v = sdk.ClassifyHTTP(resp, nil)
+	v.Detail = "Kakao answered without an error code: " + v.Detail
+	return v, resp.StatusCode == http.StatusUnauthorized
 }
 
 // sendResult is a 2xx answer: memo gives result_code, friends gives the

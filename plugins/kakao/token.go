@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // tokenSource holds a channel's OAuth tokens and refreshes the access token
@@ -185,12 +186,13 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 		return nil, &refreshError{transient: true, detail: fmt.Sprintf("token refresh request failed: %v", transportError(err))}
 	}
 	defer resp.Body.Close()
+	verdict := sdk.ClassifyHTTP(resp, nil) // peeks at the body and puts it back
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return nil, &refreshError{transient: true, status: resp.StatusCode, detail: fmt.Sprintf("read token refresh response: %v", err)}
 	}
 
-	if resp.StatusCode/100 == 2 {
+	if verdict.Outcome == sdk.OutcomeSuccess {
 		var tok tokenResponse
 		if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
 			return nil, &refreshError{transient: true, status: resp.StatusCode,
@@ -200,7 +202,7 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	}
 
 	s := resp.StatusCode
-	transient := s == http.StatusRequestTimeout || s == http.StatusTooEarly || s == http.StatusTooManyRequests || s >= 500
+	transient := verdict.Outcome == sdk.OutcomeTransient
 	var oe oauthError
 	if json.Unmarshal(body, &oe) == nil && oe.Error != "" {
 		return nil, &refreshError{transient: transient, status: s, code: oe.Code,
