@@ -1,0 +1,35 @@
+// Package schedule turns audiences into PENDING notifications ahead of time
+// (DESIGN §6): subscribers and topics, schedules, and the resumable bulk jobs
+// that schedule runs and campaigns are.
+//
+// A schedule (cron + IANA time zone) gets one run per fire time, created
+// `lead` before it by whichever instance evaluates it first (a unique
+// constraint on (schedule, fire_time) makes the race harmless). A run is a
+// bulk job: the audience is read in keyset-ordered chunks, and each chunk
+// inserts its PENDING rows (ON CONFLICT (idempotency_key) DO NOTHING) and
+// advances the job's cursor in one transaction, guarded on the job's owner,
+// state and previous cursor, so a crash resumes at the cursor, a re-run chunk
+// creates nothing twice and a deposed owner commits nothing. A RUNNING job
+// whose heartbeat is older than jobs.stuck_after is taken over by another
+// instance with an UPDATE conditional on the owner and heartbeat it saw.
+//
+// Job states: PENDING → RUNNING → DONE | FAILED | CANCELLED, and SKIPPED for a
+// fire time missed by more than max_late while every instance was down.
+//
+// Payloads are templates: every string leaf of the payload map that contains
+// "{{" is a text/template rendered per recipient over
+//
+//	.recipient  the recipient (address on the channel)
+//	.data       the recipient's data: subscriber attributes for a topic, the
+//	            data column for a query audience
+//	.fire_time  the run's fire time in the schedule's zone (a time.Time);
+//	            a campaign's creation time
+//	.schedule   the schedule's name ("" for a campaign)
+//
+// A missing map key is an error (missingkey=error) that fails the job: use
+// {{with index .data "k"}}{{.}}{{end}} for optional fields. Other leaves and
+// all keys are copied as they are.
+//
+// Idempotency keys: "schedule:<name>:<fire time RFC3339>:<recipient>" for
+// runs and "campaign:<job id>:<recipient>" for campaigns.
+package schedule

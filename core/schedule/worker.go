@@ -1,0 +1,291 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// errDeposed: the job is no longer this owner's RUNNING job — another
+// instance took it over, or it was cancelled. The worker stops; nothing it
+// had not committed is kept.
+var errDeposed = errors.New("job is no longer ours")
+
+// renderedChunk is a chunk ready to commit: parallel arrays for unnest.
+type renderedChunk struct {
+	recipients []string
+	payloads   []string
+	processed  int    // audience members read, skipped ones included
+	skipped    int    // of which without an address / recipient
+	cursor     string // the cursor after this chunk
+	last       bool   // the audience is exhausted: this commit finishes the job
+}
+
+// runJob materialises a claimed job from its cursor to the end, one
+// transaction per chunk. It returns nil when the job finished (DONE, FAILED)
+// or was lost to another owner or a cancel.
+func (s *Service) runJob(ctx context.Context, job *Job) error {
+	log := s.log.With("job", job.ID, "kind", job.Kind, "schedule", job.Schedule)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	beatDone := make(chan struct{})
+	go func() {
+		defer close(beatDone)
+		s.heartbeat(ctx, job, cancel)
+	}()
+	defer func() { cancel(nil); <-beatDone }()
+
+	err := s.materialise(ctx, job, log)
+	switch {
+	case err == nil:
+		log.Info("job done", "done", job.Done, "skipped", job.Skipped)
+		return nil
+	case errors.Is(err, errDeposed) || errors.Is(context.Cause(ctx), errDeposed):
+		log.Info("job taken over or cancelled; stopping", "cursor", job.Cursor)
+		return nil
+	case errors.Is(err, errAbandon):
+		return err // a test's simulated crash: leave the job exactly as it is
+	}
+	var perm *permanentError
+	if errors.As(err, &perm) {
+		log.Error("job failed", "error", err)
+		if _, ferr := jobFinishIfRunning(context.WithoutCancel(ctx), s.pool, job.ID, s.owner, JobFailed, err.Error(), s.now()); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return nil
+	}
+	// Stopping, or trouble that may pass (a dropped connection): hand the job
+	// back with its cursor so any instance resumes it. If even that fails the
+	// heartbeat lapses and another instance takes the job over.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if _, rerr := jobFinishIfRunning(rctx, s.pool, job.ID, s.owner, JobPending, "", s.now()); rerr != nil {
+		log.Warn("could not release job; it will be taken over after jobs.stuck_after", "error", rerr)
+	}
+	if ctx.Err() != nil && s.stopping() {
+		log.Info("job released on stop", "cursor", job.Cursor)
+		return nil
+	}
+	return fmt.Errorf("job %d: %w", job.ID, err)
+}
+
+// heartbeat renews the job's heartbeat every jobs.heartbeat until ctx ends;
+// losing the job cancels the worker.
+func (s *Service) heartbeat(ctx context.Context, job *Job, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(s.cfg.Jobs.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := jobHeartbeat(ctx, s.pool, job.ID, s.owner, s.now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("job heartbeat failed", "job", job.ID, "error", err)
+		case err == nil && !ok:
+			cancel(errDeposed)
+			return
+		}
+	}
+}
+
+// materialise reads the audience ahead in a goroutine (keyset paging needs
+// only the previous chunk's last key, not its commit) while this goroutine
+// commits chunk after chunk.
+func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) error {
+	aud, err := newAudience(job.Audience, job.Channel)
+	if err != nil {
+		return permanent(err)
+	}
+	if qa, ok := aud.(*queryAudience); ok {
+		if err := qa.check(ctx, s.pool); err != nil {
+			return permanent(err)
+		}
+	}
+	tmpl, err := compilePayload(job.Payload)
+	if err != nil {
+		return permanent(err)
+	}
+	if job.Total == nil {
+		n, err := aud.count(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		if ok, err := jobSetTotal(ctx, s.pool, job.ID, s.owner, n); err != nil {
+			return err
+		} else if !ok {
+			return errDeposed
+		}
+		job.Total = &n
+	}
+	if job.Cursor != "" {
+		log.Info("resuming job", "cursor", job.Cursor, "done", job.Done)
+	}
+
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	chunks := make(chan renderedChunk, 1)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(chunks)
+		readErr <- s.readAhead(readCtx, job, aud, tmpl, chunks)
+	}()
+	n := 0
+	for c := range chunks {
+		if s.beforeChunk != nil {
+			s.beforeChunk(job.ID, n)
+		}
+		if err := s.commitChunk(ctx, job, c); err != nil {
+			stopReading()
+			for range chunks { // let the reader finish
+			}
+			return err
+		}
+		n++
+		if s.afterChunk != nil {
+			if err := s.afterChunk(job.ID, n); err != nil {
+				stopReading()
+				for range chunks {
+				}
+				return err
+			}
+		}
+		if c.last {
+			return nil
+		}
+	}
+	if err := <-readErr; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// readAhead fetches and renders chunks from the job's cursor until the
+// audience is exhausted.
+func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, tmpl *payloadTemplate, out chan<- renderedChunk) error {
+	size := s.chunkSize(job)
+	cursor := job.Cursor
+	vars := templateVars{FireTime: job.dueAt(), Schedule: job.Schedule}
+	var static []byte
+	if !tmpl.dynamic {
+		static, _ = tmpl.render(nil, vars)
+	}
+	for {
+		c, err := aud.fetch(ctx, s.pool, cursor, size)
+		if err != nil {
+			return err
+		}
+		rc := renderedChunk{
+			recipients: make([]string, 0, len(c.rows)),
+			payloads:   make([]string, 0, len(c.rows)),
+			processed:  len(c.rows),
+			cursor:     cursor,
+			last:       len(c.rows) < size,
+		}
+		if c.lastKey != "" {
+			rc.cursor = c.lastKey
+		}
+		var buf []byte
+		for _, r := range c.rows {
+			if !r.ok {
+				rc.skipped++
+				continue
+			}
+			if static != nil {
+				rc.recipients = append(rc.recipients, r.recipient)
+				rc.payloads = append(rc.payloads, string(static))
+				continue
+			}
+			vars.Recipient = r.recipient
+			if vars.Data, err = decodeData(r.data); err != nil {
+				return permanent(fmt.Errorf("recipient %q: %w", r.recipient, err))
+			}
+			start := len(buf)
+			if buf, err = tmpl.render(buf, vars); err != nil {
+				return permanent(err)
+			}
+			rc.recipients = append(rc.recipients, r.recipient)
+			rc.payloads = append(rc.payloads, string(buf[start:]))
+		}
+		select {
+		case out <- rc:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if rc.last {
+			return nil
+		}
+		cursor = rc.cursor
+	}
+}
+
+// commitChunk inserts a chunk's PENDING rows and advances the cursor in one
+// transaction. The job update comes first and is guarded on owner, state and
+// the previous cursor: a deposed owner (or a second worker on the same job)
+// changes nothing, and the row lock it takes orders it against takeover and
+// cancel.
+func (s *Service) commitChunk(ctx context.Context, job *Job, c renderedChunk) error {
+	now := s.now()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin chunk: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The rows and the cursor commit or vanish together, so an asynchronous
+	// commit that a Postgres crash loses only rewinds the job to an earlier
+	// cursor, from which it re-materialises the same rows.
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		return fmt.Errorf("chunk: %w", err)
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6,
+		       heartbeat_at = $7, updated_at = $7,
+		       state = CASE WHEN $8 THEN 'DONE' ELSE state END,
+		       finished_at = CASE WHEN $8 THEN $7 END,
+		       owner = CASE WHEN $8 THEN NULL ELSE owner END
+		WHERE id = $1 AND owner = $2 AND state = 'RUNNING' AND coalesce(cursor, '') = $3`,
+		job.ID, s.owner, job.Cursor, c.cursor, c.processed, c.skipped, now, c.last)
+	if err != nil {
+		return fmt.Errorf("advance job %d: %w", job.ID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return errDeposed
+	}
+	if len(c.recipients) > 0 {
+		_, err = tx.Exec(ctx, `
+			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+			                           created_at, updated_at)
+			SELECT $1, r, p::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
+			FROM unnest($2::text[], $3::text[]) AS t(r, p)
+			ON CONFLICT (idempotency_key) DO NOTHING`,
+			job.Channel, c.recipients, c.payloads, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
+		if err != nil {
+			return fmt.Errorf("insert %d notifications for job %d: %w", len(c.recipients), job.ID, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit chunk of job %d: %w", job.ID, err)
+	}
+	job.Cursor = c.cursor
+	job.Done += int64(c.processed)
+	job.Skipped += int64(c.skipped)
+	if c.last {
+		job.State = JobDone
+	}
+	return nil
+}
+
+// chunkSize is the schedule's chunk_size for a run, jobs.chunk_size otherwise.
+func (s *Service) chunkSize(job *Job) int {
+	if cs, ok := s.schedules[job.Schedule]; ok && job.Kind == KindSchedule && cs.cfg.ChunkSize > 0 {
+		return cs.cfg.ChunkSize
+	}
+	return s.cfg.Jobs.ChunkSize
+}
+
