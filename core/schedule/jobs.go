@@ -93,9 +93,9 @@ const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, chann
 
 func scanJob(row pgx.Row) (*Job, error) {
 	var (
-		j                                       Job
-		audience, payload                       []byte
-		fire, heartbeat, started, finished      *time.Time
+		j                                  Job
+		audience, payload                  []byte
+		fire, heartbeat, started, finished *time.Time
 	)
 	err := row.Scan(&j.ID, &j.Kind, &j.Schedule, &fire, &j.Timezone, &j.Channel, &audience, &payload, &j.State,
 		&j.Cursor, &j.Done, &j.Skipped, &j.Total, &j.Owner, &heartbeat, &j.Error,

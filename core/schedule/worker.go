@@ -288,4 +288,3 @@ func (s *Service) chunkSize(job *Job) int {
 	}
 	return s.cfg.Jobs.ChunkSize
 }
-
