@@ -98,7 +98,7 @@ WITH purged AS (
     DELETE FROM notifications
      WHERE status = 'FAILED'
        AND ($1 = '' OR channel = $1)
-       AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[]))
+       AND (coalesce(cardinality($2::bigint[]), 0) = 0 OR id = ANY($2::bigint[]))
     RETURNING id
 ),
 history AS (

@@ -1,0 +1,89 @@
+package outbox_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/core/outbox"
+)
+
+func TestStore_NotifyChannel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	got, err := b.store.NotifyChannel(b.ctx)
+	if err != nil {
+		t.Fatalf("NotifyChannel: %v", err)
+	}
+	if want := "notifyd_outbox_" + b.db.Schema; got != want {
+		t.Errorf("NotifyChannel = %q, want %q", got, want)
+	}
+}
+
+func TestStore_Listen(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithCancel(b.ctx)
+	wake := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- b.store.Listen(ctx, wake) }()
+
+	// Listen wakes once when it is connected (inserts may have been missed).
+	waitWake(t, wake, "connect")
+
+	t.Run("insert wakes", func(t *testing.T) {
+		b.insertN(t, 3)
+		waitWake(t, wake, "insert")
+	})
+
+	t.Run("insert in a caller's transaction wakes at commit", func(t *testing.T) {
+		tx, err := b.db.Pool.Begin(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outbox.Insert(b.ctx, tx, []outbox.NewNotification{notif(1)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wake:
+			t.Fatal("woken before the inserting transaction committed")
+		case <-time.After(100 * time.Millisecond):
+		}
+		if err := tx.Commit(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitWake(t, wake, "commit")
+	})
+
+	t.Run("reconnects after its connection is killed", func(t *testing.T) {
+		var killed int
+		err := b.db.Pool.QueryRow(b.ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE query = 'LISTEN "notifyd_outbox_' || $1::text || '"'`, b.db.Schema).Scan(&killed)
+		if err != nil || killed != 1 {
+			t.Fatalf("terminate the listening backend: killed %d, %v; want 1", killed, err)
+		}
+		waitWake(t, wake, "reconnect")
+		b.insertN(t, 1)
+		waitWake(t, wake, "insert after reconnect")
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Listen returned %v after cancel, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Listen did not return after its context ended")
+	}
+}
+
+func waitWake(t *testing.T, wake <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no wake after %s", strings.TrimSpace(what))
+	}
+}
