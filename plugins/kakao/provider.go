@@ -70,7 +70,7 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 	return &sender{
 		cfg:      c,
 		client:   client,
-		tokens:   newTokenSource(c, client, store, logger),
+		tokens:   newTokenSource(c, client, store, logger, now),
 		endpoint: endpoint,
 		now:      now,
 	}, nil

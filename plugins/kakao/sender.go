@@ -197,7 +197,7 @@ func refreshVerdict(err error, rejected sdk.Verdict) sdk.Verdict {
 		if re.transient {
 			return sdk.Transient("could not refresh the Kakao access token: " + re.detail).WithStatus(status).WithCode(code)
 		}
-		return sdk.Permanent("could not refresh the Kakao access token (get a new refresh_token by logging in again): " + re.detail).
+		return sdk.Permanent("could not refresh the Kakao access token: " + re.detail).
 			WithStatus(status).WithCode(code)
 	}
 	return sdk.Transient("could not refresh the Kakao access token: " + err.Error()).WithStatus(status).WithCode(code)

@@ -31,10 +31,30 @@ type bundle struct {
 	fake     *fakeKakao
 	provider *provider
 	sender   sdk.Sender
+	clock    *testClock
 	logs     *syncBuffer
 
 	mu       sync.Mutex
 	verdicts []sdk.Verdict
+}
+
+// testClock is the plugin's clock in tests: quota resets are computed from
+// it, and it moves only when a test advances it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 type syncBuffer struct {
@@ -78,7 +98,8 @@ func setup(t *testing.T, cfg map[string]any) *bundle {
 			delete(full, k)
 		}
 	}
-	b := &bundle{t: t, fake: f, provider: &provider{now: func() time.Time { return testNow }}, logs: &syncBuffer{}}
+	b := &bundle{t: t, fake: f, clock: &testClock{now: testNow}, logs: &syncBuffer{}}
+	b.provider = &provider{now: b.clock.Now}
 	b.sender = b.configure(full)
 	t.Cleanup(b.checkNoSecrets)
 	return b

@@ -28,6 +28,7 @@ type tokenSource struct {
 	timeout      time.Duration
 	store        *tokenFile // nil: rotated tokens live in memory only
 	logger       hclog.Logger
+	now          func() time.Time
 
 	mu       sync.Mutex
 	access   string
@@ -35,7 +36,17 @@ type tokenSource struct {
 	gen      uint64
 	inflight *refreshCall
 	secrets  []string // every token value seen, for redact
+	// refreshed is when the current access token was obtained by a refresh.
+	refreshed time.Time
+	// dead is the final error of refreshing with the current refresh token:
+	// Kakao will not change its mind, and its token endpoint is rate limited.
+	dead *refreshError
 }
+
+// refreshCooldown: a token Kakao rejects this soon after issuing it is not
+// expired — the app key or client_id is wrong — and refreshing again would
+// only spend Kakao's per-user token quota.
+const refreshCooldown = time.Minute
 
 // refreshCall is one refresh in flight; done is closed when its fields are set.
 type refreshCall struct {
@@ -60,7 +71,7 @@ func (e *refreshError) Error() string { return e.detail }
 // refresh_token to get another.
 var errNoRefreshToken = errors.New("no refresh_token configured to replace the rejected access token")
 
-func newTokenSource(c *config, client *http.Client, store *tokenFile, logger hclog.Logger) *tokenSource {
+func newTokenSource(c *config, client *http.Client, store *tokenFile, logger hclog.Logger, now func() time.Time) *tokenSource {
 	ts := &tokenSource{
 		client:       client,
 		tokenURL:     c.authURL + "/oauth/token",
@@ -69,6 +80,7 @@ func newTokenSource(c *config, client *http.Client, store *tokenFile, logger hcl
 		timeout:      c.timeout,
 		store:        store,
 		logger:       logger,
+		now:          now,
 		access:       c.accessToken,
 		refresh:      c.refreshToken,
 	}
@@ -104,6 +116,15 @@ func (ts *tokenSource) refreshFrom(ctx context.Context, gen uint64) (string, uin
 		ts.mu.Unlock()
 		return "", 0, errNoRefreshToken
 	}
+	if ts.dead != nil {
+		err := ts.dead
+		ts.mu.Unlock()
+		return "", 0, err
+	}
+	if since := ts.now().Sub(ts.refreshed); ts.inflight == nil && !ts.refreshed.IsZero() && since < refreshCooldown {
+		ts.mu.Unlock()
+		return "", 0, &refreshError{detail: fmt.Sprintf("Kakao rejected an access token refreshed %s ago; not refreshing again (does client_id belong to the token's app?)", since.Round(time.Second))}
+	}
 	call := ts.inflight
 	if call == nil {
 		call = &refreshCall{done: make(chan struct{})}
@@ -133,6 +154,7 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 			ts.refresh = tok.RefreshToken // Kakao expires the old one at once
 		}
 		ts.gen++
+		ts.refreshed = ts.now()
 		ts.remember(tok.AccessToken, tok.RefreshToken)
 		if ts.store != nil {
 			if perr := ts.store.save(ts.access, ts.refresh); perr != nil {
@@ -141,6 +163,10 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 		}
 		ts.logger.Info("kakao: access token refreshed", "generation", ts.gen, "refresh_token_rotated", rotated, "expires_in", tok.ExpiresIn)
 	} else {
+		var re *refreshError
+		if errors.As(err, &re) && !re.transient {
+			ts.dead = re
+		}
 		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redactLocked(err.Error()))
 	}
 	call.access, call.gen, call.err = ts.access, ts.gen, err
@@ -205,8 +231,11 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	transient := verdict.Outcome == sdk.OutcomeTransient
 	var oe oauthError
 	if json.Unmarshal(body, &oe) == nil && oe.Error != "" {
-		return nil, &refreshError{transient: transient, status: s, code: oe.Code,
-			detail: fmt.Sprintf("token refresh rejected (HTTP %d): %s %s: %s", s, clean(oe.Error), clean(oe.Code), clean(oe.Description))}
+		detail := fmt.Sprintf("token refresh rejected (HTTP %d): %s %s: %s", s, clean(oe.Error), clean(oe.Code), clean(oe.Description))
+		if oe.Error == "invalid_grant" {
+			detail += "; log the user in again and put the new tokens in the config"
+		}
+		return nil, &refreshError{transient: transient, status: s, code: oe.Code, detail: detail}
 	}
 	return nil, &refreshError{transient: transient, status: s,
 		detail: fmt.Sprintf("token refresh answered HTTP %d: %s", s, clean(string(body)))}

@@ -91,6 +91,7 @@ func TestSender_Send_RotatedRefreshToken(t *testing.T) {
 	b.fake.set(func(f *fakeKakao) { f.rotate = true })
 
 	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+	b.clock.Advance(12 * time.Hour) // Kakao access tokens live about 12 hours
 	b.fake.expireAccess("ACCESS-issued-1")
 	wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
 
@@ -120,6 +121,13 @@ func TestSender_Send_RefreshFails(t *testing.T) {
 		}
 		if n := len(b.fake.sendRequests()); n != 1 {
 			t.Errorf("sends = %d, want 1 (no retry without a new token)", n)
+		}
+		// Kakao will not accept that refresh token later either: the next
+		// send fails the same way without asking again.
+		v = b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 400, "KOE322")
+		if n := len(b.fake.tokenRequests()); n != 1 {
+			t.Errorf("refreshes = %d, want 1", n)
 		}
 	})
 	t.Run("bad client secret", func(t *testing.T) {
@@ -173,6 +181,25 @@ func TestSender_Send_RefreshFails(t *testing.T) {
 		}
 		if s, r := len(b.fake.sendRequests()), len(b.fake.tokenRequests()); s != 2 || r != 1 {
 			t.Errorf("sends = %d, refreshes = %d, want 2 and 1 (retry once)", s, r)
+		}
+
+		// A token rejected right after its refresh is not expired: the next
+		// send does not spend Kakao's token quota on another refresh…
+		b.fake.answer(401, `{"msg":"app key mismatch","code":-401}`)
+		v = b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomePermanent, 401, "-401")
+		if !strings.Contains(v.Detail, "not refreshing again") {
+			t.Errorf("detail = %q, want it to explain the refresh cooldown", v.Detail)
+		}
+		if r := len(b.fake.tokenRequests()); r != 1 {
+			t.Errorf("refreshes = %d, want still 1", r)
+		}
+		// …but once the cooldown has passed, a rejection refreshes again.
+		b.clock.Advance(refreshCooldown)
+		b.fake.answer(401, `{"msg":"this access token does not exist","code":-401}`)
+		wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+		if r := len(b.fake.tokenRequests()); r != 2 {
+			t.Errorf("refreshes = %d, want 2", r)
 		}
 	})
 }
