@@ -77,7 +77,7 @@ func (r *receiver) none(t *testing.T) {
 }
 
 // configure builds a sender from a config given as a Go map.
-func configure(t *testing.T, p *provider, cfg map[string]any) sdk.Sender {
+func configure(t testing.TB, p *provider, cfg map[string]any) sdk.Sender {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
