@@ -52,7 +52,7 @@ type recordedRequest struct {
 	Body   string
 }
 
-func newFakeKakao(t *testing.T) *fakeKakao {
+func newFakeKakao(t testing.TB) *fakeKakao {
 	t.Helper()
 	f := &fakeKakao{
 		clientID: "rest-api-key-123",

@@ -27,7 +27,7 @@ var testNow = time.Date(2025, 3, 10, 14, 30, 0, 0, time.UTC)
 
 // bundle is one configured Kakao channel against a fresh fake.
 type bundle struct {
-	t        *testing.T
+	t        testing.TB
 	fake     *fakeKakao
 	provider *provider
 	sender   sdk.Sender
@@ -78,7 +78,7 @@ func (b *syncBuffer) String() string {
 // cfg overrides the defaults (memo mode, valid access token, refresh token,
 // client id); a nil value deletes a key. At the end it checks that no token
 // appears in any verdict detail or log line.
-func setup(t *testing.T, cfg map[string]any) *bundle {
+func setup(t testing.TB, cfg map[string]any) *bundle {
 	t.Helper()
 	f := newFakeKakao(t)
 	f.validAccess(testAccess)
