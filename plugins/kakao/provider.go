@@ -39,6 +39,9 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 		logger = hclog.NewNullLogger()
 	}
 
+	// The config's own tokens stay secrets to redact even when token_file
+	// supersedes them.
+	configTokens := []string{c.accessToken, c.refreshToken}
 	var store *tokenFile
 	if c.tokenFile != "" {
 		var access, refresh string
@@ -67,10 +70,12 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 	if now == nil {
 		now = time.Now
 	}
+	tokens := newTokenSource(c, client, store, logger, now)
+	tokens.remember(configTokens...)
 	return &sender{
 		cfg:      c,
 		client:   client,
-		tokens:   newTokenSource(c, client, store, logger, now),
+		tokens:   tokens,
 		endpoint: endpoint,
 		now:      now,
 	}, nil
