@@ -272,7 +272,7 @@ func jobFinishIfRunning(ctx context.Context, q pgxExecer, id int64, owner string
 	tag, err := q.Exec(ctx, `
 		UPDATE jobs SET state = $3, last_error = nullif($4, ''), updated_at = $5,
 		       owner = NULL, heartbeat_at = NULL,
-		       finished_at = CASE WHEN $3 = 'PENDING' THEN NULL ELSE $5 END
+		       finished_at = CASE WHEN $3 = 'PENDING' THEN NULL ELSE $5::timestamptz END
 		WHERE id = $1 AND owner = $2 AND state = 'RUNNING'`, id, owner, state, msg, now)
 	if err != nil {
 		return false, fmt.Errorf("set job %d %s: %w", id, state, err)

@@ -245,7 +245,7 @@ func (s *Service) commitChunk(ctx context.Context, job *Job, c renderedChunk) er
 	}
 	tag, err := tx.Exec(ctx, `
 		UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6,
-		       heartbeat_at = $7, updated_at = $7,
+		       heartbeat_at = $7::timestamptz, updated_at = $7,
 		       state = CASE WHEN $8 THEN 'DONE' ELSE state END,
 		       finished_at = CASE WHEN $8 THEN $7 END,
 		       owner = CASE WHEN $8 THEN NULL ELSE owner END
@@ -263,7 +263,7 @@ func (s *Service) commitChunk(ctx context.Context, job *Job, c renderedChunk) er
 			                           created_at, updated_at)
 			SELECT $1, r, p::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
 			FROM unnest($2::text[], $3::text[]) AS t(r, p)
-			ON CONFLICT (idempotency_key) DO NOTHING`,
+			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 			job.Channel, c.recipients, c.payloads, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
 		if err != nil {
 			return fmt.Errorf("insert %d notifications for job %d: %w", len(c.recipients), job.ID, err)
