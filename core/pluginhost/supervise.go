@@ -1,0 +1,233 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+	"github.com/notifyd/notifyd/sdk/providerclient"
+)
+
+// Restart backoff: the first restart comes quickly (a crash is usually a
+// one-off), then doubles up to the cap while the plugin keeps failing; an
+// instance that stayed up for stableAfter resets it.
+const (
+	restartBase = 100 * time.Millisecond
+	restartMax  = 10 * time.Second
+	stableAfter = 30 * time.Second
+)
+
+// instance is one plugin process.
+type instance struct {
+	pc      *plugin.Client
+	rpc     *providerclient.Client
+	run     *procRunner
+	started time.Time
+}
+
+// gone reports whether the process has exited.
+func (i *instance) gone() bool {
+	select {
+	case <-i.run.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process. Graceful asks it to exit first (go-plugin waits up
+// to 2 s); otherwise it is killed at once, as a hung process deserves.
+func (i *instance) stop(graceful bool) {
+	if !graceful {
+		i.run.kill()
+	}
+	i.pc.Kill()
+}
+
+// launch starts a process, checks it is who it says, and replays every
+// accepted channel config, so an instance is only ever used fully set up.
+func (p *Plugin) launch(ctx context.Context) (*instance, error) {
+	if err := p.host.verify(p.name, p.path); err != nil {
+		return nil, err
+	}
+	tail := newTail(8)
+	run := &procRunner{name: p.name, path: p.path, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(), exited: make(chan struct{})}
+	// go-plugin tags its own lines with plugin=<runner name> and the
+	// plugin's stderr lines with the logger name <host>.<runner name>.
+	cfg := providerclient.Config(p.host.log)
+	cfg.RunnerFunc = run.attach
+	cfg.StartTimeout = p.host.cfg.StartTimeout
+	cfg.Stderr = tail
+	pc := plugin.NewClient(cfg)
+	rpc, err := providerclient.Dispense(pc)
+	if err != nil {
+		pc.Kill()
+		return nil, p.startError(err, tail)
+	}
+	inst := &instance{pc: pc, rpc: rpc, run: run, started: time.Now()}
+	if err := p.setUpInstance(ctx, inst); err != nil {
+		inst.stop(false)
+		return nil, err
+	}
+	return inst, nil
+}
+
+// setUpInstance runs Describe and replays the remembered configs.
+func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
+	ctx, cancel := context.WithTimeout(ctx, p.host.cfg.StartTimeout)
+	defer cancel()
+	info, err := inst.rpc.Describe(ctx)
+	if err != nil {
+		return fmt.Errorf("plugin %s (%s): %w", p.name, p.path, err)
+	}
+	p.mu.Lock()
+	if p.info.Name != "" && (p.info.Name != info.Name || p.info.Version != info.Version) {
+		p.log.Info("plugin changed on restart", "was", p.info.Name+" "+p.info.Version, "now", info.Name+" "+info.Version)
+	}
+	p.info = info
+	replay := make(map[string][]byte, len(p.configs))
+	for ch, cfg := range p.configs {
+		replay[ch] = cfg
+	}
+	p.mu.Unlock()
+
+	for ch, cfg := range replay {
+		err := inst.rpc.Configure(ctx, ch, cfg)
+		var ce *ConfigError
+		switch {
+		case errors.As(err, &ce):
+			// The same config can fail later (its provider validates
+			// credentials at Configure): stop only that channel.
+			p.log.Error("channel config rejected after restart", "channel", ch, "error", ce.Message)
+			p.mu.Lock()
+			delete(p.configs, ch)
+			p.rejected[ch] = ce
+			p.mu.Unlock()
+		case err != nil:
+			return fmt.Errorf("plugin %s (%s): replay config of channel %s: %w", p.name, p.path, ch, err)
+		}
+	}
+	return nil
+}
+
+// startError turns go-plugin's start errors into ones that name the plugin
+// and its path and say what to do.
+func (p *Plugin) startError(err error, tail *tail) error {
+	msg := err.Error()
+	first, _, _ := strings.Cut(msg, "\n")
+	stderr := tail.String()
+	var why string
+	switch {
+	case strings.Contains(stderr, "This binary is a plugin"):
+		why = "wrong handshake cookie: it is a go-plugin binary, but not a notifyd.provider.v1 plugin"
+	case strings.HasPrefix(msg, "Unrecognized remote plugin message: "):
+		junk := strings.TrimPrefix(first, "Unrecognized remote plugin message: ")
+		why = fmt.Sprintf("it wrote %q to stdout before the handshake (a plugin must keep stdout for go-plugin and log to stderr)", junk)
+		if junk == "" {
+			why = "it closed stdout without a handshake"
+		}
+	case strings.Contains(msg, "Incompatible API version"):
+		why = fmt.Sprintf("it speaks no protocol version this notifyd does (v%d): %s", providerv1.Version, first)
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		why = fmt.Sprintf("no handshake within plugins.start_timeout (%s)", p.host.cfg.StartTimeout)
+	case strings.Contains(msg, "plugin exited before we could connect"):
+		why = "it exited before the handshake"
+	default:
+		why = first
+	}
+	if stderr != "" {
+		why += "; its stderr ends: " + stderr
+	}
+	return fmt.Errorf("plugin %s (%s): %w: %s", p.name, p.path, ErrHandshake, why)
+}
+
+// supervise restarts the plugin whenever its process exits or stops
+// answering Health, until stopSupervising.
+func (p *Plugin) supervise() {
+	defer close(p.stopped)
+	fails := 0
+	for {
+		p.mu.Lock()
+		inst := p.inst
+		p.mu.Unlock()
+		why := p.watch(inst)
+		if why == nil {
+			return // stopping
+		}
+		p.setDown(why)
+		inst.stop(false)
+		// Every Send still on the old process fails with it (TRANSIENT,
+		// outcome unknown); Sends from now on wait for the restart.
+		p.log.Error("plugin down; restarting", "pid", inst.run.pid, "reason", why)
+		if time.Since(inst.started) >= stableAfter {
+			fails = 0
+		}
+		for {
+			delay := min(restartBase<<min(fails, 20), restartMax)
+			fails++
+			if !sleep(delay, p.stop) {
+				return
+			}
+			next, err := p.launch(context.Background())
+			if err != nil {
+				p.setDown(err)
+				p.log.Error("plugin restart failed", "attempt", fails, "next_in", min(restartBase<<min(fails, 20), restartMax), "error", err)
+				continue
+			}
+			select {
+			case <-p.stop:
+				next.stop(false)
+				return
+			default:
+			}
+			p.mu.Lock()
+			p.restarts++
+			p.mu.Unlock()
+			p.setUp(next)
+			p.log.Info("plugin restarted", "pid", next.run.pid, "restarts", p.Restarts())
+			break
+		}
+	}
+}
+
+// watch blocks until inst needs replacing (the reason) or supervision stops
+// (nil).
+func (p *Plugin) watch(inst *instance) error {
+	tick := time.NewTicker(p.host.cfg.HealthInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return nil
+		case <-inst.run.exited:
+			return fmt.Errorf("process exited: %v", inst.run.waitErr())
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), p.host.cfg.HealthInterval)
+			_, err := inst.rpc.Health(ctx)
+			cancel()
+			if err != nil && !inst.gone() {
+				return fmt.Errorf("not answering Health within %s: %w", p.host.cfg.HealthInterval, err)
+			}
+		}
+	}
+}
+
+// stopSupervising refuses new work and ends the supervisor: no restarts
+// from now on.
+func (p *Plugin) stopSupervising() {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		<-p.stopped
+		return
+	}
+	p.closing = true
+	p.mu.Unlock()
+	close(p.stop)
+	<-p.stopped
+}

@@ -1,0 +1,65 @@
+// Command behave is a test plugin whose messages say what it should do:
+// a payload {"crash":true} exits the process mid-batch, {"hang":true} never
+// returns, {"fail":"why"} is PERMANENT; anything else succeeds with the
+// process id as result. Its channel config needs "name".
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+type provider struct{}
+
+func (provider) Describe() sdk.Info {
+	return sdk.Info{Name: "behave", Version: "1.0.0", MaxConcurrency: 16}
+}
+
+func (provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+	var cfg struct {
+		Name string `json:"name"`
+	}
+	if err := req.Decode(&cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("config.name is required")
+	}
+	req.Logger.Info("configured", "name", cfg.Name)
+	return sender{}, nil
+}
+
+type sender struct{}
+
+var result = json.RawMessage(fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
+
+func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
+	if len(m.Payload) == 0 || m.Payload[0] != '{' || len(m.Payload) == 2 {
+		return sdk.Success(result)
+	}
+	var p struct {
+		Crash bool   `json:"crash"`
+		Hang  bool   `json:"hang"`
+		Fail  string `json:"fail"`
+	}
+	if err := json.Unmarshal(m.Payload, &p); err != nil {
+		return sdk.Permanent("payload: " + err.Error())
+	}
+	switch {
+	case p.Crash:
+		fmt.Fprintln(os.Stderr, "behave: crashing on message", m.ID)
+		os.Exit(3)
+	case p.Hang:
+		select {}
+	case p.Fail != "":
+		return sdk.Permanent(p.Fail)
+	}
+	return sdk.Success(result)
+}
+
+func main() { sdk.Serve(provider{}) }
