@@ -29,7 +29,7 @@ type bundle struct {
 
 // setup installs the behave test plugin into a fresh plugins.dir and
 // returns a host over it, closed when the test ends.
-func setup(t *testing.T, tweak ...func(*config.Plugins)) *bundle {
+func setup(t testing.TB, tweak ...func(*config.Plugins)) *bundle {
 	t.Helper()
 	dir := t.TempDir()
 	testenv.InstallPlugin(t, dir, "behave", behavePkg)
@@ -57,7 +57,7 @@ func testLogger() hclog.Logger {
 }
 
 // behave launches the behave plugin with channel "ch" configured.
-func (b *bundle) behave(t *testing.T) *pluginhost.Plugin {
+func (b *bundle) behave(t testing.TB) *pluginhost.Plugin {
 	t.Helper()
 	ctx := testenv.Context(t)
 	p, err := b.host.Plugin(ctx, "behave")

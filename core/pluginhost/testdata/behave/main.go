@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,8 +40,8 @@ type sender struct{}
 var result = json.RawMessage(fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
 
 func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
-	if len(m.Payload) == 0 || m.Payload[0] != '{' || len(m.Payload) == 2 {
-		return sdk.Success(result)
+	if !bytes.Contains(m.Payload, []byte(`"crash"`)) && !bytes.Contains(m.Payload, []byte(`"hang"`)) && !bytes.Contains(m.Payload, []byte(`"fail"`)) {
+		return sdk.Success(result) // the no-op path benchmarks measure
 	}
 	var p struct {
 		Crash bool   `json:"crash"`
