@@ -272,13 +272,15 @@ func TestQueue_Model(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 1000+uint64(slot)))
 			for incarnation := 0; ctx.Err() == nil; incarnation++ {
 				instance := fmt.Sprintf("slot%d", slot)
-				if r.IntN(2) == 0 { // no configured instance.id: a fresh one
+				if r.IntN(4) == 0 { // no configured instance.id: a fresh one
 					instance = fmt.Sprintf("slot%d-%d", slot, incarnation)
 				}
 				w := &modelWorker{q: b.q, m: m, r: r, channel: channel, instance: instance, ttl: ttl, count: count, fail: ok}
 				w.run(ctx, time.Duration(100+r.IntN(600))*time.Millisecond)
 				count("crashes", 1)
-				time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond) // down for a while
+				// Down for a while: mostly back before the lease runs out,
+				// to resume its own list; sometimes after the reaper took it.
+				time.Sleep(time.Duration(r.IntN(int(2*ttl/time.Millisecond))) * time.Millisecond / 2)
 			}
 		}()
 	}
@@ -435,6 +437,9 @@ func (w *modelWorker) run(parent context.Context, life time.Duration) {
 			return
 		}
 		w.count("fetched", len(got))
+		if len(got) > 0 && w.r.IntN(30) == 0 {
+			return // crash between fetch and settle, the worst moment
+		}
 		w.settle(ctx, got)
 	}
 }

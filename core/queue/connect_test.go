@@ -1,0 +1,172 @@
+package queue
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+func TestConnect(t *testing.T) {
+	t.Parallel()
+
+	t.Run("bad config", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			url     string
+			cluster []string
+			pool    int
+			want    string
+		}{
+			{"", nil, 0, "give redis.url or redis.cluster_addrs"},
+			{"redis://127.0.0.1:6379", []string{"127.0.0.1:7000"}, 0, "not both"},
+			{"http://127.0.0.1:6379", nil, 0, "redis.url: must start with redis:// or rediss://"},
+			{"redis://127.0.0.1:6379/notadb", nil, 0, "redis.url: invalid Redis URL"},
+			{"redis://127.0.0.1:6379", nil, -1, "pool size must not be negative"},
+			{"", []string{"localhost"}, 0, "redis.cluster_addrs[0] = \"localhost\" is not host:port"},
+			{"", []string{"127.0.0.1:7000", "ftp://x:1"}, 0, "redis.cluster_addrs[1]: must start with redis://"},
+		} {
+			_, err := Connect(tc.url, tc.cluster, tc.pool)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Connect(%q, %q, %d) error = %v, want %q", tc.url, tc.cluster, tc.pool, err, tc.want)
+			}
+		}
+	})
+
+	t.Run("password never in errors", func(t *testing.T) {
+		t.Parallel()
+		_, err := Connect("redis://user:s3cret@127.0.0.1:6379/x", nil, 0)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Connect error = %v; want an error without the password", err)
+		}
+	})
+
+	t.Run("redis url", func(t *testing.T) {
+		t.Parallel()
+		c, err := Connect(testenv.RedisURL(), nil, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Ping(testenv.Context(t)).Err(); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+		if got := c.(*redis.Client).Options().PoolSize; got != 3 {
+			t.Errorf("pool size = %d, want 3", got)
+		}
+	})
+
+	t.Run("rediss url uses TLS", func(t *testing.T) {
+		t.Parallel()
+		c, err := Connect("rediss://:pw@127.0.0.1:6390/1", nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		opts := c.(*redis.Client).Options()
+		if opts.TLSConfig == nil || opts.DB != 1 || opts.Password != "pw" {
+			t.Errorf("options = TLS %v, db %d, password set %v; want TLS, db 1, password", opts.TLSConfig != nil, opts.DB, opts.Password != "")
+		}
+	})
+
+	t.Run("cluster urls carry credentials and TLS", func(t *testing.T) {
+		t.Parallel()
+		c, err := Connect("", []string{"rediss://u:pw@127.0.0.1:7001", "127.0.0.1:7002"}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		opts := c.(*redis.ClusterClient).Options()
+		if len(opts.Addrs) != 2 || opts.Addrs[0] != "127.0.0.1:7001" || opts.Username != "u" || opts.Password != "pw" || opts.TLSConfig == nil || opts.PoolSize != 4 {
+			t.Errorf("cluster options = addrs %v, user %q, TLS %v, pool %d", opts.Addrs, opts.Username, opts.TLSConfig != nil, opts.PoolSize)
+		}
+	})
+}
+
+// TestQueue_Cluster runs every operation through a real three-node Redis
+// Cluster: a script touching a key outside its declared slot fails there.
+func TestQueue_Cluster(t *testing.T) {
+	t.Parallel()
+	addrs := startCluster(t)
+	c, err := Connect("", addrs, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testenv.Context(t)
+	q := New(c, "nd")
+	now := time.Now()
+
+	for _, channel := range []string{"email", "sms", "push#1", "push#2"} {
+		t.Run(channel, func(t *testing.T) {
+			must := func(what string, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%s on %s: %v", what, channel, err)
+				}
+			}
+			_, err := q.Push(ctx, channel, append(items(seq(1, 3000), time.Time{}), Item{ID: 9000, Due: now.Add(time.Hour)}))
+			must("Push", err)
+			must("Renew", q.Renew(ctx, channel, "a", time.Minute))
+			must("Renew", q.Renew(ctx, channel, "b", time.Millisecond))
+			got, err := q.Fetch(ctx, channel, "a", 1000, 0)
+			must("Fetch", err)
+			if len(got) != 1000 {
+				t.Fatalf("Fetch = %d ids, want 1000", len(got))
+			}
+			_, err = q.Pending(ctx, channel, "a")
+			must("Pending", err)
+			must("Ack", q.Ack(ctx, channel, "a", got[:500]))
+			must("Retry", q.Retry(ctx, channel, "a", items(got[500:600], now.Add(time.Hour))))
+			must("Dead", q.Dead(ctx, channel, "a", got[600:700]))
+			_, err = q.Promote(ctx, channel, now.Add(2*time.Hour), 1000)
+			must("Promote", err)
+			_, err = q.Reap(ctx, channel, now.Add(time.Second))
+			must("Reap", err)
+			must("Release", q.Release(ctx, channel, "a"))
+			_, err = q.DeadList(ctx, channel, 0, 10)
+			must("DeadList", err)
+			_, err = q.DeadReplay(ctx, channel, got[600:610])
+			must("DeadReplay", err)
+			_, err = q.DeadReplay(ctx, channel, nil)
+			must("DeadReplay(all)", err)
+			_, err = q.DeadRemove(ctx, channel, got[600:610])
+			must("DeadRemove", err)
+			_, err = q.DeadRemove(ctx, channel, nil)
+			must("DeadRemove(all)", err)
+			st, err := q.Stats(ctx, channel)
+			must("Stats", err)
+			// 500 acked; everything else is back in ready.
+			if want := (Stats{Ready: 2501}); st != want {
+				t.Errorf("Stats = %+v, want %+v", st, want)
+			}
+		})
+	}
+
+	t.Run("blocked fetch wakes", func(t *testing.T) {
+		if err := q.Renew(ctx, "idle", "c", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan []int64, 1)
+		go func() {
+			ids, err := q.Fetch(ctx, "idle", "c", 5, 10*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- ids
+		}()
+		time.Sleep(100 * time.Millisecond)
+		if _, err := q.Push(ctx, "idle", items([]int64{1, 2}, time.Time{})); err != nil {
+			t.Fatal(err)
+		}
+		wantIDs(t, "woken fetch", <-done, []int64{1, 2})
+	})
+
+	_, _, err = q.Epoch(ctx)
+	if err != nil {
+		t.Fatalf("Epoch: %v", err)
+	}
+}
