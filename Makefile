@@ -27,6 +27,9 @@ services:
 vet:
 	$(GO) vet ./...
 
+demo: build
+	@scripts/demo
+
 test: services vet build
 	$(GO) test -race -timeout 30m ./...
 

@@ -42,6 +42,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newMigrateCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newServeCmd(), newSendCmd(), newStatusCmd())
 	return root
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		path      string
+		noMigrate bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE",
+		Short: "Run notifyd: the delivery pipeline for every configured channel",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), path, !noMigrate)
+		},
+	}
+	configFlag(cmd, &path)
+	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply database migrations at start")
+	return cmd
+}
+
+func serve(parent context.Context, path string, migrate bool) error {
+	// Our own signal handling: the first SIGTERM/SIGINT stops gracefully, a
+	// second stops at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	cfg, log, err := loadConfig(path)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	defer cancel()
+
+	pool, err := openPostgres(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if migrate {
+		n, err := outbox.Migrate(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Info("migrations applied", "applied", n)
+		}
+	}
+	rc, err := queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if err := rc.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("connect to Redis: %w", err)
+	}
+
+	host := pluginhost.New(cfg.Plugins, log.Named("plugins"))
+	engine, err := delivery.New(delivery.Options{
+		Config: cfg, Store: outbox.New(pool), Queue: queue.New(rc, cfg.Redis.Prefix),
+		Plugins: host, Logger: log.Named("delivery"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := engine.Start(ctx); err != nil {
+		_ = host.Close(ctx)
+		return err
+	}
+	log.Info("notifyd serving", "instance", engine.Instance())
+
+	<-sigs
+	log.Info("shutting down: finishing in-flight sends", "soft_timeout", cfg.Shutdown.SoftTimeout, "hard_timeout", cfg.Shutdown.HardTimeout)
+	hardCtx, hardCancel := context.WithTimeout(ctx, cfg.Shutdown.HardTimeout)
+	defer hardCancel()
+	go func() {
+		select {
+		case <-sigs:
+			log.Warn("second signal: stopping at once; unfinished work is recovered by the reaper")
+			hardCancel()
+		case <-hardCtx.Done():
+		}
+	}()
+	stopErr := engine.Stop(hardCtx, cfg.Shutdown.SoftTimeout)
+	if hardCtx.Err() != nil {
+		engine.Kill()
+	}
+	closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer closeCancel()
+	if err := host.Close(closeCtx); err != nil {
+		log.Warn("stop plugins", "error", err)
+	}
+	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {
+		log.Warn("shutdown", "error", stopErr)
+	}
+	log.Info("stopped")
+	return nil
+}

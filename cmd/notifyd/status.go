@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/core/outbox"
+)
+
+// newStatusCmd shows notifications by id, read from the outbox (--config).
+func newStatusCmd() *cobra.Command {
+	var path string
+	var history bool
+	cmd := &cobra.Command{
+		Use:   "status --config FILE ID [ID...]",
+		Short: "Show notifications' status, attempts and last error",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := loadConfig(path)
+			if err != nil {
+				return err
+			}
+			pool, err := openPostgres(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			store := outbox.New(pool)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
+			for _, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil {
+					return fmt.Errorf("%q is not a notification id", a)
+				}
+				n, err := store.Get(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("notification %d: %w", id, err)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, n.LastError)
+				if history {
+					for _, at := range n.Attempts {
+						fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", at.Attempt, at.FinishedAt.Format("15:04:05.000"), at.Outcome, at.ProviderStatus, at.Error)
+					}
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	configFlag(cmd, &path)
+	cmd.Flags().BoolVar(&history, "history", false, "show every attempt")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}

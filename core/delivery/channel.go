@@ -1,0 +1,427 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/core/backoff"
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// staleMargin is added to a channel's send timeout to decide when a
+// PROCESSING row's claimer is presumed dead and the row may be claimed again:
+// by then its send has hit its deadline and its settle had time to land.
+const staleMargin = 10 * time.Second
+
+// channel runs one configured channel on this instance.
+type channel struct {
+	e      *Engine
+	name   string
+	cfg    config.Channel
+	policy backoff.Policy
+	plugin *pluginhost.Plugin
+	log    hclog.Logger
+	// slots bounds the messages this instance has in flight on the channel.
+	slots chan struct{}
+
+	mu       sync.Mutex
+	ok       bool
+	err      string
+	inflight map[int64]struct{}
+	suspects map[int64]struct{} // backup-list ids seen idle by the last orphan check
+}
+
+func (c *channel) configure(ctx context.Context) error {
+	p, err := c.e.plugins.Plugin(ctx, c.cfg.Plugin)
+	if err != nil {
+		return err
+	}
+	raw, err := rawConfig(c.cfg.Config)
+	if err != nil {
+		return err
+	}
+	if err := p.Configure(ctx, c.name, raw); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.plugin, c.ok, c.inflight = p, true, map[int64]struct{}{}
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *channel) setError(err error) {
+	c.mu.Lock()
+	c.ok, c.err = false, err.Error()
+	c.mu.Unlock()
+}
+
+func (c *channel) running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ok
+}
+
+func (c *channel) state() ChannelState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ChannelState{Name: c.name, Plugin: c.cfg.Plugin, Running: c.ok, Error: c.err}
+}
+
+func (c *channel) staleAfter() time.Duration { return c.cfg.Timeout + staleMargin }
+
+// fetchers is how many fetch loops keep the channel's slots busy: one per
+// batch of concurrency, at most four.
+func (c *channel) fetchers() int {
+	return min(4, max(1, c.cfg.Concurrency/c.cfg.BatchSize))
+}
+
+func (c *channel) start() {
+	e := c.e
+	e.fetchWG.Add(1)
+	go func() {
+		defer e.fetchWG.Done()
+		// A restarted instance with a stable id first resumes its own backup
+		// list, read without deleting.
+		c.resumeBackupList(e.fetchCtx)
+		var wg sync.WaitGroup
+		for range c.fetchers() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.fetchLoop(e.fetchCtx)
+			}()
+		}
+		wg.Wait()
+	}()
+}
+
+func (c *channel) resumeBackupList(ctx context.Context) {
+	ids, err := c.e.queue.Pending(ctx, c.name, c.e.instance)
+	if err != nil {
+		c.log.Warn("read own backup list; the orphan check will retry", "error", err)
+		return
+	}
+	if len(ids) > 0 {
+		c.log.Info("resuming own backup list", "ids", len(ids))
+	}
+	for len(ids) > 0 && ctx.Err() == nil {
+		n := min(len(ids), c.cfg.BatchSize)
+		c.acquire(ctx, n)
+		c.handle(ctx, ids[:n])
+		ids = ids[n:]
+	}
+}
+
+// acquire takes n slots, blocking until they are free.
+func (c *channel) acquire(ctx context.Context, n int) int {
+	for i := range n {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			c.release(i)
+			return 0
+		}
+	}
+	return n
+}
+
+// acquireUpTo blocks for one slot, then takes up to max-1 more that are free.
+func (c *channel) acquireUpTo(ctx context.Context, max int) int {
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < max {
+		select {
+		case c.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (c *channel) release(n int) {
+	for range n {
+		<-c.slots
+	}
+}
+
+func (c *channel) fetchLoop(ctx context.Context) {
+	var failures int
+	for ctx.Err() == nil {
+		n := c.acquireUpTo(ctx, c.cfg.BatchSize)
+		if n == 0 {
+			return
+		}
+		ids, err := c.e.queue.Fetch(ctx, c.name, c.e.instance, n, time.Second)
+		c.release(n - len(ids))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			c.log.Warn("fetch", "error", err)
+			sleepCtx(ctx, retryPause(failures))
+			continue
+		}
+		failures = 0
+		if len(ids) > 0 {
+			c.handle(ctx, ids)
+		}
+	}
+}
+
+// handle claims ids that sit in this instance's backup list and sends the
+// claimed ones; it owns one slot per id.
+func (c *channel) handle(ctx context.Context, ids []int64) {
+	e := c.e
+	c.track(ids)
+	if hookCrashed(e.hooks.AfterFetch, c.name, ids) {
+		c.release(len(ids))
+		return
+	}
+	claimed, err := e.store.Claim(ctx, ids, e.now(), c.staleAfter())
+	if err != nil {
+		// Postgres is unreachable: push the ids back into the delayed set so
+		// they are tried again; if Redis fails too, the orphan check does it.
+		c.log.Warn("claim failed; retrying later", "ids", len(ids), "error", err)
+		due := e.now().Add(time.Second)
+		items := make([]queue.Item, len(ids))
+		for i, id := range ids {
+			items[i] = queue.Item{ID: id, Due: due}
+		}
+		if err := e.queue.Retry(context.WithoutCancel(ctx), c.name, e.instance, items); err != nil {
+			c.log.Warn("requeue after failed claim", "error", err)
+		}
+		c.untrack(ids)
+		c.release(len(ids))
+		return
+	}
+	var send []outbox.Claimed
+	var skip []int64
+	var deferred []queue.Item
+	for _, cl := range claimed {
+		switch cl.Kind {
+		case outbox.ClaimSend:
+			send = append(send, cl)
+		case outbox.ClaimDefer:
+			deferred = append(deferred, queue.Item{ID: cl.ID, Due: cl.NotBefore})
+		default:
+			skip = append(skip, cl.ID)
+		}
+	}
+	rctx := context.WithoutCancel(ctx)
+	if len(skip) > 0 {
+		// Already SENT/FAILED/CANCELLED (or gone): the claim is the
+		// idempotency check, so the row is only acked, never sent again.
+		if err := e.queue.Ack(rctx, c.name, e.instance, skip); err != nil {
+			c.log.Warn("ack skipped", "error", err)
+		}
+	}
+	if len(deferred) > 0 {
+		if err := e.queue.Retry(rctx, c.name, e.instance, deferred); err != nil {
+			c.log.Warn("defer not-yet-claimable", "error", err)
+		}
+	}
+	if n := len(skip) + len(deferred); n > 0 {
+		c.untrack(append(skip, itemIDs(deferred)...))
+		c.release(n)
+	}
+	if len(send) == 0 {
+		return
+	}
+	sendIDs := claimedIDs(send)
+	if hookCrashed(e.hooks.AfterClaim, c.name, sendIDs) {
+		c.release(len(send))
+		return
+	}
+	e.sendWG.Add(1)
+	go func() {
+		defer e.sendWG.Done()
+		c.send(e.runCtx, send)
+	}()
+}
+
+// send delivers one claimed batch through the plugin and hands the verdicts
+// to the settler.
+func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
+	e := c.e
+	started := e.now()
+	deadline := started.Add(c.cfg.Timeout)
+	msgs := make([]sdk.Message, len(batch))
+	for i, cl := range batch {
+		key := cl.IdempotencyKey
+		if key == "" {
+			key = fmt.Sprintf("notifyd-%d", cl.ID)
+		}
+		msgs[i] = sdk.Message{
+			ID: cl.ID, Channel: c.name, Recipient: cl.Recipient, Payload: cl.Payload,
+			Attempt: cl.Attempt, IdempotencyKey: key, CreatedAt: cl.CreatedAt, Deadline: deadline,
+		}
+	}
+	sctx, cancel := context.WithDeadline(ctx, deadline)
+	verdicts := c.plugin.Send(sctx, msgs)
+	cancel()
+	finished := e.now()
+	ids := claimedIDs(batch)
+	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
+		c.release(len(batch))
+		return
+	}
+	items := make([]settleItem, len(batch))
+	for i, cl := range batch {
+		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished)}
+	}
+	c.release(len(batch))
+	e.settler.add(items)
+}
+
+// settlement turns a verdict into the outbox transition: SENT, back to
+// QUEUED after a backoff, or FAILED once permanent or out of attempts.
+func (c *channel) settlement(cl outbox.Claimed, v sdk.Verdict, started, finished time.Time) outbox.Settlement {
+	s := outbox.Settlement{
+		ID: cl.ID, Attempt: cl.Attempt, Outcome: v.Outcome.String(),
+		ProviderStatus: v.ProviderStatus, ProviderCode: v.ProviderCode,
+		StartedAt: started, FinishedAt: finished, Output: v.Result,
+	}
+	switch v.Outcome {
+	case sdk.OutcomeSuccess:
+		s.Result = outbox.ResultSent
+	case sdk.OutcomePermanent:
+		s.Result, s.Error = outbox.ResultFailed, describe(v)
+	default: // transient, and anything unrecognised: retried, never dropped
+		if c.policy.Exhausted(cl.Attempt) {
+			s.Result = outbox.ResultFailed
+			s.Error = fmt.Sprintf("gave up after %d attempts: %s", cl.Attempt, describe(v))
+		} else {
+			s.Result, s.Error = outbox.ResultRetry, describe(v)
+			s.NextAttemptAt = finished.Add(c.policy.Delay(cl.Attempt, v.RetryAfter))
+		}
+	}
+	return s
+}
+
+// describe is the last_error an operator reads.
+func describe(v sdk.Verdict) string {
+	msg := v.Detail
+	if msg == "" {
+		msg = v.Outcome.String()
+	}
+	// The status and code have their own columns in the attempt log; add
+	// them to the message only when the plugin's detail does not say them.
+	var extra []string
+	if v.ProviderStatus != 0 && !strings.Contains(msg, strconv.Itoa(v.ProviderStatus)) {
+		extra = append(extra, fmt.Sprintf("HTTP %d", v.ProviderStatus))
+	}
+	if v.ProviderCode != "" && !strings.Contains(msg, v.ProviderCode) {
+		extra = append(extra, "code "+v.ProviderCode)
+	}
+	if len(extra) > 0 {
+		msg += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return msg
+}
+
+func (c *channel) track(ids []int64) {
+	c.mu.Lock()
+	for _, id := range ids {
+		c.inflight[id] = struct{}{}
+	}
+	c.mu.Unlock()
+}
+
+func (c *channel) untrack(ids []int64) {
+	c.mu.Lock()
+	for _, id := range ids {
+		delete(c.inflight, id)
+	}
+	c.mu.Unlock()
+}
+
+// checkOrphans re-handles ids that sit in this instance's backup list with
+// nothing in this process working on them — left by a Redis or Postgres
+// error between two steps. An id must be idle in two consecutive checks, so
+// one just fetched and not yet tracked is never taken for an orphan.
+func (c *channel) checkOrphans(ctx context.Context) {
+	ids, err := c.e.queue.Pending(ctx, c.name, c.e.instance)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	next := map[int64]struct{}{}
+	var orphans []int64
+	for _, id := range ids {
+		if _, busy := c.inflight[id]; busy {
+			continue
+		}
+		if _, seen := c.suspects[id]; seen {
+			orphans = append(orphans, id)
+		} else {
+			next[id] = struct{}{}
+		}
+	}
+	c.suspects = next
+	c.mu.Unlock()
+	if len(orphans) > 0 {
+		c.log.Info("re-handling orphaned backup-list ids", "ids", len(orphans))
+	}
+	for len(orphans) > 0 && ctx.Err() == nil {
+		n := min(len(orphans), c.cfg.BatchSize)
+		c.acquire(ctx, n)
+		c.handle(ctx, orphans[:n])
+		orphans = orphans[n:]
+	}
+}
+
+func hookCrashed(h func(string, []int64) error, channel string, ids []int64) bool {
+	return h != nil && errors.Is(h(channel, ids), ErrCrash)
+}
+
+func claimedIDs(cs []outbox.Claimed) []int64 {
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+func itemIDs(items []queue.Item) []int64 {
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	return ids
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// retryPause backs off a failing loop: 100ms doubling to 5s.
+func retryPause(failures int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < failures && d < 5*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 5*time.Second)
+}

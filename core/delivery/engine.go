@@ -1,0 +1,313 @@
+// Package delivery is the pipeline of DESIGN §4: relay PENDING rows into
+// Redis, fetch them into this instance's backup list, claim them in Postgres,
+// send them through the channel's plugin, and settle the verdicts — Postgres
+// first, then Redis — plus the maintenance that makes it safe: retry
+// promotion, lease renewal and reaping, the sweeper, and the resync after
+// Redis lost its data.
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/core/backoff"
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+)
+
+// ErrCrash, returned by a Hooks function, abandons the batch at that point as
+// if the process had died there: nothing after the hook happens for it.
+// Tests use it to open each crash window deterministically.
+var ErrCrash = errors.New("delivery: simulated crash")
+
+// Hooks are fault-injection points; nil functions are skipped.
+type Hooks struct {
+	AfterFetch  func(channel string, ids []int64) error // moved into the backup list, not yet claimed
+	AfterClaim  func(channel string, ids []int64) error // PROCESSING in Postgres, not yet sent
+	AfterSend   func(channel string, ids []int64) error // the provider answered, nothing settled
+	AfterSettle func(channel string, ids []int64) error // committed in Postgres, not yet acked in Redis
+}
+
+// Options configure an Engine.
+type Options struct {
+	Config   *config.Config
+	Store    *outbox.Store
+	Queue    *queue.Queue
+	Plugins  *pluginhost.Host
+	Logger   hclog.Logger
+	Hooks    Hooks
+	Now      func() time.Time // for tests; time.Now when nil
+	Instance string           // overrides config instance.id (tests)
+}
+
+// Engine runs every configured channel of one notifyd instance.
+type Engine struct {
+	cfg      *config.Config
+	store    *outbox.Store
+	queue    *queue.Queue
+	plugins  *pluginhost.Host
+	log      hclog.Logger
+	hooks    Hooks
+	now      func() time.Time
+	instance string
+
+	channels map[string]*channel
+	settler  *settler
+
+	// runCtx governs everything; fetchCtx is cancelled first on graceful stop.
+	runCtx, fetchCtx       context.Context
+	cancelRun, cancelFetch context.CancelFunc
+	fetchWG, sendWG, bgWG  sync.WaitGroup
+	stopOnce               sync.Once
+}
+
+// ChannelState is what an operator sees of one channel on this instance.
+type ChannelState struct {
+	Name    string
+	Plugin  string
+	Running bool
+	Error   string // why the channel is stopped, e.g. the plugin's Configure error
+}
+
+// New validates the options and builds an engine; Start runs it.
+func New(o Options) (*Engine, error) {
+	if o.Config == nil || o.Store == nil || o.Queue == nil || o.Plugins == nil || o.Logger == nil {
+		return nil, errors.New("delivery: Config, Store, Queue, Plugins and Logger are required")
+	}
+	e := &Engine{
+		cfg: o.Config, store: o.Store, queue: o.Queue, plugins: o.Plugins,
+		log: o.Logger, hooks: o.Hooks, now: o.Now,
+		instance: o.Instance, channels: map[string]*channel{},
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.instance == "" {
+		e.instance = o.Config.Instance.ID
+	}
+	if e.instance == "" {
+		e.instance = NewInstanceID()
+	}
+	for name, cc := range o.Config.Channels {
+		e.channels[name] = &channel{
+			e: e, name: name, cfg: cc, policy: backoff.FromConfig(cc.Retry),
+			slots: make(chan struct{}, cc.Concurrency),
+			log:   o.Logger.Named("channel").With("channel", name),
+		}
+	}
+	e.settler = newSettler(e)
+	return e, nil
+}
+
+// NewInstanceID is a fresh id unique to this process: host name plus random
+// bits, so instances need no configuration to be told apart.
+func NewInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "notifyd"
+	}
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return sanitize(host) + "-" + hex.EncodeToString(b)
+}
+
+func sanitize(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+// Instance is this engine's instance id.
+func (e *Engine) Instance() string { return e.instance }
+
+// Start configures every channel's plugin and starts the stages. A channel
+// whose plugin is missing or refuses its config is stopped with the reason
+// (see Channels); the others run. Start returns an error only when no
+// channel could start while some are configured.
+func (e *Engine) Start(ctx context.Context) error {
+	e.runCtx, e.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
+	e.fetchCtx, e.cancelFetch = context.WithCancel(e.runCtx)
+
+	names := make([]string, 0, len(e.channels))
+	for name := range e.channels {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	started := 0
+	for _, name := range names {
+		ch := e.channels[name]
+		if err := ch.configure(ctx); err != nil {
+			ch.setError(err)
+			e.log.Error("channel stopped", "channel", name, "plugin", ch.cfg.Plugin, "error", err)
+			continue
+		}
+		started++
+	}
+	if started == 0 && len(e.channels) > 0 {
+		e.cancelRun()
+		return errors.New("delivery: no channel could start (see the errors above)")
+	}
+
+	// Leases first, so a reaper elsewhere never sees this instance as dead.
+	for _, ch := range e.channels {
+		if ch.running() {
+			if err := e.queue.Renew(ctx, ch.name, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
+				e.log.Warn("renew lease", "channel", ch.name, "error", err)
+			}
+		}
+	}
+	e.settler.start()
+	// The first epoch read remembers the current one; a resync at start
+	// re-pushes anything a crash left between Postgres and Redis.
+	if _, _, err := e.queue.Epoch(ctx); err != nil {
+		e.log.Warn("read Redis epoch", "error", err)
+	}
+	e.goBackground(e.relayLoop)
+	e.goBackground(e.maintenanceLoop)
+	e.goBackground(func(ctx context.Context) { e.resync(ctx, "start") })
+	for _, ch := range e.channels {
+		if ch.running() {
+			ch.start()
+		}
+	}
+	e.log.Info("delivery started", "instance", e.instance, "channels", started)
+	return nil
+}
+
+func (e *Engine) goBackground(f func(ctx context.Context)) {
+	e.bgWG.Add(1)
+	go func() {
+		defer e.bgWG.Done()
+		f(e.runCtx)
+	}()
+}
+
+// Channels reports each configured channel's state on this instance.
+func (e *Engine) Channels() []ChannelState {
+	var out []ChannelState
+	for _, ch := range e.channels {
+		out = append(out, ch.state())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Stop shuts down gracefully: stop fetching, let in-flight sends finish and
+// settle within soft, then hand back whatever is left in this instance's
+// backup lists; when hard (ctx's deadline, or soft exceeded) passes it
+// abandons the rest, which the reaper or a restart recovers. Nothing is lost
+// either way.
+func (e *Engine) Stop(ctx context.Context, soft time.Duration) error {
+	var err error
+	e.stopOnce.Do(func() { err = e.stop(ctx, soft) })
+	return err
+}
+
+func (e *Engine) stop(ctx context.Context, soft time.Duration) error {
+	if e.cancelRun == nil {
+		return nil
+	}
+	e.cancelFetch()
+	e.fetchWG.Wait()
+
+	softCtx, cancel := context.WithTimeout(ctx, soft)
+	defer cancel()
+	drained := waitCtx(softCtx, &e.sendWG)
+	if !drained {
+		e.log.Warn("soft shutdown timeout: in-flight sends left to recovery", "soft_timeout", soft)
+	}
+	e.settler.close(ctx)
+
+	// Hand back the backup lists (unsettled ids go back to ready; their rows
+	// are PROCESSING and will be reclaimed once stale) and drop the leases.
+	for _, ch := range e.channels {
+		if !ch.running() {
+			continue
+		}
+		if err := e.queue.Release(ctx, ch.name, e.instance); err != nil {
+			e.log.Warn("hand back backup list", "channel", ch.name, "error", err)
+		}
+	}
+	e.cancelRun()
+	e.bgWG.Wait()
+	if !drained {
+		return fmt.Errorf("delivery: stopped with sends still in flight after %s", soft)
+	}
+	return nil
+}
+
+// Kill stops at once, like a crash: nothing is settled, acked or handed back.
+// Tests use it to leave the state a kill -9 leaves; serve uses it after the
+// hard timeout or a second signal.
+func (e *Engine) Kill() {
+	if e.cancelRun == nil {
+		return
+	}
+	e.settler.abandon()
+	e.cancelFetch()
+	e.cancelRun()
+}
+
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// rawConfig turns a channel's config map into the JSON the plugin receives.
+func rawConfig(m map[string]any) (json.RawMessage, error) {
+	b, err := json.Marshal(normalize(m))
+	if err != nil {
+		return nil, fmt.Errorf("encode channel config: %w", err)
+	}
+	return b, nil
+}
+
+// normalize makes YAML-decoded maps JSON-encodable (map[any]any → map[string]any).
+func normalize(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = normalize(x)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[fmt.Sprint(k)] = normalize(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = normalize(x)
+		}
+		return out
+	}
+	return v
+}

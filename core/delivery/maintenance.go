@@ -1,0 +1,217 @@
+package delivery
+
+import (
+	"context"
+	"time"
+
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/queue"
+)
+
+// resyncPage is how many outbox rows one sweep or resync query reads.
+const resyncPage = 5000
+
+// relayLoop moves due PENDING rows to QUEUED and pushes them, woken by
+// LISTEN/NOTIFY on insert and, as the fallback, by a timer that also fires at
+// the next due time of a scheduled row.
+func (e *Engine) relayLoop(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	go func() {
+		if err := e.store.Listen(ctx, wake); err != nil && ctx.Err() == nil {
+			e.log.Warn("listen for outbox inserts; relying on polling", "error", err)
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var failures int
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+		next, err := e.relayDue(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			e.log.Warn("relay", "error", err)
+			resetTimer(timer, retryPause(failures))
+			continue
+		}
+		failures = 0
+		wait := e.cfg.Delivery.RelayInterval
+		if !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		resetTimer(timer, wait)
+	}
+}
+
+// relayDue relays every due row, a batch at a time, and returns when the
+// next scheduled row falls due (zero when none).
+func (e *Engine) relayDue(ctx context.Context) (time.Time, error) {
+	batch := e.cfg.Delivery.RelayBatch
+	for {
+		queued, err := e.store.Relay(ctx, e.now(), batch)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if err := e.pushQueued(ctx, queued); err != nil {
+			// Committed QUEUED but not in Redis: the sweeper pushes them
+			// once they are sweep_after old; say so loudly.
+			e.log.Warn("push relayed rows; the sweeper will push them", "rows", len(queued), "error", err)
+		}
+		if len(queued) < batch {
+			break
+		}
+	}
+	return e.store.NextDue(ctx)
+}
+
+// pushQueued pushes outbox rows into their channels' queues (idempotent),
+// each with its next_attempt_at so a retry keeps its backoff.
+func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	byChannel := map[string][]queue.Item{}
+	for _, r := range rows {
+		byChannel[r.Channel] = append(byChannel[r.Channel], queue.Item{ID: r.ID, Due: r.NextAttemptAt})
+	}
+	var firstErr error
+	for ch, items := range byChannel {
+		if _, err := e.queue.Push(ctx, ch, items); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// maintenanceLoop runs the timers that keep the queues honest: lease renewal
+// and reaping, retry promotion, the sweeper, the epoch check and the orphan
+// check. Leases have their own goroutine so a slow sweep never lets one lapse.
+func (e *Engine) maintenanceLoop(ctx context.Context) {
+	d := e.cfg.Delivery
+	go e.every(ctx, d.LeaseTTL/3, e.renewAndReap)
+	go e.every(ctx, d.PromoteInterval, e.promote)
+	go e.every(ctx, d.EpochInterval, e.checkEpoch)
+	go e.every(ctx, max(d.LeaseTTL/3, time.Second), func(ctx context.Context) {
+		for _, ch := range e.channels {
+			if ch.running() {
+				ch.checkOrphans(ctx)
+			}
+		}
+	})
+	e.every(ctx, d.SweepInterval, e.sweep)
+}
+
+func (e *Engine) every(ctx context.Context, interval time.Duration, f func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}
+
+func (e *Engine) renewAndReap(ctx context.Context) {
+	now := e.now()
+	for _, ch := range e.channels {
+		if !ch.running() {
+			continue
+		}
+		if err := e.queue.Renew(ctx, ch.name, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
+			e.log.Warn("renew lease", "channel", ch.name, "error", err)
+		}
+		n, err := e.queue.Reap(ctx, ch.name, now)
+		if err != nil {
+			e.log.Warn("reap expired leases", "channel", ch.name, "error", err)
+		} else if n > 0 {
+			e.log.Info("reaped a dead instance's backup list", "channel", ch.name, "ids", n)
+		}
+	}
+}
+
+func (e *Engine) promote(ctx context.Context) {
+	const max = 1000
+	now := e.now()
+	for _, ch := range e.channels {
+		if !ch.running() {
+			continue
+		}
+		for {
+			n, err := e.queue.Promote(ctx, ch.name, now, max)
+			if err != nil {
+				e.log.Warn("promote due retries", "channel", ch.name, "error", err)
+				break
+			}
+			if n < max {
+				break
+			}
+		}
+	}
+}
+
+func (e *Engine) checkEpoch(ctx context.Context) {
+	_, changed, err := e.queue.Epoch(ctx)
+	if err != nil {
+		return // Redis is down; the next tick asks again
+	}
+	if changed {
+		e.log.Warn("Redis lost its data (epoch changed); resyncing from Postgres")
+		e.resync(ctx, "epoch")
+	}
+}
+
+// sweep pushes again QUEUED/PROCESSING rows untouched for sweep_after: a
+// relay whose push failed, a crash between commit and push. The push is
+// idempotent, so rows still queued are left as they are.
+func (e *Engine) sweep(ctx context.Context) {
+	e.pushNonTerminal(ctx, e.now().Add(-e.cfg.Delivery.SweepAfter), "sweep")
+}
+
+// resync pushes every non-terminal row, for a Redis that lost its data and
+// at start.
+func (e *Engine) resync(ctx context.Context, why string) {
+	e.pushNonTerminal(ctx, e.now().Add(24*time.Hour), why)
+}
+
+func (e *Engine) pushNonTerminal(ctx context.Context, olderThan time.Time, why string) {
+	var after int64
+	total := 0
+	for ctx.Err() == nil {
+		rows, err := e.store.Sweep(ctx, olderThan, after, resyncPage)
+		if err != nil {
+			e.log.Warn("read rows to re-push", "why", why, "error", err)
+			return
+		}
+		if len(rows) == 0 {
+			break
+		}
+		if err := e.pushQueued(ctx, rows); err != nil {
+			e.log.Warn("re-push rows", "why", why, "error", err)
+			return
+		}
+		total += len(rows)
+		after = rows[len(rows)-1].ID
+	}
+	if total > 0 {
+		e.log.Debug("re-pushed non-terminal rows", "why", why, "rows", total)
+	}
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	select {
+	case <-t.C:
+	default:
+	}
+	t.Reset(d)
+}
