@@ -125,7 +125,7 @@ func (s *settler) flush(batch []settleItem) {
 
 	type redisOps struct {
 		ack, dead []int64
-		retry             []queue.Item
+		retry     []queue.Item
 	}
 	byChannel := map[*channel]*redisOps{}
 	for i, it := range batch {
@@ -172,4 +172,3 @@ func logErr(e *Engine, ch *channel, op string, err error) {
 		e.log.Warn(op, "channel", ch.name, "error", err)
 	}
 }
-
