@@ -1,0 +1,246 @@
+package sdktest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/providerclient"
+)
+
+// unknownKey is added to Features.Config to check strict decoding.
+const unknownKey = "sdktest_unknown_key"
+
+func (s *suite) checks() []check {
+	cs := []check{
+		{"Describe", true, s.describe},
+		{"Configure/valid", true, s.configureValid},
+	}
+	names := make([]string, 0, len(s.f.Invalid))
+	for name := range s.f.Invalid {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		cfg := s.f.Invalid[name]
+		cs = append(cs, check{"Configure/invalid/" + name, false, func() error { return s.configureInvalid(cfg, "") }})
+	}
+	if !s.f.AllowUnknownKeys {
+		cs = append(cs, check{"Configure/unknown key", false, s.configureUnknownKey})
+	}
+	cs = append(cs,
+		// Rejected configs above may have stopped the channel: set it again.
+		check{"Configure/valid again", true, s.configureValid},
+		check{"Send/success", false, s.sendSuccess},
+	)
+	if s.f.Permanent != nil {
+		cs = append(cs, check{"Send/permanent", false, s.sendPermanent})
+	}
+	return append(cs,
+		check{"Send/batch", false, s.sendBatch},
+		check{"Send/concurrent batches", false, s.sendConcurrent},
+		check{"Send/expired deadline", false, s.sendExpired},
+		check{"Send/unconfigured channel", false, s.sendUnconfigured},
+		check{"Send/odd payloads", false, s.sendOddPayloads},
+		check{"Health", false, s.health},
+	)
+}
+
+func (s *suite) describe() error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	info, err := s.c.Describe(ctx)
+	if err != nil {
+		return err
+	}
+	s.rep.Info = info
+	var errs []error
+	if !NameRE.MatchString(info.Name) {
+		errs = append(errs, fmt.Errorf("Describe: Name %q must match %s (it is the <name> in notifyd-plugin-<name>)", info.Name, NameRE))
+	}
+	if info.Version == "" {
+		errs = append(errs, errors.New("Describe: Version is empty; operators need it in `notifyd plugins list`"))
+	}
+	if len(info.ConfigSchema) > 0 && !json.Valid(info.ConfigSchema) {
+		errs = append(errs, errors.New("Describe: ConfigSchema is not valid JSON"))
+	}
+	if info.MaxConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("Describe: MaxConcurrency %d is negative", info.MaxConcurrency))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *suite) configureValid() error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if err := s.c.Configure(ctx, Channel, s.f.Config); err != nil {
+		return fmt.Errorf("Configure(Features.Config): got %v, want it accepted", err)
+	}
+	return nil
+}
+
+// configureInvalid wants cfg rejected with a message (containing want, if
+// set), on a channel of its own so the suite's channel stays configured.
+func (s *suite) configureInvalid(cfg json.RawMessage, want string) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	err := s.c.Configure(ctx, Channel+"-invalid", cfg)
+	var ce *providerclient.ConfigError
+	switch {
+	case err == nil:
+		return fmt.Errorf("Configure(%s): accepted, want it rejected", cfg)
+	case !errors.As(err, &ce):
+		return fmt.Errorf("Configure(%s): the call failed (%v); want a rejection in the response", cfg, err)
+	case strings.TrimSpace(ce.Message) == "":
+		return fmt.Errorf("Configure(%s): rejected without a message; say which key is wrong and why", cfg)
+	case want != "" && !strings.Contains(ce.Message, want):
+		return fmt.Errorf("Configure(%s): rejected with %q, want the message to name %q", cfg, ce.Message, want)
+	}
+	return nil
+}
+
+func (s *suite) configureUnknownKey() error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(s.f.Config, &obj); err != nil || obj == nil {
+		return fmt.Errorf("Features.Config must be a JSON object for this check (or set AllowUnknownKeys): %s", s.f.Config)
+	}
+	obj[unknownKey] = json.RawMessage("true")
+	cfg, _ := json.Marshal(obj)
+	return s.configureInvalid(cfg, unknownKey)
+}
+
+func (s *suite) sendSuccess() error {
+	m := s.msg(s.f.Succeed)
+	vs, err := s.send([]sdk.Message{m})
+	if err != nil {
+		return err
+	}
+	if vs[0].Outcome != sdk.OutcomeSuccess {
+		return fmt.Errorf("Send(Features.Succeed): got %v %q, want SUCCESS", vs[0].Outcome, vs[0].Detail)
+	}
+	s.rep.Sent = append(s.rep.Sent, m)
+	return nil
+}
+
+func (s *suite) sendPermanent() error {
+	vs, err := s.send([]sdk.Message{s.msg(*s.f.Permanent)})
+	if err != nil {
+		return err
+	}
+	if vs[0].Outcome != sdk.OutcomePermanent || vs[0].Detail == "" {
+		return fmt.Errorf("Send(Features.Permanent): got %v %q, want PERMANENT with a Detail", vs[0].Outcome, vs[0].Detail)
+	}
+	return nil
+}
+
+// sendN sends one batch of n copies of Succeed and wants them all SUCCESS.
+func (s *suite) sendN(n int, mu *sync.Mutex) error {
+	ms := make([]sdk.Message, n)
+	mu.Lock()
+	for i := range ms {
+		ms[i] = s.msg(s.f.Succeed)
+	}
+	mu.Unlock()
+	vs, err := s.send(ms)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, v := range vs {
+		if v.Outcome != sdk.OutcomeSuccess {
+			errs = append(errs, fmt.Errorf("message %d of %d: got %v %q, want SUCCESS", i+1, n, v.Outcome, v.Detail))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	mu.Lock()
+	s.rep.Sent = append(s.rep.Sent, ms...)
+	mu.Unlock()
+	return nil
+}
+
+func (s *suite) sendBatch() error { return s.sendN(s.batch(), &sync.Mutex{}) }
+
+// sendConcurrent has the host send several batches at once, as notifyd does
+// for a busy channel.
+func (s *suite) sendConcurrent() error {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs = make([]error, 4)
+	)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.sendN(s.batch(), &mu)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sendExpired: a message whose deadline passed must come back TRANSIENT —
+// never delivered late, never dropped.
+func (s *suite) sendExpired() error {
+	m := s.msg(s.f.Succeed)
+	m.Deadline = time.Now().Add(-time.Second)
+	vs, err := s.send([]sdk.Message{m})
+	if err != nil {
+		return err
+	}
+	if vs[0].Outcome != sdk.OutcomeTransient {
+		return fmt.Errorf("Send(expired deadline): got %v %q, want TRANSIENT", vs[0].Outcome, vs[0].Detail)
+	}
+	return nil
+}
+
+func (s *suite) sendUnconfigured() error {
+	m := s.msg(s.f.Succeed)
+	m.Channel = Channel + "-never-configured"
+	vs, err := s.send([]sdk.Message{m})
+	if err != nil {
+		return err
+	}
+	if vs[0].Outcome != sdk.OutcomeTransient {
+		return fmt.Errorf("Send(unconfigured channel): got %v %q, want TRANSIENT", vs[0].Outcome, vs[0].Detail)
+	}
+	return nil
+}
+
+// sendOddPayloads: whatever a payload holds, Send answers without
+// panicking; the plugin is still up afterwards.
+func (s *suite) sendOddPayloads() error {
+	var ms []sdk.Message
+	for _, p := range []string{`{}`, `null`, `[]`, `"text"`, `0`, `{"":null}`, `{"` + strings.Repeat("x", 64<<10) + `":1}`} {
+		m := s.msg(s.f.Succeed)
+		m.Payload = json.RawMessage(p)
+		ms = append(ms, m)
+	}
+	m := s.msg(s.f.Succeed)
+	m.Recipient = ""
+	ms = append(ms, m)
+	if _, err := s.send(ms); err != nil {
+		return err
+	}
+	return s.health()
+}
+
+func (s *suite) health() error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	unhealthy, err := s.c.Health(ctx)
+	if err != nil {
+		return err
+	}
+	if err := providerclient.HealthError(unhealthy); err != nil {
+		return fmt.Errorf("Health: %w", err)
+	}
+	return nil
+}

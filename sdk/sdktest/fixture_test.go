@@ -1,0 +1,162 @@
+package sdktest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/providerclient"
+)
+
+// fixture is a provider whose faults the test switches on.
+type fixture struct {
+	name, version string
+	lenient       bool // ignores unknown keys
+	acceptAll     bool // never rejects a config
+	panicOnNull   bool
+	alwaysRetry   bool
+	permanentMiss bool // never PERMANENT
+
+	mu   sync.Mutex
+	seen map[int64]bool
+}
+
+func (f *fixture) Describe() sdk.Info {
+	return sdk.Info{Name: f.name, Version: f.version, MaxConcurrency: 8}
+}
+
+func (f *fixture) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+	var cfg struct {
+		Target string `json:"target"`
+	}
+	var err error
+	if f.lenient {
+		err = json.Unmarshal(req.Config, &cfg)
+	} else {
+		err = req.Decode(&cfg)
+	}
+	if f.acceptAll {
+		return f, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Target == "" {
+		return nil, errors.New("config.target is required")
+	}
+	return f, nil
+}
+
+func (f *fixture) Send(_ context.Context, m sdk.Message) sdk.Verdict {
+	if f.panicOnNull && string(m.Payload) == "null" {
+		var p *struct{ X int }
+		_ = p.X // nil dereference, as a careless decoder would
+	}
+	if f.alwaysRetry {
+		return sdk.Transient("try later")
+	}
+	if m.Recipient == "nobody" && !f.permanentMiss {
+		return sdk.Permanent("no such recipient")
+	}
+	f.mu.Lock()
+	f.seen[m.ID] = true
+	f.mu.Unlock()
+	return sdk.Success(json.RawMessage(`{"ok":true}`))
+}
+
+func features() Features {
+	return Features{
+		Config:    json.RawMessage(`{"target":"x"}`),
+		Invalid:   map[string]json.RawMessage{"missing target": json.RawMessage(`{}`)},
+		Succeed:   sdk.Message{Recipient: "user-1", Payload: json.RawMessage(`{"text":"hi"}`)},
+		Permanent: &sdk.Message{Recipient: "nobody", Payload: json.RawMessage(`{"text":"hi"}`)},
+		Batch:     8,
+	}
+}
+
+func TestRun_Good(t *testing.T) {
+	t.Parallel()
+	f := &fixture{name: "good", version: "1.0.0", seen: map[int64]bool{}}
+	rep := Run(t, f, features())
+	if rep.Info.Name != "good" {
+		t.Errorf("Report.Info.Name: got %q, want good", rep.Info.Name)
+	}
+	// 1 + one batch of 8 + four concurrent batches of 8.
+	if got, want := len(rep.Sent), 1+8+4*8; got != want {
+		t.Errorf("Report.Sent: got %d messages, want %d", got, want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range rep.Sent {
+		if !f.seen[m.ID] {
+			t.Errorf("Report.Sent has message %d the provider never saw", m.ID)
+		}
+	}
+}
+
+// failing runs every check against p in-process and returns the names of
+// those that failed.
+func failing(t *testing.T, p sdk.Provider, f Features) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	attach, closed, err := sdk.ServeInProcess(ctx, p, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	pc, c, err := providerclient.Attach(attach, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	defer func() { pc.Kill(); cancel(); <-closed }()
+	s := &suite{c: c, f: f, rep: &Report{}}
+	var failed []string
+	for _, ch := range s.checks() {
+		if err := ch.fn(); err != nil {
+			t.Logf("%s: %v", ch.name, err)
+			failed = append(failed, ch.name)
+		}
+	}
+	sort.Strings(failed)
+	return failed
+}
+
+func TestSuite_CatchesFaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		p    *fixture
+		want string // failing checks, comma-separated, sorted
+	}{
+		{"conforming", &fixture{}, ""},
+		{"bad name and no version", &fixture{name: "Bad Name", version: "-"}, "Describe"},
+		{"ignores unknown keys", &fixture{lenient: true}, "Configure/unknown key"},
+		{"accepts any config", &fixture{acceptAll: true}, "Configure/invalid/missing target,Configure/unknown key"},
+		{"panics on a null payload", &fixture{panicOnNull: true}, "Send/odd payloads"},
+		{"never delivers", &fixture{alwaysRetry: true}, "Send/batch,Send/concurrent batches,Send/permanent,Send/success"},
+		{"never permanent", &fixture{permanentMiss: true}, "Send/permanent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if tt.p.name == "" {
+				tt.p.name = "fixture"
+			}
+			if tt.p.version == "" {
+				tt.p.version = "1.0.0"
+			} else if tt.p.version == "-" {
+				tt.p.version = ""
+			}
+			tt.p.seen = map[int64]bool{}
+			if got := strings.Join(failing(t, tt.p, features()), ","); got != tt.want {
+				t.Errorf("failing checks: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
