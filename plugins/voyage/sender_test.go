@@ -51,7 +51,10 @@ func (f *fakeVoyage) serve(w http.ResponseWriter, req *http.Request) {
 	raw, _ := io.ReadAll(req.Body)
 	r := voyageRequest{method: req.Method, path: req.URL.Path, header: req.Header.Clone(), raw: raw}
 	_ = json.Unmarshal(raw, &r.body)
-	f.got <- r
+	select {
+	case f.got <- r:
+	default: // a test that sends many requests only counts hits
+	}
 	if f.respond != nil {
 		f.respond(w, r)
 		return
