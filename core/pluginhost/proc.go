@@ -100,7 +100,7 @@ func (r *procRunner) Kill(context.Context) error {
 
 func (r *procRunner) Stdout() io.ReadCloser           { return r.stdout }
 func (r *procRunner) Stderr() io.ReadCloser           { return r.stderr }
-func (r *procRunner) Name() string                    { return r.path }
+func (r *procRunner) Name() string                    { return r.name }
 func (r *procRunner) Diagnose(context.Context) string { return "" }
 
 func (r *procRunner) ID() string {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+func TestPluginsList(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "hello", "../../examples/hello-provider")
+	var out bytes.Buffer
+	if err := pluginsList(testenv.Context(t), &out, config.Plugins{Dir: dir}, hclog.NewNullLogger()); err != nil {
+		t.Fatalf("plugins list: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("plugins list: got\n%s\nwant a header and one row", out.String())
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 4 || f[0] != "hello" || f[1] != "1.0.0" || len(f[2]) != 64 || f[3] != filepath.Join(dir, "notifyd-plugin-hello") {
+		t.Errorf("plugins list row: got %q, want hello 1.0.0 <sha256> <path>", lines[1])
+	}
+
+	t.Run("a checksum mismatch fails the listing", func(t *testing.T) {
+		out.Reset()
+		pc := config.Plugins{Dir: dir, Checksums: map[string]string{"hello": strings.Repeat("0", 64)}}
+		err := pluginsList(testenv.Context(t), &out, pc, hclog.NewNullLogger())
+		var ex *exitError
+		if !errors.As(err, &ex) || ex.code != 1 || !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Errorf("got %v, want exit 1 naming the checksum mismatch", err)
+		}
+		if !strings.Contains(out.String(), "hello  ?") {
+			t.Errorf("got\n%s\nwant hello listed with version ?", out.String())
+		}
+	})
+}
+
+func TestPluginsCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "hello", "../../examples/hello-provider")
+	out := filepath.Join(dir, "out.jsonl")
+	path := filepath.Join(dir, "notifyd.yaml")
+	yaml := `postgres: {url: "postgres://127.0.0.1:5432/notifyd"}
+redis: {url: "redis://127.0.0.1:6379/0"}
+plugins: {dir: ` + dir + `}
+channels:
+  good: {plugin: hello, config: {path: ` + out + `}}
+  broken: {plugin: hello, config: {}}
+  other: {plugin: webhook, config: {url: "http://127.0.0.1:1/"}}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	err = pluginsCheck(testenv.Context(t), &buf, cfg, hclog.NewNullLogger(), "hello")
+	got := buf.String()
+	for _, want := range []string{
+		"plugin hello: started hello 1.0.0",
+		"channel broken: FAILED: plugin hello: channel broken: config rejected: config.path is required",
+		"channel good: configured",
+		"health: ok",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plugins check output:\n%s\nwant a line with %q", got, want)
+		}
+	}
+	if strings.Contains(got, "channel other") {
+		t.Errorf("plugins check output:\n%s\nwant only channels that use hello", got)
+	}
+	var ex *exitError
+	if !errors.As(err, &ex) || ex.code != 1 {
+		t.Errorf("plugins check: got %v, want exit code 1 (one channel failed)", err)
+	}
+}
