@@ -106,7 +106,9 @@ func (s *Store) Insert(ctx context.Context, ns []NewNotification) ([]Inserted, e
 // insertSQL pre-allocates an id per input row, inserts the first row of
 // each idempotency key (and every row without one), and answers per input
 // row: its own new id, or the id of the row that holds its key (inserted by
-// this statement, or already in the table).
+// this statement, or already in the table). COALESCE evaluates lazily, so the
+// table lookups run only for duplicates: the statement cannot see its own
+// inserts, which is why same_batch comes first.
 //
 // A key committed by a concurrent transaction after this statement's
 // snapshot was taken makes ON CONFLICT skip the row while the table lookup
@@ -131,13 +133,14 @@ ins AS (
     RETURNING id, idempotency_key, status
 )
 SELECT i.ord,
-       coalesce(own.id, same_batch.id, existing.id),
+       coalesce(own.id, same_batch.id,
+                (SELECT e.id FROM notifications e WHERE e.idempotency_key = i.idempotency_key)),
        own.id IS NULL,
-       coalesce(own.status, same_batch.status, existing.status)
+       coalesce(own.status, same_batch.status,
+                (SELECT e.status FROM notifications e WHERE e.idempotency_key = i.idempotency_key))
   FROM input i
   LEFT JOIN ins own ON own.id = i.new_id
-  LEFT JOIN ins same_batch ON i.idempotency_key IS NOT NULL AND same_batch.idempotency_key = i.idempotency_key
-  LEFT JOIN notifications existing ON i.idempotency_key IS NOT NULL AND existing.idempotency_key = i.idempotency_key`
+  LEFT JOIN ins same_batch ON same_batch.idempotency_key = i.idempotency_key`
 
 // resolveDuplicates fills in rows whose key was taken by a transaction that
 // committed while the insert statement ran. Under READ COMMITTED the new

@@ -159,17 +159,12 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 	return applied, nil
 }
 
-// settleSQL: the UPDATE joins input rows to notifications on the guard; the
-// INSERT logs exactly the rows the UPDATE returned. Both are one statement,
-// so the log never holds an attempt whose settle did not commit.
+// settleSQL: the UPDATE joins the input arrays to notifications on the
+// guard and returns, for the rows it changed, what the attempt log needs; the
+// INSERT logs exactly those rows. One statement, so the log never holds an
+// attempt whose settle did not commit.
 const settleSQL = `
-WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::timestamptz[], $5::text[],
-                         $6::int[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[])
-           AS i(id, attempt, status, next_attempt_at, error, provider_status, provider_code, output,
-                outcome, started_at, finished_at)
-),
-settled AS (
+WITH settled AS (
     UPDATE notifications n
        SET status = i.status,
            next_attempt_at = i.next_attempt_at,
@@ -178,16 +173,19 @@ settled AS (
            result = coalesce(nullif(i.output, '')::jsonb, n.result),
            sent_at = CASE WHEN i.status = 'SENT' THEN coalesce(i.finished_at, now()) END,
            updated_at = now()
-      FROM input i
+      FROM unnest($1::bigint[], $2::int[], $3::text[], $4::timestamptz[], $5::text[],
+                  $6::int[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[])
+           AS i(id, attempt, status, next_attempt_at, error, provider_status, provider_code, output,
+                outcome, started_at, finished_at)
      WHERE n.id = i.id AND n.attempts = i.attempt AND n.status = 'PROCESSING'
-    RETURNING n.id
+    RETURNING n.id, i.attempt, i.started_at, i.finished_at, i.outcome, i.provider_status, i.provider_code, i.error
 ),
 logged AS (
     INSERT INTO notification_attempts
            (notification_id, attempt, started_at, finished_at, outcome, provider_status, provider_code, error)
-    SELECT i.id, i.attempt, coalesce(i.started_at, now()), coalesce(i.finished_at, now()), i.outcome,
-           nullif(i.provider_status, 0), nullif(i.provider_code, ''), nullif(i.error, '')
-      FROM input i JOIN settled s ON s.id = i.id
+    SELECT id, attempt, coalesce(started_at, now()), coalesce(finished_at, now()), outcome,
+           nullif(provider_status, 0), nullif(provider_code, ''), nullif(error, '')
+      FROM settled
 )
 SELECT id FROM settled`
 
