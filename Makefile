@@ -20,6 +20,7 @@ build:
 	  echo "$(GO) build -o $(BIN)/plugins/notifyd-plugin-$$p ./plugins/$$p"; \
 	  $(GO) build -o $(BIN)/plugins/notifyd-plugin-$$p ./plugins/$$p || exit 1; \
 	done
+	$(GO) build -o $(BIN)/plugins/notifyd-plugin-hello ./examples/hello-provider
 
 services:
 	@scripts/services
