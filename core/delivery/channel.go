@@ -19,11 +19,6 @@ import (
 	"github.com/notifyd/notifyd/sdk"
 )
 
-// staleMargin is added to a channel's send timeout to decide when a
-// PROCESSING row's claimer is presumed dead and the row may be claimed again:
-// by then its send has hit its deadline and its settle had time to land.
-const staleMargin = 10 * time.Second
-
 // channel runs one configured channel on this instance.
 type channel struct {
 	e      *Engine
@@ -78,7 +73,10 @@ func (c *channel) state() ChannelState {
 	return ChannelState{Name: c.name, Plugin: c.cfg.Plugin, Running: c.ok, Error: c.err}
 }
 
-func (c *channel) staleAfter() time.Duration { return c.cfg.Timeout + staleMargin }
+// staleAfter is when a PROCESSING row's claimer is presumed dead and the row
+// may be claimed again: its send has hit its deadline, and a live claimer
+// would have settled within a lease period after that.
+func (c *channel) staleAfter() time.Duration { return c.cfg.Timeout + c.e.cfg.Delivery.LeaseTTL }
 
 // fetchers is how many fetch loops keep the channel's slots busy: one per
 // batch of concurrency, at most four.
@@ -170,6 +168,13 @@ func (c *channel) fetchLoop(ctx context.Context) {
 		}
 		ids, err := c.e.queue.Fetch(ctx, c.name, c.e.instance, n, time.Second)
 		c.release(n - len(ids))
+		if errors.Is(err, queue.ErrNoLease) {
+			// Redis lost the lease (a wipe, or we were presumed dead):
+			// take it again at once instead of waiting for the renew timer.
+			if err = c.e.queue.Renew(ctx, c.name, c.e.instance, c.e.cfg.Delivery.LeaseTTL); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -1,0 +1,331 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+const testChannel = "hooks"
+
+// sink is a recording webhook receiver. respond decides each answer from
+// the recipient and how many times that recipient was seen (1 = first).
+type sink struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []delivered
+	byID    map[string]int
+	respond func(recipient string, n int, h http.Header) (int, string)
+}
+
+type delivered struct {
+	webhookID string
+	id        int64
+	recipient string
+	attempt   int
+	at        time.Time
+}
+
+func newSink(t *testing.T, respond func(recipient string, n int, h http.Header) (int, string)) *sink {
+	t.Helper()
+	s := &sink{byID: map[string]int{}, respond: respond}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var env struct {
+			ID        int64  `json:"id"`
+			Recipient string `json:"recipient"`
+			Attempt   int    `json:"attempt"`
+		}
+		_ = json.Unmarshal(body, &env)
+		s.mu.Lock()
+		per := 0
+		for _, d := range s.got {
+			if d.recipient == env.Recipient {
+				per++
+			}
+		}
+		s.got = append(s.got, delivered{r.Header.Get("webhook-id"), env.ID, env.Recipient, env.Attempt, time.Now()})
+		s.byID[r.Header.Get("webhook-id")]++
+		s.mu.Unlock()
+		status, reply := http.StatusOK, ""
+		if s.respond != nil {
+			status, reply = s.respond(env.Recipient, per+1, w.Header())
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, reply)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *sink) deliveries(recipient string) []delivered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []delivered
+	for _, d := range s.got {
+		if d.recipient == recipient {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (s *sink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.got)
+}
+
+// distinct is how many distinct notifications arrived, and how many
+// deliveries were repeats of one already seen.
+func (s *sink) distinct() (ids, duplicates int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.byID {
+		ids++
+		duplicates += n - 1
+	}
+	return ids, duplicates
+}
+
+// bundle is one test's services and configuration.
+type bundle struct {
+	t      *testing.T
+	cfg    *config.Config
+	store  *outbox.Store
+	rc     redis.UniversalClient
+	queue  *queue.Queue
+	sink   *sink
+	log    hclog.Logger
+	prefix string
+	dbURL  string
+}
+
+type option func(*config.Config, *config.Channel)
+
+func setup(t *testing.T, s *sink, opts ...option) *bundle {
+	t.Helper()
+	rds := testenv.NewRedis(t)
+	return setupRedis(t, s, rds.Client, rds.URL, rds.Prefix, opts...)
+}
+
+// setupRedis is setup on a Redis of the test's choosing (a private server
+// that the test may wipe).
+func setupRedis(t *testing.T, s *sink, rc redis.UniversalClient, url, prefix string, opts ...option) *bundle {
+	t.Helper()
+	db := testenv.NewDB(t)
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
+
+	cfg := config.Default()
+	cfg.Postgres.URL = db.URL
+	cfg.Redis.URL = url
+	cfg.Redis.Prefix = prefix
+	cfg.Plugins.Dir = dir
+	cfg.Plugins.HealthInterval = time.Second
+	cfg.Delivery.LeaseTTL = 2 * time.Second
+	cfg.Delivery.PromoteInterval = 20 * time.Millisecond
+	cfg.Delivery.EpochInterval = 100 * time.Millisecond
+	cfg.Delivery.SweepInterval = time.Second
+	cfg.Delivery.SweepAfter = 3 * time.Second
+	cfg.Delivery.RelayInterval = 500 * time.Millisecond
+	ch := config.Channel{
+		Plugin:      "webhook",
+		Config:      map[string]any{"url": s.srv.URL + "/hook", "timeout": "2s"},
+		Concurrency: 16,
+		BatchSize:   16,
+		Timeout:     2 * time.Second,
+		Retry:       config.Retry{MaxAttempts: 5, Base: 200 * time.Millisecond, Max: 2 * time.Second, Jitter: config.JitterWindow},
+	}
+	for _, o := range opts {
+		o(&cfg, &ch)
+	}
+	cfg.Channels = map[string]config.Channel{testChannel: ch}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: testWriter{t}})
+	return &bundle{
+		t: t, cfg: &cfg, store: outbox.New(db.Pool), rc: rc, queue: queue.New(rc, prefix),
+		sink: s, log: log, prefix: prefix, dbURL: db.URL,
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// engine starts an engine with its own plugin host; it is stopped (or, if
+// the test killed it, its plugins closed) when the test ends.
+func (b *bundle) engine(instance string, hooks delivery.Hooks) *delivery.Engine {
+	e, _ := b.engineHost(instance, hooks)
+	return e
+}
+
+// engineHost is engine, also returning its plugin host. Each engine gets its
+// own Queue, as each process has: the epoch it last saw is its own.
+func (b *bundle) engineHost(instance string, hooks delivery.Hooks) (*delivery.Engine, *pluginhost.Host) {
+	b.t.Helper()
+	host := pluginhost.New(b.cfg.Plugins, b.log.Named("plugins"))
+	e, err := delivery.New(delivery.Options{
+		Config: b.cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Plugins: host,
+		Logger: b.log, Hooks: hooks, Instance: instance,
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx, 5*time.Second)
+		_ = host.Close(ctx)
+	})
+	return e, host
+}
+
+func (b *bundle) send(recipient, key string) int64 {
+	b.t.Helper()
+	res, err := b.store.Insert(context.Background(), []outbox.NewNotification{{
+		Channel: testChannel, Recipient: recipient, Payload: json.RawMessage(`{"text":"hi"}`), IdempotencyKey: key,
+	}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return res[0].ID
+}
+
+func (b *bundle) sendMany(n int, recipient func(i int) string) []int64 {
+	b.t.Helper()
+	ns := make([]outbox.NewNotification, n)
+	for i := range ns {
+		ns[i] = outbox.NewNotification{Channel: testChannel, Recipient: recipient(i), Payload: json.RawMessage(`{}`)}
+	}
+	var ids []int64
+	for len(ns) > 0 {
+		k := min(len(ns), outbox.MaxInsertBatch)
+		res, err := b.store.Insert(context.Background(), ns[:k])
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+		ns = ns[k:]
+	}
+	return ids
+}
+
+// wait polls the outbox until id reaches a terminal status and returns the row.
+func (b *bundle) wait(id int64, within time.Duration) *outbox.Notification {
+	b.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n, err := b.store.Get(context.Background(), id)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		switch n.Status {
+		case outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled:
+			return n
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("notification %d still %s after %s (attempts %d, last error %q)", id, n.Status, within, n.AttemptCount, n.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAll waits until no row is non-terminal.
+func (b *bundle) waitAll(within time.Duration) map[string]int64 {
+	b.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		counts := b.statusCounts()
+		if counts[outbox.StatusPending]+counts[outbox.StatusQueued]+counts[outbox.StatusProcessing] == 0 {
+			return counts
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("not settled after %s: %v", within, counts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *bundle) statusCounts() map[string]int64 {
+	b.t.Helper()
+	rows, err := b.store.Pool().Query(context.Background(), `SELECT status, count(*) FROM notifications GROUP BY status`)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			b.t.Fatal(err)
+		}
+		out[s] = n
+	}
+	return out
+}
+
+// queueEmpty checks Redis holds nothing for the channel but dead letters.
+func (b *bundle) queueEmpty() {
+	b.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := b.queue.Stats(context.Background(), testChannel)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		members, err := b.rc.SCard(context.Background(), b.prefix+":{ch:"+testChannel+"}:members").Result()
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if st.Ready+st.Delayed+st.Processing+members == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("Redis still holds ids: %+v, members %d", st, members)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// once returns a hook that crashes the first batch it sees and records its ids.
+func once(hit chan<- []int64) func(string, []int64) error {
+	var mu sync.Mutex
+	done := false
+	return func(_ string, ids []int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return nil
+		}
+		done = true
+		hit <- append([]int64(nil), ids...)
+		return delivery.ErrCrash
+	}
+}
