@@ -84,7 +84,7 @@ func TestLoad_Env(t *testing.T) {
 	t.Parallel()
 	path := write(t, minimal+`
 channels:
-  daily-quiz: {plugin: webhook, config: {url: "http://127.0.0.1:9/a"}}
+  daily-quiz: {plugin: webhook, config: {url: "http://127.0.0.1:9/a", retry_all_non_2xx: false, client_id: "1234"}}
 `)
 	cfg, err := Load(path, []string{
 		"NOTIFYD_POSTGRES_URL=postgres://other:5432/db",
@@ -94,6 +94,8 @@ channels:
 		"NOTIFYD_CHANNELS_DAILY_QUIZ_RETRY_MAX_ATTEMPTS=9",
 		"NOTIFYD_CHANNELS_DAILY_QUIZ_CONFIG_URL=http://127.0.0.1:9/b",
 		"NOTIFYD_API_TOKEN=not-a-key-so-ignored",
+		"NOTIFYD_CHANNELS_DAILY_QUIZ_CONFIG_RETRY_ALL_NON_2XX=true",
+		"NOTIFYD_CHANNELS_DAILY_QUIZ_CONFIG_CLIENT_ID=5678",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +111,8 @@ channels:
 		{"concurrency", ch.Concurrency, 7},
 		{"retry.max_attempts", ch.Retry.MaxAttempts, 9},
 		{"config.url", ch.Config["url"], "http://127.0.0.1:9/b"},
+		{"config bool typed like the file's", ch.Config["retry_all_non_2xx"], true},
+		{"config string stays a string", ch.Config["client_id"], "5678"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,10 @@ func Load(path string, environ []string) (*Config, error) {
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:        EnvPrefix,
 		EnvironFunc:   func() []string { return environ },
-		TransformFunc: func(name, v string) (string, any) { return envKey(name, known), v },
+		TransformFunc: func(name, v string) (string, any) {
+			key := envKey(name, known)
+			return key, typedLike(k.Get(key), v)
+		},
 	}), nil); err != nil {
 		return nil, fmt.Errorf("read environment: %w", err)
 	}
@@ -113,6 +117,27 @@ func schemaOf(section string) reflect.Type {
 		return reflect.TypeOf(Channel{})
 	}
 	return reflect.TypeOf(Schedule{})
+}
+
+// typedLike converts an environment value to the type of the value the file
+// gives the same key, so a plugin's free-form config (which no struct types)
+// gets a bool or a number where the file had one. Strings stay strings: a
+// numeric client id must not turn into a number.
+func typedLike(fileValue any, v string) any {
+	switch fileValue.(type) {
+	case bool:
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+	case int, int64, float64:
+		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return i
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	}
+	return v
 }
 
 // matchSchema finds the dotted key of struct type t whose squashed form is flat.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"sync"
 	"time"
 
@@ -339,7 +340,21 @@ func describe(v sdk.Verdict) string {
 	if len(extra) > 0 {
 		msg += " (" + strings.Join(extra, ", ") + ")"
 	}
-	return msg
+	return printable(msg)
+}
+
+// printable keeps a provider's error text storable and readable: Postgres
+// text refuses NUL, and control bytes from an error page help nobody.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, s)
 }
 
 func (c *channel) track(ids []int64) {
