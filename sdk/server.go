@@ -120,7 +120,10 @@ func (s *server) sender(channel string) Sender {
 // Health answers while the process is alive; each configured channel whose
 // Sender is a HealthChecker reports its own state inside the response, so a
 // provider outage never makes the host restart a healthy process.
-func (s *server) Health(ctx context.Context, _ *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
+func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
+	if req.LivenessOnly {
+		return &providerv1.HealthResponse{}, nil
+	}
 	s.mu.RLock()
 	channels := make([]string, 0, len(s.senders))
 	for ch := range s.senders {
@@ -129,20 +132,55 @@ func (s *server) Health(ctx context.Context, _ *providerv1.HealthRequest) (*prov
 	s.mu.RUnlock()
 	sort.Strings(channels)
 
+	// Checks run side by side and stop short of the host's deadline, so a
+	// slow provider shows up as that channel's error, not as a dead plugin.
+	hctx, cancel := healthContext(ctx)
+	defer cancel()
 	resp := &providerv1.HealthResponse{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
 	for _, ch := range channels {
 		hc, ok := s.sender(ch).(HealthChecker)
 		if !ok {
 			continue
 		}
-		msg := ""
-		if err := s.health(ctx, hc); err != nil {
-			msg = err.Error()
-		}
-		resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: ch, Error: msg})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan error, 1)
+			go func() { done <- s.health(hctx, hc) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-hctx.Done():
+				err = fmt.Errorf("health check did not answer in time: %w", hctx.Err())
+			}
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			mu.Lock()
+			resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: ch, Error: msg})
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	sort.Slice(resp.Channels, func(i, j int) bool { return resp.Channels[i].Channel < resp.Channels[j].Channel })
 	return resp, nil
 }
+
+// healthContext leaves a fifth of the host's time for the answer to travel
+// back; without a host deadline a check gets healthTimeout.
+func healthContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithTimeout(ctx, healthTimeout)
+	}
+	return context.WithTimeout(ctx, time.Until(dl)*4/5)
+}
+
+// healthTimeout bounds a provider health check when the host set no deadline.
+const healthTimeout = 5 * time.Second
 
 func (s *server) health(ctx context.Context, hc HealthChecker) (err error) {
 	defer func() {

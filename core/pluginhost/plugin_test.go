@@ -161,6 +161,29 @@ func TestPlugin_Supervise(t *testing.T) {
 		checkVerdicts(t, p.Send(testenv.Context(t), msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
 	})
 
+	t.Run("a slow provider health check restarts nothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.HealthInterval = 200 * time.Millisecond })
+		p := b.behave(t)
+		ctx := testenv.Context(t)
+		if err := p.Configure(ctx, "slow", json.RawMessage(`{"name":"slow","health":"slow"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Configure(ctx, "down", json.RawMessage(`{"name":"down","health":"provider unreachable"}`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // five health intervals
+		if got := p.Restarts(); got != 0 {
+			t.Errorf("Restarts: got %d, want 0 (the process answers; only its provider is slow)", got)
+		}
+		hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		err := p.Health(hctx)
+		if err == nil || !strings.Contains(err.Error(), "channel down: provider unreachable") || !strings.Contains(err.Error(), "channel slow: ") {
+			t.Errorf("Health: got %v, want both channels' problems", err)
+		}
+	})
+
 	t.Run("a deleted binary keeps it down with the reason", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -208,7 +208,7 @@ func (p *Plugin) watch(inst *instance) error {
 			return fmt.Errorf("process exited: %v", inst.run.waitErr())
 		case <-tick.C:
 			ctx, cancel := context.WithTimeout(context.Background(), p.host.cfg.HealthInterval)
-			_, err := inst.rpc.Health(ctx)
+			err := inst.rpc.Alive(ctx)
 			cancel()
 			if err != nil && !inst.gone() {
 				return fmt.Errorf("not answering Health within %s: %w", p.host.cfg.HealthInterval, err)

@@ -116,6 +116,15 @@ func (c *Client) Health(ctx context.Context) (unhealthy map[string]string, err e
 	return unhealthy, nil
 }
 
+// Alive checks only that the process answers, without the providers' own
+// health checks: a slow provider must not get a healthy process restarted.
+func (c *Client) Alive(ctx context.Context) error {
+	if _, err := c.rpc.Health(ctx, &providerv1.HealthRequest{LivenessOnly: true}); err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	return nil
+}
+
 // HealthError folds Health's per-channel problems into one error, or nil.
 func HealthError(unhealthy map[string]string) error {
 	if len(unhealthy) == 0 {

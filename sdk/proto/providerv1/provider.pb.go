@@ -571,7 +571,10 @@ func (x *SendResponse) GetVerdicts() []*Verdict {
 }
 
 type HealthRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only check that the process answers; skip the providers' own health
+	// checks (which may call out and be slow). The host's supervisor uses it.
+	LivenessOnly  bool `protobuf:"varint,1,opt,name=liveness_only,json=livenessOnly,proto3" json:"liveness_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -604,6 +607,13 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
 	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HealthRequest) GetLivenessOnly() bool {
+	if x != nil {
+		return x.LivenessOnly
+	}
+	return false
 }
 
 type ChannelHealth struct {
@@ -739,8 +749,9 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06result\x18\x06 \x01(\fR\x06result\"H\n" +
 	"\fSendResponse\x128\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1c.notifyd.provider.v1.VerdictR\bverdicts\"\x0f\n" +
-	"\rHealthRequest\"?\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1c.notifyd.provider.v1.VerdictR\bverdicts\"4\n" +
+	"\rHealthRequest\x12#\n" +
+	"\rliveness_only\x18\x01 \x01(\bR\flivenessOnly\"?\n" +
 	"\rChannelHealth\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"P\n" +

@@ -1,7 +1,8 @@
 // Command behave is a test plugin whose messages say what it should do:
 // a payload {"crash":true} exits the process mid-batch, {"hang":true} never
 // returns, {"fail":"why"} is PERMANENT; anything else succeeds with the
-// process id as result. Its channel config needs "name".
+// process id as result. Its channel config needs "name"; "health" makes
+// its provider health check slow ("slow") or fail (any other text).
 package main
 
 import (
@@ -23,7 +24,8 @@ func (provider) Describe() sdk.Info {
 
 func (provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
 	var cfg struct {
-		Name string `json:"name"`
+		Name   string `json:"name"`
+		Health string `json:"health"`
 	}
 	if err := req.Decode(&cfg); err != nil {
 		return nil, err
@@ -32,10 +34,27 @@ func (provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Send
 		return nil, errors.New("config.name is required")
 	}
 	req.Logger.Info("configured", "name", cfg.Name)
+	if cfg.Health != "" {
+		return checked{health: cfg.Health}, nil
+	}
 	return sender{}, nil
 }
 
 type sender struct{}
+
+// checked is a sender whose provider health check the config decides.
+type checked struct {
+	sender
+	health string
+}
+
+func (c checked) Health(ctx context.Context) error {
+	if c.health == "slow" {
+		<-ctx.Done() // a provider that does not answer
+		return ctx.Err()
+	}
+	return errors.New(c.health)
+}
 
 var result = json.RawMessage(fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
 
