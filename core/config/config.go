@@ -103,6 +103,31 @@ type Channel struct {
 	BatchSize   int            `koanf:"batch_size"`
 	Timeout     time.Duration  `koanf:"timeout"`
 	Retry       Retry          `koanf:"retry"`
+	RateLimit   RateLimit      `koanf:"rate_limit"`
+	Breaker     Breaker        `koanf:"breaker"`
+	// Partitions spreads one hot channel over K Redis hash slots
+	// ({ch:<name>#<k>}); a notification's partition is its id mod K.
+	Partitions int `koanf:"partitions"`
+}
+
+// RateLimit is a channel's distributed token bucket, shared by every
+// instance, plus an optional per-recipient daily cap. Rate 0 means no limit.
+type RateLimit struct {
+	Rate  int           `koanf:"rate"`
+	Per   time.Duration `koanf:"per"`
+	Burst int           `koanf:"burst"`
+	// PerRecipientDaily caps sends to one recipient per day (Kakao's
+	// per-recipient quota); the day starts at midnight in Timezone.
+	PerRecipientDaily int    `koanf:"per_recipient_daily"`
+	Timezone          string `koanf:"timezone"`
+}
+
+// Breaker is a channel's circuit breaker: after Failures transient failures
+// in a row the channel stops sending for Cooldown (messages stay queued),
+// then one probe decides whether it closes. Failures -1 disables it.
+type Breaker struct {
+	Failures int           `koanf:"failures"`
+	Cooldown time.Duration `koanf:"cooldown"`
 }
 
 // Retry is a channel's backoff policy (DESIGN §5).
@@ -171,6 +196,8 @@ const (
 	DefaultPluginStart      = 10 * time.Second
 	DefaultPluginHealth     = 5 * time.Second
 	DefaultPostgresMaxConns = 16
+	DefaultBreakerFailures  = 20
+	DefaultBreakerCooldown  = 30 * time.Second
 )
 
 // Default returns the configuration used when a key is absent.
@@ -218,8 +245,30 @@ func fillChannel(c Channel) Channel {
 	if c.Config == nil {
 		c.Config = map[string]any{}
 	}
+	if c.RateLimit.Per == 0 {
+		c.RateLimit.Per = time.Second
+	}
+	if c.RateLimit.Burst == 0 {
+		c.RateLimit.Burst = c.RateLimit.Rate
+	}
+	if c.RateLimit.Timezone == "" {
+		c.RateLimit.Timezone = "UTC"
+	}
+	if c.Breaker.Failures == 0 {
+		c.Breaker.Failures = DefaultBreakerFailures
+	}
+	if c.Breaker.Cooldown == 0 {
+		c.Breaker.Cooldown = DefaultBreakerCooldown
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
+	}
 	return c
 }
+
+// FillChannel applies the per-channel defaults to a channel built in code
+// (tests, notifyd bench); Load does this for every configured channel.
+func FillChannel(c Channel) Channel { return fillChannel(c) }
 
 func fillSchedule(s Schedule, jobs Jobs) Schedule {
 	if s.Lead == 0 {

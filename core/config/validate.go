@@ -138,6 +138,29 @@ func validateChannel(name string, ch Channel) error {
 	case r.Jitter != JitterFull && r.Jitter != JitterWindow:
 		return &Error{Key: key + ".retry.jitter", Reason: fmt.Sprintf("%q is not one of full, window", r.Jitter)}
 	}
+	rl := ch.RateLimit
+	switch {
+	case rl.Rate < 0:
+		return &Error{Key: key + ".rate_limit.rate", Reason: "must not be negative (0 = no limit)"}
+	case rl.Per <= 0:
+		return &Error{Key: key + ".rate_limit.per", Reason: "must be a positive duration"}
+	case rl.Rate > 0 && rl.Burst < 1:
+		return &Error{Key: key + ".rate_limit.burst", Reason: "must be at least 1"}
+	case rl.PerRecipientDaily < 0:
+		return &Error{Key: key + ".rate_limit.per_recipient_daily", Reason: "must not be negative (0 = no cap)"}
+	}
+	if _, err := time.LoadLocation(rl.Timezone); err != nil {
+		return &Error{Key: key + ".rate_limit.timezone", Reason: fmt.Sprintf("unknown time zone %q", rl.Timezone)}
+	}
+	if ch.Breaker.Failures < -1 {
+		return &Error{Key: key + ".breaker.failures", Reason: "must be positive, or -1 to disable the breaker"}
+	}
+	if ch.Breaker.Cooldown <= 0 {
+		return &Error{Key: key + ".breaker.cooldown", Reason: "must be a positive duration"}
+	}
+	if ch.Partitions < 1 || ch.Partitions > 256 {
+		return &Error{Key: key + ".partitions", Reason: "must be between 1 and 256"}
+	}
 	return nil
 }
 
