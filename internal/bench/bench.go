@@ -1,0 +1,388 @@
+// Package bench is `notifyd bench` (DESIGN §9): it runs the real delivery
+// pipeline — Postgres outbox, Redis queues, the webhook plugin process —
+// against an in-process HTTP sink, in a throw-away Postgres schema and Redis
+// key prefix, and measures three things on the same machine and sink:
+//
+//   - the burst: N notifications all due at one instant (the daily 08:00
+//     send), until the sink has seen every one: throughput and due→delivered
+//     latency, duplicates;
+//   - the raw baseline: plain HTTP POSTs of the same size to the same sink at
+//     the same concurrency, and the ratio of the two;
+//   - idle pick-up: single notifications inserted one at a time into an idle
+//     system, insert→received latency.
+package bench
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"runtime"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+)
+
+// Defaults for zero Options, chosen by trying combinations on the 2-core
+// development machine (see the package README figures in docs/performance.md).
+const (
+	DefaultN           = 100_000
+	DefaultConcurrency = 256
+	DefaultBatch       = 128
+	DefaultIdle        = 200
+	// Channel is the bench's one channel.
+	Channel = "bench"
+	// Plugin is the provider the channel uses.
+	Plugin = "webhook"
+)
+
+// Defaults used when no config file is given: the services on loopback.
+const (
+	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/notifyd?sslmode=disable"
+	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+)
+
+// Options configure a Run.
+type Options struct {
+	// Config supplies postgres, redis, plugins and delivery (the pipeline's
+	// tuning). Its channels and schedules are ignored: the bench configures
+	// its own webhook channel pointed at its sink.
+	Config      *config.Config
+	N           int // notifications in the burst
+	Concurrency int // the channel's concurrency, and the raw baseline's
+	Batch       int // the channel's batch_size
+	Idle        int // single notifications for the idle pick-up phase; negative skips it
+	Logger      hclog.Logger
+	// CPUProfile, when set, receives a CPU profile of this process (engine,
+	// sink, inserts) taken during the burst.
+	CPUProfile io.Writer
+	// Progress, when set, gets a line as each phase starts and ends.
+	Progress io.Writer
+}
+
+func (o *Options) fill() error {
+	if o.Config == nil {
+		return errors.New("bench: Options.Config is required")
+	}
+	o.N = cmp.Or(o.N, DefaultN)
+	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
+	o.Batch = cmp.Or(o.Batch, DefaultBatch)
+	switch {
+	case o.Idle == 0:
+		o.Idle = DefaultIdle
+	case o.Idle < 0:
+		o.Idle = 0 // skip the phase
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	switch {
+	case o.N < 1:
+		return fmt.Errorf("bench: -n %d: want at least 1 notification", o.N)
+	case o.Concurrency < 1 || o.Concurrency > 10000:
+		return fmt.Errorf("bench: --concurrency %d: want 1 to 10000", o.Concurrency)
+	case o.Batch < 1 || o.Batch > 1000:
+		return fmt.Errorf("bench: --batch %d: want 1 to 1000", o.Batch)
+	}
+	return nil
+}
+
+// DefaultConfig is the configuration used without a config file: Postgres
+// and Redis on loopback, plugins in ./bin/plugins, default tuning.
+func DefaultConfig() *config.Config {
+	c := config.Default()
+	c.Postgres.URL = DefaultPostgresURL
+	c.Redis.URL = DefaultRedisURL
+	c.Log.Level = "warn"
+	return &c
+}
+
+// env is one run's isolated world: schema, key prefix, sink, engine.
+type env struct {
+	o       Options
+	cfg     *config.Config // the engine's: own schema URL, own prefix, one channel
+	admin   *pgxpool.Pool  // on the base URL: creates and drops the schema
+	pool    *pgxpool.Pool  // the engine's
+	app     *pgxpool.Pool  // the "application": inserts and status reads
+	store   *outbox.Store  // on app
+	rc      redis.UniversalClient
+	sink    *Sink
+	host    *pluginhost.Host
+	plugin  *pluginhost.Plugin
+	engine  *delivery.Engine
+	schema  string
+	prefix  string
+	runID   string
+	cleanup []func(context.Context) error
+}
+
+// Run sets up the isolated schema, key prefix, sink and engine, runs the
+// three phases and tears everything down again (also on error or when ctx
+// is cancelled).
+func Run(ctx context.Context, o Options) (rep *Report, err error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	e := &env{o: o}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := e.close(cctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := e.setUp(ctx); err != nil {
+		return nil, err
+	}
+
+	rep = &Report{
+		Started: time.Now().UTC(),
+		Machine: machine(),
+		Setup: Setup{
+			N: o.N, Concurrency: o.Concurrency, Batch: o.Batch, Idle: o.Idle,
+			RelayBatch: e.cfg.Delivery.RelayBatch, SettleBatch: e.cfg.Delivery.SettleBatch,
+			PostgresMaxConns: int(e.cfg.Postgres.MaxConns), PluginMaxConcurrency: e.plugin.Info().MaxConcurrency,
+			EnvelopeBytes: len(envelope(int64(o.N), recipient(o.N-1), time.Now().Truncate(time.Microsecond))),
+			Schema:        e.schema, RedisPrefix: e.prefix, Sink: e.sink.URL(),
+		},
+	}
+	if rep.Burst, err = e.burst(ctx); err != nil {
+		return rep, err
+	}
+	if rep.Raw, err = e.raw(ctx); err != nil {
+		return rep, err
+	}
+	if rep.Raw.Throughput > 0 {
+		rep.Ratio = rep.Burst.Throughput / rep.Raw.Throughput
+	}
+	if o.Idle > 0 {
+		if rep.Idle, err = e.idle(ctx); err != nil {
+			return rep, err
+		}
+	}
+	rep.Machine.LoadAfter = loadAvg()
+	return rep, nil
+}
+
+func (e *env) progress(format string, args ...any) {
+	if e.o.Progress != nil {
+		fmt.Fprintf(e.o.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+func (e *env) setUp(ctx context.Context) error {
+	base := e.o.Config
+	e.runID = randHex(4)
+	e.schema = "bench_" + e.runID
+	e.prefix = "bench-" + e.runID
+
+	var err error
+	e.admin, err = pgxpool.New(ctx, base.Postgres.URL)
+	if err == nil {
+		err = e.admin.Ping(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: connect to Postgres (postgres.url): %w", err)
+	}
+	e.onClose(func(context.Context) error { e.admin.Close(); return nil })
+	if _, err := e.admin.Exec(ctx, `CREATE SCHEMA `+e.schema); err != nil {
+		return fmt.Errorf("bench: create schema %s: %w", e.schema, err)
+	}
+	e.onClose(func(ctx context.Context) error {
+		if _, err := e.admin.Exec(ctx, `DROP SCHEMA `+e.schema+` CASCADE`); err != nil {
+			return fmt.Errorf("bench: drop schema %s: %w", e.schema, err)
+		}
+		return nil
+	})
+	schemaURL, err := withSearchPath(base.Postgres.URL, e.schema)
+	if err != nil {
+		return err
+	}
+
+	cfg := *base
+	cfg.Postgres.URL = schemaURL
+	cfg.Redis.Prefix = e.prefix
+	cfg.Instance.ID = "bench-" + e.runID
+	cfg.Schedules = nil
+	e.cfg = &cfg
+
+	if e.pool, err = openPool(ctx, schemaURL, cfg.Postgres.MaxConns); err != nil {
+		return err
+	}
+	e.onClose(func(context.Context) error { e.pool.Close(); return nil })
+	if _, err := outbox.Migrate(ctx, e.pool); err != nil {
+		return fmt.Errorf("bench: migrate schema %s: %w", e.schema, err)
+	}
+	if e.app, err = openPool(ctx, schemaURL, 4); err != nil {
+		return err
+	}
+	e.onClose(func(context.Context) error { e.app.Close(); return nil })
+	e.store = outbox.New(e.app)
+
+	e.rc, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	e.onClose(func(context.Context) error { return e.rc.Close() })
+	if err := e.rc.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("bench: connect to Redis (redis.url): %w", err)
+	}
+	e.onClose(e.deleteKeys)
+
+	if e.sink, err = StartSink(); err != nil {
+		return err
+	}
+	e.onClose(func(context.Context) error { return e.sink.Close() })
+
+	// Every other channel key keeps its default, as in a config file that
+	// sets only these.
+	cfg.Channels = map[string]config.Channel{Channel: config.FillChannel(config.Channel{
+		Plugin:      Plugin,
+		Config:      map[string]any{"url": e.sink.URL() + HookPath, "timeout": "10s"},
+		Concurrency: e.o.Concurrency,
+		BatchSize:   e.o.Batch,
+	})}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	log := e.o.Logger
+	e.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))
+	e.onClose(e.host.Close)
+	if e.plugin, err = e.host.Plugin(ctx, Plugin); err != nil {
+		if errors.Is(err, pluginhost.ErrNotFound) {
+			return fmt.Errorf("bench: %w (build it with `make build`, or point --plugins-dir at the directory holding notifyd-plugin-webhook)", err)
+		}
+		return fmt.Errorf("bench: %w", err)
+	}
+	e.engine, err = delivery.New(delivery.Options{
+		Config: e.cfg, Store: outbox.New(e.pool), Queue: queue.New(e.rc, e.prefix),
+		Plugins: e.host, Logger: log.Named("delivery"),
+	})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := e.engine.Start(ctx); err != nil {
+		return fmt.Errorf("bench: start the delivery engine: %w", err)
+	}
+	e.onClose(func(ctx context.Context) error {
+		if err := e.engine.Stop(ctx, 10*time.Second); err != nil {
+			e.engine.Kill()
+			return fmt.Errorf("bench: stop the delivery engine: %w", err)
+		}
+		return nil
+	})
+	for _, st := range e.engine.Channels() {
+		if !st.Running {
+			return fmt.Errorf("bench: channel %s did not start: %s", st.Name, st.Error)
+		}
+	}
+	return nil
+}
+
+// onClose registers teardown steps; close runs them in reverse.
+func (e *env) onClose(f func(context.Context) error) { e.cleanup = append(e.cleanup, f) }
+
+func (e *env) close(ctx context.Context) error {
+	var errs []error
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		if err := e.cleanup[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteKeys removes every Redis key under the run's prefix.
+func (e *env) deleteKeys(ctx context.Context) error {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, e.prefix+":*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 1000)
+			// One key per call: in a cluster the keys live in different slots.
+			for _, k := range keys[:n] {
+				if err := c.Del(ctx, k).Err(); err != nil {
+					return err
+				}
+			}
+			keys = keys[n:]
+		}
+		return nil
+	}
+	var err error
+	switch c := e.rc.(type) {
+	case *redis.Client:
+		err = del(ctx, c)
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, del)
+	default:
+		err = fmt.Errorf("unexpected Redis client %T", e.rc)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: delete Redis keys %s:*: %w", e.prefix, err)
+	}
+	return nil
+}
+
+func openPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: postgres.url: %w", err)
+	}
+	pc.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err == nil {
+		if err = pool.Ping(ctx); err != nil {
+			pool.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect to Postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// withSearchPath returns the URL with search_path set to schema, so every
+// connection of the pool works inside it.
+func withSearchPath(raw, schema string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("bench: postgres.url is not a URL: %w", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func machine() Machine {
+	return Machine{
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
+		LoadBefore: loadAvg(),
+	}
+}

@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/notifyd/notifyd/core/outbox"
+)
+
+// insertChunk is how many notifications one outbox.Insert writes.
+const insertChunk = outbox.MaxInsertBatch
+
+// dueMargin is how long after the inserts commit the burst falls due, so
+// the inserts' own load has passed when the pipeline starts.
+const dueMargin = 2 * time.Second
+
+// burstStall fails the burst when the sink sees nothing new for this long.
+const burstStall = 60 * time.Second
+
+// payload is every bench notification's payload: a daily quiz, the size of
+// a typical templated message.
+var payload = json.RawMessage(`{"title":"Daily quiz #1042","text":"Which planet has the most moons?","choices":["Jupiter","Saturn","Uranus","Neptune"],"link":"https://quiz.example/1042"}`)
+
+// Burst is the result of the burst phase.
+type Burst struct {
+	N          int       `json:"n"`
+	Delivered  int       `json:"delivered"`  // distinct notifications the sink saw
+	Duplicates int       `json:"duplicates"` // deliveries beyond the first per notification
+	DueAt      time.Time `json:"due_at"`     // T: when all N fell due
+	// InsertSeconds is how long writing the N rows took (one transaction).
+	InsertSeconds float64 `json:"insert_seconds"`
+	// FirstMs and LastMs: the first and the last delivery, after T.
+	FirstMs float64 `json:"first_ms"`
+	LastMs  float64 `json:"last_ms"`
+	// SettledMs: every row SENT in Postgres, after T.
+	SettledMs  float64 `json:"settled_ms"`
+	Throughput float64 `json:"throughput_per_s"` // N / (last - T)
+	Latency    Dist    `json:"due_to_delivered"`
+	Sent       int64   `json:"sent"`   // rows SENT at the end
+	Failed     int64   `json:"failed"` // rows FAILED at the end (should be 0)
+	// CPU is the CPU time each process group used from T until the last
+	// delivery, and how busy the whole machine was meanwhile.
+	CPU  CPUUsage   `json:"cpu"`
+	Load [3]float64 `json:"load_at_end"`
+}
+
+// burst inserts N notifications due at one instant T, waits until the sink
+// has seen them all, and measures.
+func (e *env) burst(ctx context.Context) (Burst, error) {
+	n := e.o.N
+	b := Burst{N: n}
+	e.sink.Reset()
+
+	due, took, err := e.insertBurst(ctx, n)
+	if err != nil {
+		return b, err
+	}
+	b.DueAt, b.InsertSeconds = due, took.Seconds()
+	e.progress("burst: %d notifications inserted in %s, due at %s", n, took.Round(time.Millisecond), due.Format("15:04:05.000"))
+
+	// Wait for T, then measure from it.
+	if d := time.Until(due); d > 0 {
+		sleepCtx(ctx, d)
+	}
+	cpu0 := sampleCPU(e.plugin.PID())
+	if e.o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(e.o.CPUProfile); err != nil {
+			return b, fmt.Errorf("bench: start CPU profile: %w", err)
+		}
+	}
+	err = e.waitSink(ctx, n)
+	cpu1 := sampleCPU(e.plugin.PID())
+	if e.o.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
+	b.CPU = cpu1.since(cpu0)
+	b.Load = loadAvg()
+	counts := e.sink.Counts()
+	b.Delivered, b.Duplicates = counts.Distinct, counts.Duplicates
+	if err != nil {
+		return b, fmt.Errorf("bench: burst: the sink saw %d of %d notifications: %w", counts.Distinct, n, err)
+	}
+
+	arrivals := e.sink.Arrivals()
+	lat := make([]time.Duration, 0, len(arrivals))
+	for _, at := range arrivals {
+		lat = append(lat, at.Sub(due))
+	}
+	slices.Sort(lat)
+	b.Latency = distOf(lat)
+	b.FirstMs, b.LastMs = ms(lat[0]), ms(lat[len(lat)-1])
+	if last := lat[len(lat)-1]; last > 0 {
+		b.Throughput = float64(n) / last.Seconds()
+	}
+	e.progress("burst: all %d delivered %s after T; waiting for every row to be SENT", n, lat[len(lat)-1].Round(time.Millisecond))
+
+	settled, err := e.waitSettled(ctx, int64(n))
+	b.SettledMs = ms(settled.Sub(due))
+	if err != nil {
+		return b, err
+	}
+	b.Sent, b.Failed, err = e.statusCounts(ctx)
+	if err != nil {
+		return b, err
+	}
+	// Settling can only add deliveries if something was retried.
+	counts = e.sink.Counts()
+	b.Delivered, b.Duplicates = counts.Distinct, counts.Duplicates
+	return b, nil
+}
+
+// insertBurst writes n notifications due at one instant, in one
+// transaction, so they become visible together and — if writing them took
+// longer than planned and T came too close — can be rolled back and written
+// again with a later T.
+func (e *env) insertBurst(ctx context.Context, n int) (due time.Time, took time.Duration, err error) {
+	perRow := 60 * time.Microsecond // a first guess: ~16k rows/s on a busy 2-core machine
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		due = start.Add(time.Duration(n)*perRow + dueMargin).Truncate(time.Millisecond)
+		tx, err := e.app.Begin(ctx)
+		if err != nil {
+			return due, 0, fmt.Errorf("bench: begin the burst's insert: %w", err)
+		}
+		fire := strconv.FormatInt(due.Unix(), 10)
+		batch := make([]outbox.NewNotification, 0, insertChunk)
+		for i := 0; i < n; {
+			batch = batch[:0]
+			for ; i < n && len(batch) < insertChunk; i++ {
+				r := recipient(i)
+				batch = append(batch, outbox.NewNotification{
+					Channel: Channel, Recipient: r, Payload: payload, DueAt: due,
+					// As a schedule run keys them: schedule:fire-time:recipient.
+					IdempotencyKey: "daily-quiz:" + fire + ":" + r,
+				})
+			}
+			if _, err := outbox.Insert(ctx, tx, batch); err != nil {
+				_ = tx.Rollback(context.WithoutCancel(ctx))
+				return due, 0, fmt.Errorf("bench: insert the burst: %w", err)
+			}
+		}
+		took = time.Since(start)
+		if time.Until(due) < dueMargin/2 && attempt < 3 {
+			// Too slow for the planned T: try again with room to spare.
+			_ = tx.Rollback(ctx)
+			perRow = 2 * took / time.Duration(n)
+			e.progress("burst: inserting took %s, too close to the planned T; again with a later T", took.Round(time.Millisecond))
+			continue
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return due, 0, fmt.Errorf("bench: commit the burst's insert: %w", err)
+		}
+		return due, time.Since(start), nil
+	}
+}
+
+// waitSink waits until the sink has seen n distinct notifications, failing
+// when it sees nothing new for burstStall.
+func (e *env) waitSink(ctx context.Context, n int) error {
+	done := make(chan error, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { done <- e.sink.WaitDistinct(wctx, n) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastChange := 0, time.Now()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			c := e.sink.Counts().Distinct
+			if c != last {
+				last, lastChange = c, time.Now()
+				continue
+			}
+			if time.Since(lastChange) > burstStall {
+				return fmt.Errorf("no new delivery for %s", burstStall)
+			}
+		}
+	}
+}
+
+// waitSettled polls until want rows are terminal and returns when it saw
+// that.
+func (e *env) waitSettled(ctx context.Context, want int64) (time.Time, error) {
+	deadline := time.Now().Add(burstStall)
+	for {
+		sent, failed, err := e.statusCounts(ctx)
+		if err != nil {
+			return time.Now(), err
+		}
+		if sent+failed >= want {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Now(), fmt.Errorf("bench: only %d of %d rows settled (SENT %d, FAILED %d) %s after the sink saw them all", sent+failed, want, sent, failed, burstStall)
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+		if ctx.Err() != nil {
+			return time.Now(), ctx.Err()
+		}
+	}
+}
+
+// statusCounts counts the bench channel's SENT and FAILED rows.
+func (e *env) statusCounts(ctx context.Context) (sent, failed int64, err error) {
+	err = e.app.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'SENT'), count(*) FILTER (WHERE status = 'FAILED')
+  FROM notifications WHERE channel = $1`, Channel).Scan(&sent, &failed)
+	if err != nil {
+		err = fmt.Errorf("bench: count settled rows: %w", err)
+	}
+	return sent, failed, err
+}
+
+func recipient(i int) string { return fmt.Sprintf("user-%07d", i) }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Targets from the issue, checked (not asserted) in the report.
+const (
+	TargetThroughput = 20_000.0 // notifications/s end to end
+	TargetRatio      = 0.4      // of the raw baseline
+	TargetIdleP50Ms  = 5.0      // idle pick-up p50
+)
+
+// Report is everything a Run measured.
+type Report struct {
+	Started time.Time `json:"started"`
+	Machine Machine   `json:"machine"`
+	Setup   Setup     `json:"setup"`
+	Burst   Burst     `json:"burst"`
+	Raw     Raw       `json:"raw"`
+	// Ratio is the burst's throughput over the raw baseline's.
+	Ratio float64 `json:"ratio"`
+	Idle  Idle    `json:"idle"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs       int        `json:"cpus"`
+	GOMAXPROCS int        `json:"gomaxprocs"`
+	Go         string     `json:"go"`
+	LoadBefore [3]float64 `json:"load_before"`
+	LoadAfter  [3]float64 `json:"load_after"`
+}
+
+// Setup is what was measured, and how.
+type Setup struct {
+	N                    int    `json:"n"`
+	Concurrency          int    `json:"concurrency"`
+	Batch                int    `json:"batch"`
+	Idle                 int    `json:"idle"`
+	RelayBatch           int    `json:"relay_batch"`
+	SettleBatch          int    `json:"settle_batch"`
+	PostgresMaxConns     int    `json:"postgres_max_conns"`
+	PluginMaxConcurrency int    `json:"plugin_max_concurrency"`
+	EnvelopeBytes        int    `json:"envelope_bytes"`
+	Schema               string `json:"schema"`
+	RedisPrefix          string `json:"redis_prefix"`
+	Sink                 string `json:"sink"`
+}
+
+// Dist summarises a set of durations, in milliseconds.
+type Dist struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+	Mean  float64 `json:"mean_ms"`
+}
+
+// distOf summarises sorted durations (nearest-rank percentiles).
+func distOf(sorted []time.Duration) Dist {
+	d := Dist{Count: len(sorted)}
+	if len(sorted) == 0 {
+		return d
+	}
+	var sum time.Duration
+	for _, v := range sorted {
+		sum += v
+	}
+	d.P50, d.P90, d.P99 = ms(percentile(sorted, 50)), ms(percentile(sorted, 90)), ms(percentile(sorted, 99))
+	d.Max, d.Mean = ms(sorted[len(sorted)-1]), ms(sum/time.Duration(len(sorted)))
+	return d
+}
+
+// percentile is the nearest-rank p-th percentile of sorted.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted)) + 0.999999999)
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report for a person.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	m, s := r.Machine, r.Setup
+	fmt.Fprintf(&b, "notifyd bench — %s\n", r.Started.Format(time.RFC3339))
+	fmt.Fprintf(&b, "machine: %d CPUs, GOMAXPROCS %d, %s; load average %s before, %s after\n",
+		m.CPUs, m.GOMAXPROCS, m.Go, loadString(m.LoadBefore), loadString(m.LoadAfter))
+	fmt.Fprintf(&b, "setup:   channel %q → webhook plugin (gRPC, fan-out %d) → in-process sink %s\n", Channel, s.PluginMaxConcurrency, s.Sink)
+	fmt.Fprintf(&b, "         concurrency %d, batch %d; delivery.relay_batch %d, settle_batch %d; postgres.max_conns %d; envelope ≈%d B\n",
+		s.Concurrency, s.Batch, s.RelayBatch, s.SettleBatch, s.PostgresMaxConns, s.EnvelopeBytes)
+
+	bu := r.Burst
+	fmt.Fprintf(&b, "\nburst:   %s notifications due at one instant T (inserted in %.2fs, one transaction)\n", thousands(bu.N), bu.InsertSeconds)
+	fmt.Fprintf(&b, "  delivered      %s of %s, duplicates %d; SENT %s, FAILED %d\n",
+		thousands(bu.Delivered), thousands(bu.N), bu.Duplicates, thousands(int(bu.Sent)), bu.Failed)
+	fmt.Fprintf(&b, "  throughput     %s notifications/s  (first at T+%s, last at T+%s, all SENT committed at T+%s)\n",
+		thousands(int(bu.Throughput+0.5)), msString(bu.FirstMs), msString(bu.LastMs), msString(bu.SettledMs))
+	fmt.Fprintf(&b, "  due→delivered  p50 %s, p90 %s, p99 %s, max %s\n",
+		msString(bu.Latency.P50), msString(bu.Latency.P90), msString(bu.Latency.P99), msString(bu.Latency.Max))
+	writeCPU(&b, bu.CPU, true)
+
+	ra := r.Raw
+	fmt.Fprintf(&b, "\nraw baseline: %s plain POSTs of ≈%d B to the same sink at concurrency %d (Go client, keep-alive)\n",
+		thousands(ra.Requests), ra.Bytes, ra.Concurrency)
+	fmt.Fprintf(&b, "  throughput     %s requests/s  (%.2fs); request latency p50 %s, p99 %s\n",
+		thousands(int(ra.Throughput+0.5)), ra.Seconds, msString(ra.Latency.P50), msString(ra.Latency.P99))
+	writeCPU(&b, ra.CPU, false)
+	fmt.Fprintf(&b, "\nratio end-to-end / raw: %.2f\n", r.Ratio)
+
+	if id := r.Idle; id.K > 0 {
+		fmt.Fprintf(&b, "\nidle pick-up: %d single notifications, each inserted into an idle pipeline and waited for\n", id.K)
+		fmt.Fprintf(&b, "  insert→received p50 %s, p90 %s, p99 %s, max %s  (the insert call alone: p50 %s); duplicates %d\n",
+			msString(id.Latency.P50), msString(id.Latency.P90), msString(id.Latency.P99), msString(id.Latency.Max),
+			msString(id.Insert.P50), id.Duplicates)
+	}
+
+	fmt.Fprintf(&b, "\ntargets: ≥ %s/s end to end: %s; ≥ %.1f of raw: %s", thousands(int(TargetThroughput)),
+		verdict(bu.Throughput >= TargetThroughput), TargetRatio, verdict(r.Ratio >= TargetRatio))
+	if r.Idle.K > 0 {
+		fmt.Fprintf(&b, "; idle p50 ≤ %.0f ms: %s", TargetIdleP50Ms, verdict(r.Idle.Latency.P50 <= TargetIdleP50Ms))
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeCPU(b *strings.Builder, c CPUUsage, pipeline bool) {
+	if c.MachineCapacity == 0 {
+		return
+	}
+	fmt.Fprintf(b, "  CPU            machine %.0f%% busy over %.2fs; ", c.MachineBusyPct, c.WallSeconds)
+	if pipeline {
+		fmt.Fprintf(b, "bench process (engine + sink) %.2fs, webhook plugin %.2fs, postgres %.2fs, redis %.2fs\n",
+			c.Bench, c.Plugin, c.Postgres, c.Redis)
+		return
+	}
+	fmt.Fprintf(b, "bench process (client + sink) %.2fs\n", c.Bench)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func loadString(l [3]float64) string { return fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2]) }
+
+func msString(v float64) string {
+	switch {
+	case v >= 10_000:
+		return fmt.Sprintf("%.1fs", v/1000)
+	case v >= 1000:
+		return fmt.Sprintf("%.2fs", v/1000)
+	case v >= 10:
+		return fmt.Sprintf("%.0fms", v)
+	default:
+		return fmt.Sprintf("%.2fms", v)
+	}
+}
+
+// thousands formats n with thin separators: 100000 → 100,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Sink paths: the pipeline's webhook channel posts to HookPath, the raw
+// baseline to RawPath, so the two are counted apart on the same server.
+const (
+	HookPath = "/hook"
+	RawPath  = "/raw"
+)
+
+// Sink is the in-process HTTP receiver both the pipeline and the raw
+// baseline post to. It answers 200 with an empty body, and per webhook-id
+// remembers how many times it came and when it first arrived.
+type Sink struct {
+	srv *http.Server
+	ln  net.Listener
+
+	mu      sync.Mutex
+	hooks   map[string]*arrival
+	raw     int
+	bad     int // requests without a webhook-id
+	target  int // when distinct hooks reach target, reached is closed
+	reached chan struct{}
+	waiters map[string]chan struct{}
+}
+
+type arrival struct {
+	first time.Time
+	count int
+}
+
+// StartSink listens on a free loopback port and serves until Close.
+func StartSink() (*Sink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench: start the sink on loopback: %w", err)
+	}
+	s := &Sink{ln: ln, hooks: map[string]*arrival{}, waiters: map[string]chan struct{}{}}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		// The default of 1 MB per request header is fine; idle keep-alive
+		// connections must outlive the pauses between phases.
+		IdleTimeout: 5 * time.Minute,
+	}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// URL is the sink's base URL (http://127.0.0.1:port).
+func (s *Sink) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Close stops the server and drops its connections.
+func (s *Sink) Close() error { return s.srv.Close() }
+
+// ServeHTTP counts one request. The body is read to the end, as any real
+// receiver would, so connections are reused and the cost is honest.
+func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	now := time.Now()
+	id := r.Header.Get("Webhook-Id")
+	raw := r.URL.Path == RawPath
+
+	s.mu.Lock()
+	switch {
+	case id == "":
+		s.bad++
+	case raw:
+		s.raw++
+	default:
+		a := s.hooks[id]
+		if a == nil {
+			s.hooks[id] = &arrival{first: now, count: 1}
+			if s.reached != nil && len(s.hooks) >= s.target {
+				close(s.reached)
+				s.reached = nil
+			}
+			if ch, ok := s.waiters[id]; ok {
+				close(ch)
+				delete(s.waiters, id)
+			}
+		} else {
+			a.count++
+		}
+	}
+	s.mu.Unlock()
+	if id == "" {
+		http.Error(w, "missing webhook-id header", http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// Reset forgets every delivery, between phases.
+func (s *Sink) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = map[string]*arrival{}
+	s.raw, s.bad = 0, 0
+	s.target, s.reached = 0, nil
+	s.waiters = map[string]chan struct{}{}
+}
+
+// WaitDistinct blocks until the sink has seen n distinct webhook-ids since
+// the last Reset, or ctx ends.
+func (s *Sink) WaitDistinct(ctx context.Context, n int) error {
+	s.mu.Lock()
+	if len(s.hooks) >= n {
+		s.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	s.target, s.reached = n, ch
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wait blocks until webhook-id id has arrived (or ctx ends) and returns when
+// it first arrived.
+func (s *Sink) Wait(ctx context.Context, id string) (time.Time, error) {
+	s.mu.Lock()
+	if a := s.hooks[id]; a != nil {
+		s.mu.Unlock()
+		return a.first, nil
+	}
+	ch, ok := s.waiters[id]
+	if !ok {
+		ch = make(chan struct{})
+		s.waiters[id] = ch
+	}
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hooks[id].first, nil
+}
+
+// SinkCounts is what the sink has seen since the last Reset.
+type SinkCounts struct {
+	Distinct   int // distinct webhook-ids posted to HookPath
+	Deliveries int // every request to HookPath
+	Duplicates int // Deliveries - Distinct: repeats of an id already seen
+	Raw        int // requests to RawPath
+	Bad        int // requests without a webhook-id
+}
+
+// Counts returns the counters.
+func (s *Sink) Counts() SinkCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := SinkCounts{Distinct: len(s.hooks), Raw: s.raw, Bad: s.bad}
+	for _, a := range s.hooks {
+		c.Deliveries += a.count
+	}
+	c.Duplicates = c.Deliveries - c.Distinct
+	return c
+}
+
+// Arrivals returns each distinct webhook-id's first arrival time.
+func (s *Sink) Arrivals() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]time.Time, len(s.hooks))
+	for id, a := range s.hooks {
+		out[id] = a.first
+	}
+	return out
+}
