@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -30,6 +30,10 @@ type channel struct {
 	log    hclog.Logger
 	// slots bounds the messages this instance has in flight on the channel.
 	slots chan struct{}
+	// queues are the channel's Redis queues: its name, or name#k for each of
+	// its partitions; a notification lives in queues[id mod K].
+	queues []string
+	flow   flow
 
 	mu       sync.Mutex
 	ok       bool
@@ -68,10 +72,19 @@ func (c *channel) running() bool {
 	return c.ok
 }
 
-func (c *channel) state() ChannelState {
+func (c *channel) state(ctx context.Context) ChannelState {
+	br, _ := c.breakerState(ctx)
+	reason, _ := c.flow.pauseReason.Load().(string)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return ChannelState{Name: c.name, Plugin: c.cfg.Plugin, Running: c.ok, Error: c.err}
+	st := ChannelState{
+		Name: c.name, Plugin: c.cfg.Plugin, Running: c.ok, Error: c.err,
+		Paused: c.flow.paused.Load(), Reason: reason, Breaker: string(br), Partitions: len(c.queues),
+	}
+	if c.plugin != nil {
+		st.Restarts = c.plugin.Restarts()
+	}
+	return st
 }
 
 // staleAfter is when a PROCESSING row's claimer is presumed dead and the row
@@ -80,9 +93,36 @@ func (c *channel) state() ChannelState {
 func (c *channel) staleAfter() time.Duration { return c.cfg.Timeout + c.e.cfg.Delivery.LeaseTTL }
 
 // fetchers is how many fetch loops keep the channel's slots busy: one per
-// batch of concurrency, at most four.
+// batch of concurrency (at most four), and at least one per partition.
 func (c *channel) fetchers() int {
-	return min(4, max(1, c.cfg.Concurrency/c.cfg.BatchSize))
+	return max(len(c.queues), min(4, max(1, c.cfg.Concurrency/c.cfg.BatchSize)))
+}
+
+// queueOf is the queue (partition) notification id lives in.
+func (c *channel) queueOf(id int64) string {
+	return c.queues[int(uint64(id)%uint64(len(c.queues)))]
+}
+
+// byQueue splits ids by the queue each lives in.
+func (c *channel) byQueue(ids []int64) map[string][]int64 {
+	if len(c.queues) == 1 {
+		return map[string][]int64{c.queues[0]: ids}
+	}
+	out := map[string][]int64{}
+	for _, id := range ids {
+		q := c.queueOf(id)
+		out[q] = append(out[q], id)
+	}
+	return out
+}
+
+func (c *channel) itemsByQueue(items []queue.Item) map[string][]queue.Item {
+	out := map[string][]queue.Item{}
+	for _, it := range items {
+		q := c.queueOf(it.ID)
+		out[q] = append(out[q], it)
+	}
+	return out
 }
 
 func (c *channel) start() {
@@ -92,21 +132,23 @@ func (c *channel) start() {
 		defer e.fetchWG.Done()
 		// A restarted instance with a stable id first resumes its own backup
 		// list, read without deleting.
-		c.resumeBackupList(e.fetchCtx)
+		for _, q := range c.queues {
+			c.resumeBackupList(e.fetchCtx, q)
+		}
 		var wg sync.WaitGroup
-		for range c.fetchers() {
+		for i := range c.fetchers() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.fetchLoop(e.fetchCtx)
+				c.fetchLoop(e.fetchCtx, c.queues[i%len(c.queues)])
 			}()
 		}
 		wg.Wait()
 	}()
 }
 
-func (c *channel) resumeBackupList(ctx context.Context) {
-	ids, err := c.e.queue.Pending(ctx, c.name, c.e.instance)
+func (c *channel) resumeBackupList(ctx context.Context, q string) {
+	ids, err := c.e.queue.Pending(ctx, q, c.e.instance)
 	if err != nil {
 		c.log.Warn("read own backup list; the orphan check will retry", "error", err)
 		return
@@ -160,19 +202,28 @@ func (c *channel) release(n int) {
 	}
 }
 
-func (c *channel) fetchLoop(ctx context.Context) {
+func (c *channel) fetchLoop(ctx context.Context, q string) {
 	var failures int
 	for ctx.Err() == nil {
-		n := c.acquireUpTo(ctx, c.cfg.BatchSize)
+		// Paused, breaker open, or out of rate tokens: wait here, in the
+		// fetcher; the messages stay queued and no sender is held.
+		allowed, wait := c.admit(ctx, c.cfg.BatchSize)
+		if allowed == 0 {
+			sleepCtx(ctx, wait)
+			continue
+		}
+		n := c.acquireUpTo(ctx, allowed)
 		if n == 0 {
+			c.refund(allowed)
 			return
 		}
-		ids, err := c.e.queue.Fetch(ctx, c.name, c.e.instance, n, time.Second)
+		ids, err := c.e.queue.Fetch(ctx, q, c.e.instance, n, time.Second)
 		c.release(n - len(ids))
+		c.refund(allowed - len(ids))
 		if errors.Is(err, queue.ErrNoLease) {
 			// Redis lost the lease (a wipe, or we were presumed dead):
 			// take it again at once instead of waiting for the renew timer.
-			if err = c.e.queue.Renew(ctx, c.name, c.e.instance, c.e.cfg.Delivery.LeaseTTL); err == nil {
+			if err = c.e.queue.Renew(ctx, q, c.e.instance, c.e.cfg.Delivery.LeaseTTL); err == nil {
 				continue
 			}
 		}
@@ -211,8 +262,10 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		for i, id := range ids {
 			items[i] = queue.Item{ID: id, Due: due}
 		}
-		if err := e.queue.Retry(context.WithoutCancel(ctx), c.name, e.instance, items); err != nil {
-			c.log.Warn("requeue after failed claim", "error", err)
+		for q, its := range c.itemsByQueue(items) {
+			if err := e.queue.Retry(context.WithoutCancel(ctx), q, e.instance, its); err != nil {
+				c.log.Warn("requeue after failed claim", "error", err)
+			}
 		}
 		c.untrack(ids)
 		c.release(len(ids))
@@ -232,15 +285,15 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		}
 	}
 	rctx := context.WithoutCancel(ctx)
-	if len(skip) > 0 {
-		// Already SENT/FAILED/CANCELLED (or gone): the claim is the
-		// idempotency check, so the row is only acked, never sent again.
-		if err := e.queue.Ack(rctx, c.name, e.instance, skip); err != nil {
+	// Already SENT/FAILED/CANCELLED (or gone): the claim is the idempotency
+	// check, so the row is only acked, never sent again.
+	for q, ids := range c.byQueue(skip) {
+		if err := e.queue.Ack(rctx, q, e.instance, ids); err != nil {
 			c.log.Warn("ack skipped", "error", err)
 		}
 	}
-	if len(deferred) > 0 {
-		if err := e.queue.Retry(rctx, c.name, e.instance, deferred); err != nil {
+	for q, items := range c.itemsByQueue(deferred) {
+		if err := e.queue.Retry(rctx, q, e.instance, items); err != nil {
 			c.log.Warn("defer not-yet-claimable", "error", err)
 		}
 	}
@@ -248,6 +301,7 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		c.untrack(append(skip, itemIDs(deferred)...))
 		c.release(n)
 	}
+	send = c.capRecipients(ctx, send)
 	if len(send) == 0 {
 		return
 	}
@@ -284,6 +338,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
 	verdicts := c.plugin.Send(sctx, msgs)
 	cancel()
 	finished := e.now()
+	c.observe(ctx, verdicts)
 	ids := claimedIDs(batch)
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
 		c.release(len(batch))
@@ -378,9 +433,13 @@ func (c *channel) untrack(ids []int64) {
 // error between two steps. An id must be idle in two consecutive checks, so
 // one just fetched and not yet tracked is never taken for an orphan.
 func (c *channel) checkOrphans(ctx context.Context) {
-	ids, err := c.e.queue.Pending(ctx, c.name, c.e.instance)
-	if err != nil {
-		return
+	var ids []int64
+	for _, q := range c.queues {
+		got, err := c.e.queue.Pending(ctx, q, c.e.instance)
+		if err != nil {
+			return
+		}
+		ids = append(ids, got...)
 	}
 	c.mu.Lock()
 	next := map[int64]struct{}{}

@@ -75,10 +75,15 @@ type Engine struct {
 
 // ChannelState is what an operator sees of one channel on this instance.
 type ChannelState struct {
-	Name    string
-	Plugin  string
-	Running bool
-	Error   string // why the channel is stopped, e.g. the plugin's Configure error
+	Name       string
+	Plugin     string
+	Running    bool
+	Error      string // why the channel is stopped, e.g. the plugin's Configure error
+	Paused     bool
+	Reason     string // the operator's reason for the pause
+	Breaker    string // closed, open or half-open
+	Partitions int
+	Restarts   int // plugin process restarts
 }
 
 // New validates the options and builds an engine; Start runs it.
@@ -101,14 +106,32 @@ func New(o Options) (*Engine, error) {
 		e.instance = NewInstanceID()
 	}
 	for name, cc := range o.Config.Channels {
-		e.channels[name] = &channel{
+		ch := &channel{
 			e: e, name: name, cfg: cc, policy: backoff.FromConfig(cc.Retry),
-			slots: make(chan struct{}, cc.Concurrency),
-			log:   o.Logger.Named("channel").With("channel", name),
+			slots:  make(chan struct{}, cc.Concurrency),
+			queues: QueueNames(name, cc.Partitions),
+			log:    o.Logger.Named("channel").With("channel", name),
 		}
+		if err := ch.setupFlow(); err != nil {
+			return nil, err
+		}
+		e.channels[name] = ch
 	}
 	e.settler = newSettler(e)
 	return e, nil
+}
+
+// QueueNames are the Redis queues of a channel with k partitions: the
+// channel's name, or name#0 … name#k-1 (each its own hash slot).
+func QueueNames(channel string, k int) []string {
+	if k <= 1 {
+		return []string{channel}
+	}
+	out := make([]string, k)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s#%d", channel, i)
+	}
+	return out
 }
 
 // NewInstanceID is a fresh id unique to this process: host name plus random
@@ -169,12 +192,16 @@ func (e *Engine) Start(ctx context.Context) error {
 
 	// Leases first, so a reaper elsewhere never sees this instance as dead.
 	for _, ch := range e.channels {
-		if ch.running() {
-			if err := e.queue.Renew(ctx, ch.name, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
-				e.log.Warn("renew lease", "channel", ch.name, "error", err)
+		if !ch.running() {
+			continue
+		}
+		for _, q := range ch.queues {
+			if err := e.queue.Renew(ctx, q, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
+				e.log.Warn("renew lease", "queue", q, "error", err)
 			}
 		}
 	}
+	e.refreshPaused(ctx)
 	e.settler.start()
 	// The first epoch read remembers the current one; a resync at start
 	// re-pushes anything a crash left between Postgres and Redis.
@@ -199,16 +226,6 @@ func (e *Engine) goBackground(f func(ctx context.Context)) {
 		defer e.bgWG.Done()
 		f(e.runCtx)
 	}()
-}
-
-// Channels reports each configured channel's state on this instance.
-func (e *Engine) Channels() []ChannelState {
-	var out []ChannelState
-	for _, ch := range e.channels {
-		out = append(out, ch.state())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 // Stop shuts down gracefully: stop fetching, let in-flight sends finish and
@@ -243,8 +260,10 @@ func (e *Engine) stop(ctx context.Context, soft time.Duration) error {
 		if !ch.running() {
 			continue
 		}
-		if err := e.queue.Release(ctx, ch.name, e.instance); err != nil {
-			e.log.Warn("hand back backup list", "channel", ch.name, "error", err)
+		for _, q := range ch.queues {
+			if err := e.queue.Release(ctx, q, e.instance); err != nil {
+				e.log.Warn("hand back backup list", "queue", q, "error", err)
+			}
 		}
 	}
 	e.cancelRun()

@@ -152,6 +152,7 @@ func setupRedis(t *testing.T, s *sink, rc redis.UniversalClient, url, prefix str
 		Timeout:     2 * time.Second,
 		Retry:       config.Retry{MaxAttempts: 5, Base: 200 * time.Millisecond, Max: 2 * time.Second, Jitter: config.JitterWindow},
 	}
+	ch = config.FillChannel(ch)
 	for _, o := range opts {
 		o(&cfg, &ch)
 	}

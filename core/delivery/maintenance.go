@@ -77,13 +77,14 @@ func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	byChannel := map[string][]queue.Item{}
+	byQueue := map[string][]queue.Item{}
 	for _, r := range rows {
-		byChannel[r.Channel] = append(byChannel[r.Channel], queue.Item{ID: r.ID, Due: r.NextAttemptAt})
+		q := e.queueOf(r.Channel, r.ID)
+		byQueue[q] = append(byQueue[q], queue.Item{ID: r.ID, Due: r.NextAttemptAt})
 	}
 	var firstErr error
-	for ch, items := range byChannel {
-		if _, err := e.queue.Push(ctx, ch, items); err != nil && firstErr == nil {
+	for q, items := range byQueue {
+		if _, err := e.queue.Push(ctx, q, items); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -98,6 +99,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	go e.every(ctx, d.LeaseTTL/3, e.renewAndReap)
 	go e.every(ctx, d.PromoteInterval, e.promote)
 	go e.every(ctx, d.EpochInterval, e.checkEpoch)
+	go e.every(ctx, time.Second, e.refreshPaused)
 	go e.every(ctx, max(d.LeaseTTL/3, time.Second), func(ctx context.Context) {
 		for _, ch := range e.channels {
 			if ch.running() {
@@ -127,14 +129,16 @@ func (e *Engine) renewAndReap(ctx context.Context) {
 		if !ch.running() {
 			continue
 		}
-		if err := e.queue.Renew(ctx, ch.name, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
-			e.log.Warn("renew lease", "channel", ch.name, "error", err)
-		}
-		n, err := e.queue.Reap(ctx, ch.name, now)
-		if err != nil {
-			e.log.Warn("reap expired leases", "channel", ch.name, "error", err)
-		} else if n > 0 {
-			e.log.Info("reaped a dead instance's backup list", "channel", ch.name, "ids", n)
+		for _, q := range ch.queues {
+			if err := e.queue.Renew(ctx, q, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
+				e.log.Warn("renew lease", "queue", q, "error", err)
+			}
+			n, err := e.queue.Reap(ctx, q, now)
+			if err != nil {
+				e.log.Warn("reap expired leases", "queue", q, "error", err)
+			} else if n > 0 {
+				e.log.Info("reaped a dead instance's backup list", "queue", q, "ids", n)
+			}
 		}
 	}
 }
@@ -146,14 +150,16 @@ func (e *Engine) promote(ctx context.Context) {
 		if !ch.running() {
 			continue
 		}
-		for {
-			n, err := e.queue.Promote(ctx, ch.name, now, max)
-			if err != nil {
-				e.log.Warn("promote due retries", "channel", ch.name, "error", err)
-				break
-			}
-			if n < max {
-				break
+		for _, q := range ch.queues {
+			for {
+				n, err := e.queue.Promote(ctx, q, now, max)
+				if err != nil {
+					e.log.Warn("promote due retries", "queue", q, "error", err)
+					break
+				}
+				if n < max {
+					break
+				}
 			}
 		}
 	}

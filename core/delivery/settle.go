@@ -127,12 +127,17 @@ func (s *settler) flush(batch []settleItem) {
 		ack, dead []int64
 		retry     []queue.Item
 	}
-	byChannel := map[*channel]*redisOps{}
+	type target struct {
+		ch *channel
+		q  string
+	}
+	byQueue := map[target]*redisOps{}
 	for i, it := range batch {
-		ops := byChannel[it.ch]
+		key := target{it.ch, it.ch.queueOf(it.s.ID)}
+		ops := byQueue[key]
 		if ops == nil {
 			ops = &redisOps{}
-			byChannel[it.ch] = ops
+			byQueue[key] = ops
 		}
 		switch {
 		case !applied[i] || it.s.Result == outbox.ResultSent:
@@ -147,7 +152,8 @@ func (s *settler) flush(batch []settleItem) {
 		}
 	}
 	ctx := s.ctx
-	for ch, ops := range byChannel {
+	for t, ops := range byQueue {
+		ch, q := t.ch, t.q
 		all := append(append(append([]int64{}, ops.ack...), ops.dead...), itemIDs(ops.retry)...)
 		if hookCrashed(e.hooks.AfterSettle, ch.name, all) {
 			continue
@@ -155,13 +161,13 @@ func (s *settler) flush(batch []settleItem) {
 		// A failure here leaves ids in the backup list; the orphan check
 		// re-handles them and the claim skips what is already settled.
 		if len(ops.ack) > 0 {
-			logErr(e, ch, "ack", e.queue.Ack(ctx, ch.name, e.instance, ops.ack))
+			logErr(e, ch, "ack", e.queue.Ack(ctx, q, e.instance, ops.ack))
 		}
 		if len(ops.retry) > 0 {
-			logErr(e, ch, "schedule retry", e.queue.Retry(ctx, ch.name, e.instance, ops.retry))
+			logErr(e, ch, "schedule retry", e.queue.Retry(ctx, q, e.instance, ops.retry))
 		}
 		if len(ops.dead) > 0 {
-			logErr(e, ch, "dead-letter", e.queue.Dead(ctx, ch.name, e.instance, ops.dead))
+			logErr(e, ch, "dead-letter", e.queue.Dead(ctx, q, e.instance, ops.dead))
 		}
 		ch.untrack(all)
 	}

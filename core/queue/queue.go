@@ -57,6 +57,13 @@ func New(c redis.UniversalClient, prefix string) *Queue {
 	return &Queue{c: c, prefix: prefix}
 }
 
+// Client is the Redis client the queues use (other per-channel state, such
+// as rate limits, lives beside them under the same hash tags).
+func (q *Queue) Client() redis.UniversalClient { return q.c }
+
+// Prefix is the key prefix of these queues.
+func (q *Queue) Prefix() string { return q.prefix }
+
 // Item is an id to queue and when it is due. A zero or past Due means ready
 // now; a future Due parks it in the delayed set until Promote.
 type Item struct {

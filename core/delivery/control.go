@@ -1,0 +1,112 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/queue"
+)
+
+// Channels reports each configured channel's state on this instance.
+func (e *Engine) Channels(ctx context.Context) []ChannelState {
+	out := make([]ChannelState, 0, len(e.channels))
+	for _, ch := range e.channels {
+		out = append(out, ch.state(ctx))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ErrUnknownChannel is returned for a channel that is not configured.
+var ErrUnknownChannel = fmt.Errorf("delivery: unknown channel")
+
+// Pause stops every instance from sending on channel (durably, in Postgres);
+// its messages wait in the queue. Resume undoes it.
+func (e *Engine) Pause(ctx context.Context, channel, reason string) error {
+	return e.setPaused(ctx, channel, true, reason)
+}
+
+// Resume lets a paused channel send again.
+func (e *Engine) Resume(ctx context.Context, channel string) error {
+	return e.setPaused(ctx, channel, false, "")
+}
+
+func (e *Engine) setPaused(ctx context.Context, channel string, paused bool, reason string) error {
+	if _, ok := e.channels[channel]; !ok {
+		return fmt.Errorf("%w %q", ErrUnknownChannel, channel)
+	}
+	if err := e.store.SetPaused(ctx, channel, paused, reason); err != nil {
+		return err
+	}
+	e.refreshPaused(ctx)
+	return nil
+}
+
+// refreshPaused reads the paused channels; every instance does so each
+// second, so a pause reaches all of them within one.
+func (e *Engine) refreshPaused(ctx context.Context) {
+	paused, err := e.store.PausedChannels(ctx)
+	if err != nil {
+		e.log.Warn("read paused channels", "error", err)
+		return
+	}
+	for name, ch := range e.channels {
+		reason, p := paused[name]
+		if ch.flow.paused.Swap(p) != p {
+			e.log.Info("channel pause changed", "channel", name, "paused", p, "reason", reason)
+		}
+		ch.flow.pauseReason.Store(reason)
+	}
+}
+
+// Stats sums a channel's queues (all its partitions).
+func (e *Engine) Stats(ctx context.Context, channel string) (queue.Stats, error) {
+	var total queue.Stats
+	for _, q := range e.queuesOf(channel) {
+		st, err := e.queue.Stats(ctx, q)
+		if err != nil {
+			return total, err
+		}
+		total.Ready += st.Ready
+		total.Delayed += st.Delayed
+		total.Processing += st.Processing
+		total.Dead += st.Dead
+		total.Instances = max(total.Instances, st.Instances)
+	}
+	return total, nil
+}
+
+// Requeue pushes rows that are QUEUED in the outbox (a DLQ replay) into
+// their channels' queues, each into its partition.
+func (e *Engine) Requeue(ctx context.Context, rows []outbox.Queued) error {
+	return e.pushQueued(ctx, rows)
+}
+
+// DeadRemove drops ids from a channel's dead-letter lists (after a replay
+// or purge in Postgres); no ids means all of them.
+func (e *Engine) DeadRemove(ctx context.Context, channel string, ids []int64) error {
+	for _, q := range e.queuesOf(channel) {
+		if _, err := e.queue.DeadRemove(ctx, q, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queuesOf is a channel's queue names; an unconfigured channel has one.
+func (e *Engine) queuesOf(channel string) []string {
+	if ch, ok := e.channels[channel]; ok {
+		return ch.queues
+	}
+	return []string{channel}
+}
+
+// queueOf is the queue a notification of channel lives in.
+func (e *Engine) queueOf(channel string, id int64) string {
+	if ch, ok := e.channels[channel]; ok {
+		return ch.queueOf(id)
+	}
+	return channel
+}

@@ -1,0 +1,200 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/notifyd/notifyd/core/limit"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// flowCacheFor bounds how stale a fetcher's view of the breaker may be.
+const flowCacheFor = 200 * time.Millisecond
+
+// flow is what may hold a channel back: an operator's pause, the circuit
+// breaker, the rate limit and the per-recipient cap. All of it is shared by
+// every instance (pause in Postgres, the rest in Redis).
+type flow struct {
+	bucket  *limit.Bucket       // nil: no rate limit
+	capper  *limit.RecipientCap // nil: no per-recipient cap
+	breaker *limit.Breaker      // nil: breaker disabled
+
+	paused      atomic.Bool
+	pauseReason atomic.Value // string
+
+	// consecutive counts transient verdicts in a row on this instance.
+	consecutive atomic.Int64
+
+	mu        sync.Mutex
+	state     limit.BreakerState
+	stateLeft time.Duration
+	readAt    time.Time
+}
+
+func (c *channel) setupFlow() error {
+	rc, prefix := c.e.queue.Client(), c.e.cfg.Redis.Prefix
+	rl := c.cfg.RateLimit
+	if rl.Rate > 0 {
+		c.flow.bucket = limit.NewBucket(rc, prefix, c.name, rl.Rate, rl.Per, rl.Burst)
+	}
+	if rl.PerRecipientDaily > 0 {
+		loc, err := time.LoadLocation(rl.Timezone)
+		if err != nil {
+			return fmt.Errorf("channels.%s.rate_limit.timezone: %w", c.name, err)
+		}
+		c.flow.capper = limit.NewRecipientCap(rc, prefix, c.name, rl.PerRecipientDaily, loc)
+	}
+	if c.cfg.Breaker.Failures > 0 {
+		c.flow.breaker = limit.NewBreaker(rc, prefix, c.name)
+	}
+	c.flow.state = limit.Closed
+	return nil
+}
+
+// breakerState is the breaker as this instance last read it (at most
+// flowCacheFor ago).
+func (c *channel) breakerState(ctx context.Context) (limit.BreakerState, time.Duration) {
+	f := &c.flow
+	if f.breaker == nil {
+		return limit.Closed, 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.readAt) > flowCacheFor {
+		st, left, err := f.breaker.State(ctx)
+		if err != nil {
+			// Redis unreachable: the fetch fails anyway; don't pile on.
+			return f.state, f.stateLeft
+		}
+		f.state, f.stateLeft, f.readAt = st, left, time.Now()
+	}
+	return f.state, f.stateLeft
+}
+
+func (c *channel) forgetBreakerState() {
+	c.flow.mu.Lock()
+	c.flow.readAt = time.Time{}
+	c.flow.mu.Unlock()
+}
+
+// admit says how many messages a fetcher may take now, up to want; when
+// none, how long to wait before asking again.
+func (c *channel) admit(ctx context.Context, want int) (int, time.Duration) {
+	f := &c.flow
+	if f.paused.Load() {
+		return 0, 250 * time.Millisecond
+	}
+	switch st, left := c.breakerState(ctx); st {
+	case limit.Open:
+		return 0, min(max(left, 10*time.Millisecond), time.Second)
+	case limit.HalfOpen:
+		// One probe message, from one instance, decides.
+		won, err := f.breaker.TryProbe(ctx, 2*c.cfg.Timeout)
+		if err != nil || !won {
+			return 0, 250 * time.Millisecond
+		}
+		want = 1
+	}
+	if f.bucket == nil {
+		return want, 0
+	}
+	got, wait, err := f.bucket.Take(ctx, want)
+	if err != nil {
+		return 0, time.Second
+	}
+	if got == 0 {
+		return 0, max(wait, time.Millisecond)
+	}
+	return got, 0
+}
+
+// refund returns rate tokens a fetch did not use.
+func (c *channel) refund(n int) {
+	if c.flow.bucket != nil && n > 0 {
+		if err := c.flow.bucket.Refund(c.e.runCtx, n); err != nil {
+			c.log.Debug("refund rate tokens", "error", err)
+		}
+	}
+}
+
+// observe feeds a batch's verdicts to the breaker: a success closes it, a
+// run of transient failures (or any during a probe) opens it for every
+// instance.
+func (c *channel) observe(ctx context.Context, vs []sdk.Verdict) {
+	f := &c.flow
+	if f.breaker == nil {
+		return
+	}
+	success, transient := false, false
+	for _, v := range vs {
+		switch v.Outcome {
+		case sdk.OutcomeSuccess:
+			success = true
+			f.consecutive.Store(0)
+		case sdk.OutcomePermanent:
+			// A refused message says the provider is up.
+			f.consecutive.Store(0)
+		default:
+			transient = true
+			f.consecutive.Add(1)
+		}
+	}
+	st, _ := c.breakerState(ctx)
+	switch {
+	case success && st != limit.Closed:
+		if err := f.breaker.Close(ctx); err == nil {
+			c.log.Info("circuit breaker closed: the provider answers again")
+		}
+		c.forgetBreakerState()
+	case transient && !success && (st == limit.HalfOpen || f.consecutive.Load() >= int64(c.cfg.Breaker.Failures)):
+		if err := f.breaker.Trip(ctx, c.cfg.Breaker.Cooldown); err == nil {
+			c.log.Warn("circuit breaker open: sending stops, messages stay queued",
+				"consecutive_failures", f.consecutive.Load(), "cooldown", c.cfg.Breaker.Cooldown)
+		}
+		f.consecutive.Store(0)
+		c.forgetBreakerState()
+	}
+}
+
+// capRecipients applies the per-recipient daily cap to a claimed batch: the
+// recipients over it are settled as a retry at the day's reset (never
+// dropped) and the rest returned to send. If the cap cannot be read the
+// batch is sent: the provider's own quota error is the backstop.
+func (c *channel) capRecipients(ctx context.Context, batch []outbox.Claimed) []outbox.Claimed {
+	if c.flow.capper == nil || len(batch) == 0 {
+		return batch
+	}
+	recipients := make([]string, len(batch))
+	for i, cl := range batch {
+		recipients[i] = cl.Recipient
+	}
+	now := c.e.now()
+	ok, reset, err := c.flow.capper.Allow(ctx, now, recipients)
+	if err != nil {
+		c.log.Warn("per-recipient cap unavailable; sending", "error", err)
+		return batch
+	}
+	send := batch[:0:0]
+	var over []settleItem
+	for i, cl := range batch {
+		if ok[i] {
+			send = append(send, cl)
+			continue
+		}
+		over = append(over, settleItem{ch: c, s: outbox.Settlement{
+			ID: cl.ID, Attempt: cl.Attempt, Result: outbox.ResultRetry, Outcome: sdk.OutcomeTransient.String(),
+			NextAttemptAt: reset, StartedAt: now, FinishedAt: now,
+			Error: fmt.Sprintf("per-recipient daily cap of %d reached; next attempt after %s",
+				c.cfg.RateLimit.PerRecipientDaily, reset.Format(time.RFC3339)),
+		}})
+	}
+	if len(over) > 0 {
+		c.release(len(over))
+		c.e.settler.add(over)
+	}
+	return send
+}
