@@ -65,33 +65,53 @@ RETURNING id`, status, attempts, n)
 func BenchmarkInsert(b *testing.B) {
 	bb := benchSetup(b)
 	payload := json.RawMessage(`{"text": "Today's quiz", "n": 1}`)
+	var seq atomic.Int64 // idempotency keys, unique across sub-benchmarks
+	batch := func(size int) []outbox.NewNotification {
+		ns := make([]outbox.NewNotification, size)
+		for i := range ns {
+			ns[i] = outbox.NewNotification{Channel: "bench", Recipient: "user", Payload: payload,
+				IdempotencyKey: fmt.Sprintf("bench:%d", seq.Add(1))}
+		}
+		return ns
+	}
 	run := func(b *testing.B, size int) {
-		batch := make([]outbox.NewNotification, size)
-		seq := 0
 		for b.Loop() {
-			for i := range batch {
-				seq++
-				batch[i] = outbox.NewNotification{Channel: "bench", Recipient: "user", Payload: payload,
-					IdempotencyKey: fmt.Sprintf("%s:%d", b.Name(), seq)}
-			}
-			if _, err := bb.store.Insert(bb.ctx, batch); err != nil {
+			if _, err := bb.store.Insert(bb.ctx, batch(size)); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(seq)/b.Elapsed().Seconds(), "rows/s")
+		reportRows(b, size)
 	}
+	// Four inserting connections, one row per transaction: an application's
+	// request handlers. Here NOTIFY's commit-time lock shows.
+	parallel := func(b *testing.B) {
+		b.SetParallelism(2) // 2 × GOMAXPROCS(2) goroutines
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := bb.store.Insert(bb.ctx, batch(1)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		reportRows(b, 1)
+	}
+	setWake := func(b *testing.B, wanted bool) {
+		if _, err := bb.db.Pool.Exec(bb.ctx, `UPDATE outbox_relay_state SET wake_wanted = $1`, wanted); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The relay idle: every inserting statement sends a NOTIFY.
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) { run(b, size) })
 	}
-	// The NOTIFY trigger's cost: the same inserts with it disabled.
-	b.Run("notify=off", func(b *testing.B) {
-		if _, err := bb.db.Pool.Exec(bb.ctx, `ALTER TABLE notifications DISABLE TRIGGER notifications_notify`); err != nil {
-			b.Fatal(err)
-		}
-		defer bb.db.Pool.Exec(bb.ctx, `ALTER TABLE notifications ENABLE TRIGGER notifications_notify`) //nolint:errcheck
-		for _, size := range benchSizes[:2] {
-			b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) { run(b, size) })
-		}
+	b.Run("parallel/batch=1", parallel)
+	// The relay busy with a backlog: the trigger reads its flag and stays quiet.
+	b.Run("relay=busy", func(b *testing.B) {
+		setWake(b, false)
+		defer setWake(b, true)
+		b.Run("batch=1", func(b *testing.B) { run(b, 1) })
+		b.Run("parallel/batch=1", parallel)
 	})
 }
 

@@ -20,6 +20,11 @@ type Queued struct {
 // Relay moves up to limit PENDING rows whose due_at <= now to QUEUED, oldest
 // due first, in one statement. Rows locked by a concurrent relay are skipped
 // (FOR UPDATE SKIP LOCKED), so parallel relays never queue a row twice.
+//
+// When it returns limit rows, call it again at once: the same statement
+// tells the insert trigger that the relay is busy, and inserts stop sending
+// the NOTIFY that Listen turns into wakes until a Relay returns fewer than
+// limit rows (see 00001_outbox.sql for why). Poll as well: a wake is a hint.
 func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("relay: limit %d, want > 0", limit)
@@ -38,6 +43,11 @@ queued AS (
       FROM due
      WHERE n.id = due.id AND n.status = 'PENDING'
     RETURNING n.id, n.channel, n.due_at
+),
+wake AS (
+    UPDATE outbox_relay_state SET wake_wanted = w.drained
+      FROM (SELECT count(*) < $2 AS drained FROM queued) w
+     WHERE wake_wanted <> w.drained
 )
 SELECT id, channel FROM queued ORDER BY due_at, id`, now, limit)
 	if err != nil {

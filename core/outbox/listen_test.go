@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
 )
 
 func TestStore_NotifyChannel(t *testing.T) {
@@ -68,6 +71,45 @@ func TestStore_Listen(t *testing.T) {
 		waitWake(t, wake, "insert after reconnect")
 	})
 
+	t.Run("no wake while the relay works through a backlog", func(t *testing.T) {
+		if _, err := b.store.Relay(b.ctx, time.Now(), 1000); err != nil { // earlier subtests' rows
+			t.Fatal(err)
+		}
+		// A full batch: the relay will call again at once, so inserts stop
+		// notifying (and stop serialising on NOTIFY's commit lock).
+		b.insertN(t, 5)
+		if q, err := b.store.Relay(b.ctx, time.Now(), 2); err != nil || len(q) != 2 {
+			t.Fatalf("Relay = %d rows, %v; want a full batch of 2", len(q), err)
+		}
+		drain(wake)
+		b.insertN(t, 1)
+		select {
+		case <-wake:
+			t.Fatal("woken by an insert while the relay was busy")
+		case <-time.After(300 * time.Millisecond):
+		}
+		// Drained: inserts wake it again.
+		if q, err := b.store.Relay(b.ctx, time.Now(), 100); err != nil || len(q) != 4 {
+			t.Fatalf("Relay = %d rows, %v; want the 4 left", len(q), err)
+		}
+		b.insertN(t, 1)
+		waitWake(t, wake, "insert after the relay drained")
+	})
+
+	t.Run("insert from a session with another search_path", func(t *testing.T) {
+		conn, err := pgx.Connect(b.ctx, testenv.DatabaseURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(b.ctx)
+		_, err = conn.Exec(b.ctx, `INSERT INTO `+pgx.Identifier{b.db.Schema, "notifications"}.Sanitize()+
+			` (channel, recipient, payload) VALUES ('c', 'r', '{}')`)
+		if err != nil {
+			t.Fatalf("schema-qualified insert with the default search_path: %v", err)
+		}
+		waitWake(t, wake, "insert from another search_path")
+	})
+
 	cancel()
 	select {
 	case err := <-done:
@@ -76,6 +118,16 @@ func TestStore_Listen(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Listen did not return after its context ended")
+	}
+}
+
+func drain(wake <-chan struct{}) {
+	for {
+		select {
+		case <-wake:
+		default:
+			return
+		}
 	}
 }
 
