@@ -77,12 +77,17 @@ func (a topicAudience) fetch(ctx context.Context, q querier, cursor string, limi
 			return chunk{}, permanent(fmt.Errorf("topic %q: cursor %q is not a subscriber id", a.topic, cursor))
 		}
 	}
+	// The page of ids is limited before the join so that the join is 1,000
+	// index lookups, and the LIMIT is a literal: with LIMIT $n a cached
+	// generic plan guesses a third of the table and hash- or merge-joins all
+	// of subscribers on every chunk (measured: 135 ms a chunk at 1M, not 2).
 	rows, err := q.Query(ctx, `
 		SELECT ts.subscriber_id, s.addresses ->> $2, s.attributes
-		FROM topic_subscriptions ts JOIN subscribers s ON s.id = ts.subscriber_id
-		WHERE ts.topic = $1 AND ts.subscriber_id > $3
-		ORDER BY ts.subscriber_id
-		LIMIT $4`, a.topic, a.channel, after, limit)
+		FROM (SELECT subscriber_id FROM topic_subscriptions
+		      WHERE topic = $1 AND subscriber_id > $3
+		      ORDER BY subscriber_id LIMIT `+strconv.Itoa(limit)+`) ts
+		JOIN subscribers s ON s.id = ts.subscriber_id
+		ORDER BY ts.subscriber_id`, a.topic, a.channel, after)
 	if err != nil {
 		return chunk{}, fmt.Errorf("read topic %q: %w", a.topic, err)
 	}
@@ -135,8 +140,9 @@ func (a *queryAudience) build(k, data string) {
 	// text-format parameter that Postgres parses as the key's own type, so
 	// any orderable key (bigint, uuid, text, timestamptz) pages correctly.
 	sel := `SELECT q.recipient::text, ` + data + `, q.` + k + `::text FROM (` + a.query + `) q `
-	a.first = sel + `ORDER BY q.` + k + ` LIMIT $1`
-	a.next = sel + `WHERE q.` + k + ` > $1 ORDER BY q.` + k + ` LIMIT $2`
+	// The chunk size is appended as a literal (see topicAudience.fetch).
+	a.first = sel + `ORDER BY q.` + k + ` LIMIT `
+	a.next = sel + `WHERE q.` + k + ` > $1 ORDER BY q.` + k + ` LIMIT `
 	a.total = `SELECT count(*) FROM (` + a.query + `) q`
 }
 
@@ -184,9 +190,9 @@ func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, lim
 		err  error
 	)
 	if cursor == "" {
-		rows, err = q.Query(ctx, a.first, limit)
+		rows, err = q.Query(ctx, a.first+strconv.Itoa(limit))
 	} else {
-		rows, err = q.Query(ctx, a.next, cursor, limit)
+		rows, err = q.Query(ctx, a.next+strconv.Itoa(limit), cursor)
 	}
 	if err != nil {
 		return chunk{}, fmt.Errorf("read audience query: %w", classify(err))

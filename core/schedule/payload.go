@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 	"unicode/utf8"
 )
@@ -21,24 +22,34 @@ import (
 type payloadTemplate struct {
 	segments []segment
 	dynamic  bool // some leaf is a template; otherwise every recipient gets the same bytes
+	usesData bool // some leaf may read .data: decode each recipient's data
 }
 
 type segment struct {
 	literal []byte
 	tmpl    *template.Template // nil for a literal
+	fast    []fastPart         // the template as text and field lookups, when it is only that
 	path    string             // where the leaf sits, for errors: text, buttons[0].label
 }
 
-// templateVars is what a payload template sees.
-type templateVars struct {
-	Recipient string
-	Data      any
-	FireTime  time.Time
-	Schedule  string
+// fastPart is a piece of a template made only of text and {{.a.b}} actions.
+type fastPart struct {
+	text  string
+	field []string // nil for text
 }
 
-func (v templateVars) asMap() map[string]any {
-	return map[string]any{"recipient": v.Recipient, "data": v.Data, "fire_time": v.FireTime, "schedule": v.Schedule}
+// Template variable names: what a payload template sees.
+const (
+	varRecipient = "recipient"
+	varData      = "data"
+	varFireTime  = "fire_time"
+	varSchedule  = "schedule"
+)
+
+// newVars is the map templates execute over; the caller sets recipient and
+// data per recipient and reuses it (templates do not keep it).
+func newVars(fireTime time.Time, schedule string) map[string]any {
+	return map[string]any{varRecipient: "", varData: nil, varFireTime: fireTime, varSchedule: schedule}
 }
 
 // compilePayload parses every templated string leaf of payload. A parse error
@@ -64,7 +75,7 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 			if err != nil {
 				return nil, fmt.Errorf("payload %s: %w", path, err)
 			}
-			leaves = append(leaves, segment{tmpl: t, path: path})
+			leaves = append(leaves, segment{tmpl: t, path: path, fast: fastParts(t)})
 			return marker + strconv.Itoa(len(leaves)-1), nil
 		case map[string]any:
 			out := make(map[string]any, len(v))
@@ -110,6 +121,11 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 	// Cut the encoding at each quoted marker; the random nonce cannot occur
 	// in the operator's own text.
 	p := &payloadTemplate{dynamic: len(leaves) > 0}
+	for _, l := range leaves {
+		if mentionsData(l.tmpl.Root) {
+			p.usesData = true
+		}
+	}
 	quoted := []byte(`"` + marker)
 	for {
 		i := bytes.Index(encoded, quoted)
@@ -133,26 +149,132 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 }
 
 // render appends the payload's JSON for one recipient to buf.
-func (p *payloadTemplate) render(buf []byte, vars templateVars) ([]byte, error) {
-	var (
-		m   map[string]any
-		out strings.Builder
-	)
-	for _, s := range p.segments {
+func (p *payloadTemplate) render(buf []byte, vars map[string]any, out *strings.Builder) ([]byte, error) {
+	for i := range p.segments {
+		s := &p.segments[i]
 		if s.tmpl == nil {
 			buf = append(buf, s.literal...)
 			continue
 		}
-		if m == nil {
-			m = vars.asMap()
-		}
 		out.Reset()
-		if err := s.tmpl.Execute(&out, m); err != nil {
-			return buf, fmt.Errorf("render payload %s for %q: %w", s.path, vars.Recipient, err)
+		if !s.renderFast(out, vars) {
+			out.Reset()
+			if err := s.tmpl.Execute(out, vars); err != nil {
+				return buf, fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
+			}
 		}
 		buf = appendJSONString(buf, out.String())
 	}
 	return buf, nil
+}
+
+// fastParts returns the template as text and field lookups if that is all it
+// is ("Quiz for {{.recipient}}: {{.data.title}}"), else nil.
+func fastParts(t *template.Template) []fastPart {
+	var parts []fastPart
+	for _, n := range t.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, fastPart{text: string(n.Text)})
+		case *parse.ActionNode:
+			p := n.Pipe
+			if len(p.Decl) > 0 || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+				return nil
+			}
+			f, ok := p.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok {
+				return nil
+			}
+			parts = append(parts, fastPart{field: f.Ident})
+		default:
+			return nil
+		}
+	}
+	return parts
+}
+
+// renderFast evaluates a text-and-fields template by map lookups. It handles
+// only the plain case — every step a map, every value a string or a JSON
+// number — and reports false for anything else (a missing key, a method, a
+// nil), which text/template then executes with its own rules and errors, so
+// both paths print the same.
+func (s *segment) renderFast(out *strings.Builder, vars map[string]any) bool {
+	if s.fast == nil {
+		return false
+	}
+	for _, p := range s.fast {
+		if p.field == nil {
+			out.WriteString(p.text)
+			continue
+		}
+		var v any = vars
+		for _, name := range p.field {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return false
+			}
+			if v, ok = m[name]; !ok {
+				return false
+			}
+		}
+		switch v := v.(type) {
+		case string:
+			out.WriteString(v)
+		case json.Number:
+			out.WriteString(string(v))
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// mentionsData reports whether a template may read .data. It is
+// conservative: a bare dot, $, a sub-template or a chain may reach anything.
+func mentionsData(n parse.Node) bool {
+	switch n := n.(type) {
+	case nil:
+		return false
+	case *parse.FieldNode:
+		return len(n.Ident) > 0 && n.Ident[0] == varData
+	case *parse.VariableNode:
+		return len(n.Ident) == 1 || n.Ident[1] == varData || n.Ident[0] != "$"
+	case *parse.DotNode, *parse.ChainNode, *parse.TemplateNode:
+		return true
+	case *parse.ListNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Nodes {
+			if mentionsData(c) {
+				return true
+			}
+		}
+	case *parse.ActionNode:
+		return mentionsData(n.Pipe)
+	case *parse.PipeNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Cmds {
+			if mentionsData(c) {
+				return true
+			}
+		}
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			if mentionsData(a) {
+				return true
+			}
+		}
+	case *parse.IfNode:
+		return mentionsData(n.Pipe) || mentionsData(n.List) || mentionsData(n.ElseList)
+	case *parse.RangeNode:
+		return mentionsData(n.Pipe) || mentionsData(n.List) || mentionsData(n.ElseList)
+	case *parse.WithNode:
+		return mentionsData(n.Pipe) || mentionsData(n.List) || mentionsData(n.ElseList)
+	}
+	return false
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
@@ -199,17 +321,43 @@ func appendJSONString(buf []byte, s string) []byte {
 	return append(buf, '"')
 }
 
-// decodeData turns a recipient's JSON data into what templates see. Numbers
-// stay json.Number so 1000000 renders as written, not 1e+06.
-func decodeData(raw []byte) (any, error) {
-	if len(raw) == 0 {
-		return map[string]any{}, nil
+// dataDecoder turns recipients' JSON data into what templates see. One
+// decoder reads a whole chunk's data as a stream (one allocation of decoder
+// state a chunk, not one a recipient); numbers stay json.Number so 1000000
+// renders as written, not 1e+06.
+type dataDecoder struct {
+	dec *json.Decoder
+}
+
+// newDataDecoder reads the data of rows, in order; a row without data reads
+// as an empty object.
+func newDataDecoder(rows [][]byte) *dataDecoder {
+	n := 0
+	for _, r := range rows {
+		n += len(r) + 1
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
+	buf := make([]byte, 0, n+2*len(rows))
+	for _, r := range rows {
+		if len(r) == 0 {
+			r = []byte("{}")
+		}
+		buf = append(append(buf, r...), '\n')
+	}
+	d := json.NewDecoder(bytes.NewReader(buf))
 	d.UseNumber()
+	return &dataDecoder{dec: d}
+}
+
+// next decodes the next row's data.
+func (d *dataDecoder) next() (any, error) {
 	var v any
-	if err := d.Decode(&v); err != nil {
+	if err := d.dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("decode recipient data: %w", err)
 	}
 	return v, nil
+}
+
+// decodeData decodes one recipient's data.
+func decodeData(raw []byte) (any, error) {
+	return newDataDecoder([][]byte{raw}).next()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -171,10 +172,13 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, tmpl *payloadTemplate, out chan<- renderedChunk) error {
 	size := s.chunkSize(job)
 	cursor := job.Cursor
-	vars := templateVars{FireTime: job.dueAt(), Schedule: job.Schedule}
-	var static []byte
+	vars := newVars(job.dueAt(), job.Schedule)
+	var (
+		static []byte
+		text   strings.Builder
+	)
 	if !tmpl.dynamic {
-		static, _ = tmpl.render(nil, vars)
+		static, _ = tmpl.render(nil, vars, &text)
 	}
 	for {
 		c, err := aud.fetch(ctx, s.pool, cursor, size)
@@ -191,27 +195,53 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 		if c.lastKey != "" {
 			rc.cursor = c.lastKey
 		}
-		var buf []byte
+		// Payloads are rendered into one buffer and cut from one string:
+		// two allocations a chunk instead of one a recipient.
+		var (
+			buf  []byte
+			ends []int
+			data *dataDecoder
+		)
+		if static == nil && tmpl.usesData {
+			raw := make([][]byte, 0, len(c.rows))
+			for _, r := range c.rows {
+				if r.ok {
+					raw = append(raw, r.data)
+				}
+			}
+			data = newDataDecoder(raw)
+		}
 		for _, r := range c.rows {
 			if !r.ok {
 				rc.skipped++
 				continue
 			}
+			rc.recipients = append(rc.recipients, r.recipient)
 			if static != nil {
-				rc.recipients = append(rc.recipients, r.recipient)
-				rc.payloads = append(rc.payloads, string(static))
 				continue
 			}
-			vars.Recipient = r.recipient
-			if vars.Data, err = decodeData(r.data); err != nil {
-				return permanent(fmt.Errorf("recipient %q: %w", r.recipient, err))
+			vars[varRecipient] = r.recipient
+			if data != nil {
+				if vars[varData], err = data.next(); err != nil {
+					return permanent(fmt.Errorf("recipient %q: %w", r.recipient, err))
+				}
 			}
-			start := len(buf)
-			if buf, err = tmpl.render(buf, vars); err != nil {
+			if buf, err = tmpl.render(buf, vars, &text); err != nil {
 				return permanent(err)
 			}
-			rc.recipients = append(rc.recipients, r.recipient)
-			rc.payloads = append(rc.payloads, string(buf[start:]))
+			ends = append(ends, len(buf))
+		}
+		if static != nil {
+			p := string(static)
+			for range rc.recipients {
+				rc.payloads = append(rc.payloads, p)
+			}
+		} else {
+			all, start := string(buf), 0
+			for _, end := range ends {
+				rc.payloads = append(rc.payloads, all[start:end])
+				start = end
+			}
 		}
 		select {
 		case out <- rc:
