@@ -17,5 +17,6 @@
 //	PurgeFailed     FAILED                   → deleted
 //
 // Sweep, Get, ListFailed and CountByStatus only read. Listen wakes the relay
-// when rows are inserted (a NOTIFY sent by a statement-level trigger).
+// when rows are inserted: a statement-level trigger sends a NOTIFY while the
+// relay is idle (Relay keeps that flag; see Relay and 00001_outbox.sql).
 package outbox
