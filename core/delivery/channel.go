@@ -237,10 +237,27 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			continue
 		}
 		failures = 0
+		if len(ids) > 0 && c.flow.paused.Load() {
+			// Paused while this fetch was blocked: hand the ids back.
+			c.handBack(ctx, q, ids)
+			continue
+		}
 		if len(ids) > 0 {
 			c.handle(ctx, ids)
 		}
 	}
+}
+
+// handBack returns fetched, unclaimed ids to the front of the ready list.
+func (c *channel) handBack(ctx context.Context, q string, ids []int64) {
+	items := make([]queue.Item, len(ids))
+	for i, id := range ids {
+		items[i] = queue.Item{ID: id}
+	}
+	if err := c.e.queue.Retry(context.WithoutCancel(ctx), q, c.e.instance, items); err != nil {
+		c.log.Warn("hand back fetched ids; the orphan check will", "error", err)
+	}
+	c.release(len(ids))
 }
 
 // handle claims ids that sit in this instance's backup list and sends the

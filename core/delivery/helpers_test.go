@@ -39,6 +39,7 @@ type delivered struct {
 	recipient string
 	attempt   int
 	at        time.Time
+	status    int
 }
 
 func newSink(t *testing.T, respond func(recipient string, n int, h http.Header) (int, string)) *sink {
@@ -59,13 +60,18 @@ func newSink(t *testing.T, respond func(recipient string, n int, h http.Header) 
 				per++
 			}
 		}
-		s.got = append(s.got, delivered{r.Header.Get("webhook-id"), env.ID, env.Recipient, env.Attempt, time.Now()})
-		s.byID[r.Header.Get("webhook-id")]++
 		s.mu.Unlock()
 		status, reply := http.StatusOK, ""
 		if s.respond != nil {
 			status, reply = s.respond(env.Recipient, per+1, w.Header())
 		}
+		s.mu.Lock()
+		s.got = append(s.got, delivered{r.Header.Get("webhook-id"), env.ID, env.Recipient, env.Attempt, time.Now(), status})
+		if status < 300 {
+			// Only an accepted delivery counts: a retried 503 is not a duplicate.
+			s.byID[r.Header.Get("webhook-id")]++
+		}
+		s.mu.Unlock()
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, reply)
 	}))
@@ -122,6 +128,20 @@ func setup(t *testing.T, s *sink, opts ...option) *bundle {
 	t.Helper()
 	rds := testenv.NewRedis(t)
 	return setupRedis(t, s, rds.Client, rds.URL, rds.Prefix, opts...)
+}
+
+// setupCluster is setup on a real 3-master Redis Cluster of the test's own.
+func setupCluster(t *testing.T, s *sink, opts ...option) *bundle {
+	t.Helper()
+	addrs := testenv.StartRedisCluster(t)
+	rc, err := queue.Connect("", addrs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.Close() })
+	return setupRedis(t, s, rc, "", "cl", append([]option{func(c *config.Config, _ *config.Channel) {
+		c.Redis.ClusterAddrs = addrs
+	}}, opts...)...)
 }
 
 // setupRedis is setup on a Redis of the test's choosing (a private server

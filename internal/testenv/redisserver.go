@@ -2,10 +2,12 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,22 +16,23 @@ import (
 
 // RedisServer is a private redis-server a test may wipe, stop and restart.
 type RedisServer struct {
-	Addr string
-	URL  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	t    testing.TB
+	Addr  string
+	URL   string
+	dir   string
+	port  int
+	extra []string
+	cmd   *exec.Cmd
+	t     testing.TB
 }
 
 // StartRedis starts a redis-server of the test's own on a free loopback port
-// (no persistence) and stops it when the test ends.
-func StartRedis(t testing.TB) *RedisServer {
+// (no persistence, plus any extra arguments) and stops it when the test ends.
+func StartRedis(t testing.TB, extra ...string) *RedisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("testenv: redis-server is not installed (%v); %s", err, howToStart)
 	}
-	s := &RedisServer{dir: t.TempDir(), port: freePort(t), t: t}
+	s := &RedisServer{dir: t.TempDir(), port: freePort(t), extra: extra, t: t}
 	s.Addr = "127.0.0.1:" + strconv.Itoa(s.port)
 	s.URL = "redis://" + s.Addr + "/0"
 	s.Start()
@@ -40,9 +43,10 @@ func StartRedis(t testing.TB) *RedisServer {
 // Start (re)starts the server on its port.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", filepath.Join(s.dir, "redis.log"))
+		"--logfile", filepath.Join(s.dir, "redis.log")}, s.extra...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("testenv: start redis-server: %v", err)
 	}
@@ -88,4 +92,39 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartRedisCluster creates a real 3-master Redis Cluster on loopback (three
+// private redis-servers joined by redis-cli --cluster create) and returns the
+// node addresses; the servers stop when the test ends.
+func StartRedisCluster(t testing.TB) []string {
+	t.Helper()
+	var addrs []string
+	for i := range 3 {
+		s := StartRedis(t, "--cluster-enabled", "yes",
+			"--cluster-config-file", fmt.Sprintf("nodes-%d.conf", i), "--cluster-node-timeout", "2000")
+		addrs = append(addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("testenv: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = c.Close()
+				t.Fatalf("testenv: cluster node %s not ready: %v %s", addr, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = c.Close()
+	}
+	return addrs
 }

@@ -1,0 +1,236 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/outbox"
+)
+
+// Three instances share one token bucket: over 30 s the channel sends at the
+// configured rate, within 5%.
+func TestEngine_RateLimitAcrossInstances(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	const rate = 50
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.RateLimit = config.RateLimit{Rate: rate, Per: time.Second, Burst: 5, Timezone: "UTC"}
+	})
+	for i := range 3 {
+		b.engine(fmt.Sprintf("inst%d", i), delivery.Hooks{})
+	}
+	b.sendMany(rate*40, func(i int) string { return fmt.Sprintf("r%d", i) })
+	// Measure a 30 s window starting one second after the first delivery,
+	// past the initial burst.
+	for s.count() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	start, before := time.Now(), s.count()
+	time.Sleep(30 * time.Second)
+	elapsed, got := time.Since(start), s.count()-before
+	want := rate * elapsed.Seconds()
+	if dev := (float64(got) - want) / want; dev > 0.05 || dev < -0.05 {
+		t.Errorf("%d deliveries in %v across 3 instances, want %.0f ± 5%% (off by %.1f%%)", got, elapsed, want, 100*dev)
+	}
+	t.Logf("rate limit %d/s across 3 instances: %d in %v (%.2f/s)", rate, got, elapsed.Round(time.Millisecond), float64(got)/elapsed.Seconds())
+}
+
+// The breaker opens after a run of transient failures — sending stops for
+// every instance, messages stay queued, one probe per cooldown — and closes
+// when the provider recovers.
+func TestEngine_Breaker(t *testing.T) {
+	t.Parallel()
+	var healthy atomic.Bool
+	var requests atomic.Int64
+	s := newSink(t, func(string, int, http.Header) (int, string) {
+		requests.Add(1)
+		if healthy.Load() {
+			return http.StatusOK, ""
+		}
+		return http.StatusServiceUnavailable, ""
+	})
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Breaker = config.Breaker{Failures: 5, Cooldown: time.Second}
+		ch.Retry = config.Retry{MaxAttempts: 1000, Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: config.JitterFull}
+		ch.Concurrency, ch.BatchSize = 4, 4
+	})
+	e1 := b.engine("a", delivery.Hooks{})
+	b.engine("b", delivery.Hooks{})
+	ids := b.sendMany(20, func(i int) string { return fmt.Sprintf("r%d", i) })
+
+	breaker := func() string {
+		for _, st := range e1.Channels(context.Background()) {
+			if st.Name == testChannel {
+				return st.Breaker
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for breaker() != "open" {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker %q after %d failing requests, want open", breaker(), requests.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// While open, both instances hold back: over 3 s of 1 s cooldowns at
+	// most one probe per cooldown reaches the provider (+1 in flight when
+	// it opened, per instance batch).
+	time.Sleep(200 * time.Millisecond)
+	before := requests.Load()
+	time.Sleep(3 * time.Second)
+	if n := requests.Load() - before; n > 4 {
+		t.Errorf("%d requests in 3 s with the breaker open (1 s cooldown), want ≤ 4 (probes only)", n)
+	}
+	counts := b.statusCounts()
+	if counts[outbox.StatusSent]+counts[outbox.StatusFailed] != 0 {
+		t.Errorf("statuses %v while the provider is down, want all still queued", counts)
+	}
+	healthy.Store(true)
+	for _, id := range ids {
+		if n := b.wait(id, 20*time.Second); n.Status != outbox.StatusSent {
+			t.Fatalf("notification %d %s, want SENT once the provider recovered", id, n.Status)
+		}
+	}
+	if got := breaker(); got != "closed" {
+		t.Errorf("breaker %q after recovery, want closed", got)
+	}
+}
+
+// A pause holds every message in the queue until resumed.
+func TestEngine_PauseResume(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s)
+	e := b.engine("", delivery.Hooks{})
+	ctx := context.Background()
+	if err := e.Pause(ctx, testChannel, "provider maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Pause(ctx, "nope", ""); err == nil {
+		t.Error("pausing an unknown channel succeeded")
+	}
+	ids := b.sendMany(10, func(i int) string { return fmt.Sprintf("r%d", i) })
+	time.Sleep(time.Second)
+	if n := s.count(); n != 0 {
+		t.Fatalf("%d deliveries while paused, want 0", n)
+	}
+	st := e.Channels(ctx)[0]
+	if !st.Paused || st.Reason != "provider maintenance" {
+		t.Errorf("channel state %+v, want paused with the reason", st)
+	}
+	if err := e.Resume(ctx, testChannel); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		b.wait(id, 10*time.Second)
+	}
+	if _, dups := s.distinct(); dups != 0 {
+		t.Errorf("%d duplicates", dups)
+	}
+}
+
+// Over the per-recipient daily cap, messages wait for the next day instead
+// of being sent or dropped.
+func TestEngine_PerRecipientCap(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.RateLimit = config.RateLimit{PerRecipientDaily: 2, Per: time.Second, Timezone: "Asia/Seoul"}
+		ch.Concurrency, ch.BatchSize = 1, 1
+	})
+	b.engine("", delivery.Hooks{})
+	ids := b.sendMany(5, func(int) string { return "same-user" })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		counts := b.statusCounts()
+		if counts[outbox.StatusSent] == 2 && counts[outbox.StatusQueued] == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statuses %v, want 2 SENT and 3 QUEUED for tomorrow", counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	seoul, _ := time.LoadLocation("Asia/Seoul")
+	now := time.Now().In(seoul)
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, seoul)
+	for _, id := range ids {
+		n, err := b.store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status == outbox.StatusQueued && (!n.NextAttemptAt.Equal(midnight) || !strings.Contains(n.LastError, "daily cap")) {
+			t.Errorf("held message: next attempt %v (%q), want Seoul midnight %v", n.NextAttemptAt, n.LastError, midnight)
+		}
+	}
+	if got := len(s.deliveries("same-user")); got != 2 {
+		t.Errorf("sink saw %d, want 2", got)
+	}
+}
+
+// Several instances on one Postgres and one Redis share the work with no
+// duplicate sends; with partitions the channel spreads over K queues.
+func TestEngine_ScaleOut(t *testing.T) {
+	t.Parallel()
+	for _, parts := range []int{1, 4} {
+		t.Run(fmt.Sprintf("partitions=%d", parts), func(t *testing.T) {
+			t.Parallel()
+			s := newSink(t, nil)
+			b := setup(t, s, func(_ *config.Config, ch *config.Channel) { ch.Partitions = parts })
+			for i := range 3 {
+				b.engine(fmt.Sprintf("inst%d", i), delivery.Hooks{})
+			}
+			const n = 3000
+			b.sendMany(n, func(i int) string { return fmt.Sprintf("r%d", i) })
+			counts := b.waitAll(60 * time.Second)
+			if counts[outbox.StatusSent] != n {
+				t.Fatalf("statuses %v, want %d SENT", counts, n)
+			}
+			if ids, dups := s.distinct(); ids != n || dups != 0 {
+				t.Errorf("sink saw %d distinct with %d duplicates, want %d and 0", ids, dups, n)
+			}
+			for _, q := range delivery.QueueNames(testChannel, parts) {
+				st, err := b.queue.Stats(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Instances != 3 {
+					t.Errorf("queue %s has %d live instances, want 3", q, st.Instances)
+				}
+			}
+		})
+	}
+}
+
+// The end-to-end behaviour holds on a real 3-master Redis Cluster, with a
+// channel spread over 4 partitions (4 hash slots).
+func TestEngine_RedisCluster(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, respondByRecipient)
+	b := setupCluster(t, s, func(_ *config.Config, ch *config.Channel) { ch.Partitions = 4 })
+	b.engine("a", delivery.Hooks{})
+	b.engine("b", delivery.Hooks{})
+	ok := b.sendMany(200, func(i int) string { return fmt.Sprintf("r%d", i) })
+	flaky := b.send("flaky", "")
+	reject := b.send("reject", "")
+	for _, id := range append(ok, flaky) {
+		if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
+			t.Fatalf("notification %d %s (%s), want SENT", id, n.Status, n.LastError)
+		}
+	}
+	if n := b.wait(reject, 10*time.Second); n.Status != outbox.StatusFailed {
+		t.Errorf("rejected notification %s, want FAILED", n.Status)
+	}
+	if _, dups := s.distinct(); dups != 0 {
+		t.Errorf("%d duplicates on the cluster", dups)
+	}
+}
