@@ -42,6 +42,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newServeCmd(), newSendCmd(), newStatusCmd(), newPluginsCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newServeCmd(), newSendCmd(), newStatusCmd(), newPluginsCmd(), newBenchCmd(), newCampaignCmd(), newJobsCmd(), newSubscribersCmd())
 	return root
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/core/schedule"
+)
+
+// newSubscribersCmd manages subscribers and topics directly in the database.
+func newSubscribersCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "subscribers",
+		Short: "Import, show and delete subscribers (audiences for schedules and campaigns)",
+	}
+	cmd.AddCommand(newSubscribersImportCmd(), newSubscribersGetCmd(), newSubscribersDeleteCmd())
+	return cmd
+}
+
+// importBatch is how many subscribers go into one upsert statement.
+const importBatch = 5000
+
+func newSubscribersImportCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "import --config FILE [FILE|-]",
+		Short: "Upsert subscribers from JSON lines: {\"external_id\":…, \"addresses\":{channel: address}, \"attributes\":{…}, \"topics\":[…]}",
+		Example: `  echo '{"external_id":"u1","addresses":{"daily-quiz":"kakao-uuid-1"},"topics":["daily-quiz"]}' |
+    notifyd subscribers import -c notifyd.yaml -`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := cmd.InOrStdin()
+			name := "stdin"
+			if len(args) == 1 && args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in, name = f, args[0]
+			}
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+				n, err := importSubscribers(ctx, svc, in, name)
+				fmt.Fprintf(cmd.OutOrStdout(), "%d subscribers upserted\n", n)
+				return err
+			})
+		},
+	}
+	configFlag(cmd, &path)
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func importSubscribers(ctx context.Context, svc *schedule.Service, r io.Reader, name string) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var (
+		batch []schedule.Subscriber
+		total int
+		line  int
+	)
+	flush := func() error {
+		n, err := svc.UpsertSubscribers(ctx, batch)
+		total += n
+		batch = batch[:0]
+		return err
+	}
+	for sc.Scan() {
+		line++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var s schedule.Subscriber
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return total, fmt.Errorf("%s line %d: %w", name, line, err)
+		}
+		batch = append(batch, s)
+		if len(batch) == importBatch {
+			if err := flush(); err != nil {
+				return total, fmt.Errorf("%s up to line %d: %w", name, line, err)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return total, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(batch) > 0 {
+		if err := flush(); err != nil {
+			return total, fmt.Errorf("%s up to line %d: %w", name, line, err)
+		}
+	}
+	return total, nil
+}
+
+func newSubscribersGetCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "get --config FILE EXTERNAL_ID",
+		Short: "Show a subscriber (addresses, attributes, topics) as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+				s, err := svc.GetSubscriber(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			})
+		},
+	}
+	configFlag(cmd, &path)
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func newSubscribersDeleteCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "delete --config FILE EXTERNAL_ID",
+		Short: "Delete a subscriber and its topic subscriptions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+				return svc.DeleteSubscriber(ctx, args[0])
+			})
+		},
+	}
+	configFlag(cmd, &path)
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
