@@ -1,0 +1,75 @@
+package chaos_test
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/chaos"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+var (
+	full    = flag.Bool("chaos.full", false, "run the full suite (≥ 100,000 notifications) instead of the short one")
+	n       = flag.Int("chaos.n", 0, "notifications to enqueue (default: 5,000 short, 100,000 full)")
+	rate    = flag.Float64("chaos.rate", 0, "notifications enqueued per second (default: 125 short, 250 full)")
+	seed    = flag.Uint64("chaos.seed", 0, "fault schedule seed (default: random, printed)")
+	every   = flag.Duration("chaos.every", 0, "mean time between faults (default 2.5s short, 3s full)")
+	enqueue = flag.String("chaos.enqueue", "db", "how notifications are enqueued: api (POST /v1/notifications) or db (outbox.Insert)")
+)
+
+// TestChaos runs notifyd under the fault schedule and fails on any lost
+// notification or stray state; see package chaos. Short mode (the default,
+// part of `go test ./...`) takes about two minutes; -chaos.full is `make chaos`.
+func TestChaos(t *testing.T) {
+	o := chaos.Options{
+		Setup: chaos.Setup{
+			Bin:           testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"),
+			PluginDir:     t.TempDir(),
+			Instances:     3,
+			SinkTransient: 0.01,
+			SinkMaxDelay:  20 * time.Millisecond,
+			LeaseTTL:      3 * time.Second,
+			Logf:          t.Logf,
+		},
+		N: 5000, Rate: 125, FaultEvery: 2500 * time.Millisecond,
+		RefuseEach: 100, Quiesce: 90 * time.Second, Enqueue: *enqueue,
+		Seed: *seed,
+	}
+	if *full {
+		o.N, o.Rate, o.FaultEvery, o.Quiesce = 100_000, 250, 3*time.Second, 10*time.Minute
+	}
+	if *n > 0 {
+		o.N = *n
+	}
+	if *rate > 0 {
+		o.Rate = *rate
+	}
+	if *every > 0 {
+		o.FaultEvery = *every
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	testenv.InstallPlugin(t, o.PluginDir, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
+
+	// Bounded: the load's own length, the quiescence allowance and a few
+	// minutes for building the cluster and checking.
+	limit := time.Duration(float64(o.N)/o.Rate*float64(time.Second)) + o.Quiesce + 3*time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	r, err := chaos.Run(ctx, o)
+	if err != nil {
+		t.Fatalf("chaos run (seed %d): %v", o.Seed, err)
+	}
+	t.Logf("\n%s", r)
+	if !r.OK() {
+		t.Logf("fault timeline (seed %d; rerun with -chaos.seed %d):\n%s", o.Seed, o.Seed, r.Timeline())
+		for _, l := range r.LogTails {
+			t.Log(l)
+		}
+		t.Fatalf("chaos run failed: %d lost, %d problems (seed %d)", r.Lost, len(r.Problems), o.Seed)
+	}
+}

@@ -1,0 +1,178 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// queueState is the channel's queue in Redis.
+type queueState struct {
+	Ready, Delayed, Members, Processing int64
+	ProcessingLists                     int
+	Dead                                []string
+}
+
+func (q queueState) empty() bool {
+	return q.Ready == 0 && q.Delayed == 0 && q.Members == 0 && q.Processing == 0
+}
+
+func (c *Cluster) queueState(ctx context.Context) (queueState, error) {
+	var q queueState
+	base := Prefix + ":{ch:" + Channel + "}:"
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if q.Ready, err = c.RC.LLen(ctx, base+"ready").Result(); err != nil {
+		return q, err
+	}
+	if q.Delayed, err = c.RC.ZCard(ctx, base+"delayed").Result(); err != nil {
+		return q, err
+	}
+	if q.Members, err = c.RC.SCard(ctx, base+"members").Result(); err != nil {
+		return q, err
+	}
+	iter := c.RC.Scan(ctx, 0, base+"processing:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		n, err := c.RC.LLen(ctx, iter.Val()).Result()
+		if err != nil {
+			return q, err
+		}
+		q.Processing += n
+		q.ProcessingLists++
+	}
+	if err := iter.Err(); err != nil {
+		return q, err
+	}
+	q.Dead, err = c.RC.LRange(ctx, base+"dead", 0, -1).Result()
+	return q, err
+}
+
+// row is one notification as the suite reads it at the end.
+type row struct {
+	id       int64
+	status   string
+	due      time.Time
+	attempts int
+	lastErr  string
+	refused  bool
+}
+
+// check reads the outcome from Postgres, Redis and the sink and fills the
+// report's figures and problems.
+func (c *Cluster) check(ctx context.Context, r *Report, keyPrefix string, n int) error {
+	rows, err := c.DB.Query(ctx, `
+SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), recipient
+  FROM notifications WHERE idempotency_key LIKE $1 || '%'`, keyPrefix)
+	if err != nil {
+		return fmt.Errorf("chaos: read outcome: %w", err)
+	}
+	byKey := make(map[string]row, n)
+	for rows.Next() {
+		var (
+			key, rcpt string
+			x         row
+			due       pgtype.Timestamptz
+		)
+		if err := rows.Scan(&key, &x.id, &x.status, &due, &x.attempts, &x.lastErr, &rcpt); err != nil {
+			return fmt.Errorf("chaos: read outcome: %w", err)
+		}
+		x.due, x.refused = due.Time, strings.HasPrefix(rcpt, RefusedPrefix)
+		byKey[key] = x
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("chaos: read outcome: %w", err)
+	}
+	seen := c.Sink.Snapshot()
+	r.Statuses = map[string]int{}
+	var delays []time.Duration
+	failedIDs := map[string]bool{}
+	for i := range n {
+		key := fmt.Sprintf("%s%d", keyPrefix, i)
+		x, ok := byKey[key]
+		if !ok {
+			r.lost(fmt.Sprintf("%s: accepted but no row in the outbox", key))
+			continue
+		}
+		r.Statuses[x.status]++
+		if x.refused {
+			r.Refused++
+		}
+		r.MaxAttempts = max(r.MaxAttempts, x.attempts)
+		r.TotalAttempts += x.attempts
+		d := seen[key]
+		switch x.status {
+		case "SENT":
+			r.Sent++
+			if d.Accepted == 0 {
+				r.lost(fmt.Sprintf("%s (id %d): SENT but the sink never accepted it", key, x.id))
+				continue
+			}
+			if x.refused {
+				r.problem("%s (id %d): SENT although the sink refuses its recipient", key, x.id)
+			}
+			r.Duplicates += d.Accepted - 1
+			delay := d.FirstOK.Sub(x.due)
+			delays = append(delays, delay)
+			if delay > r.MaxDelay {
+				r.MaxDelay, r.MaxDelayKey = delay, key
+			}
+		case "FAILED":
+			r.Failed++
+			failedIDs[fmt.Sprint(x.id)] = true
+			if !x.refused {
+				r.WronglyFailed++
+				r.problem("%s (id %d): FAILED after %d attempts though the sink never refused it: %s", key, x.id, x.attempts, x.lastErr)
+			} else if d.Refused == 0 {
+				r.problem("%s (id %d): FAILED without the sink ever refusing it", key, x.id)
+			}
+			if d.Accepted > 0 {
+				r.problem("%s (id %d): FAILED but the sink accepted it %d times", key, x.id, d.Accepted)
+			}
+		default:
+			r.lost(fmt.Sprintf("%s (id %d): still %s after %d attempts (%s)", key, x.id, x.status, x.attempts, x.lastErr))
+		}
+	}
+	if extra := len(byKey) - n; extra > 0 {
+		r.problem("%d rows in the outbox that were never enqueued", extra)
+	}
+	r.Delays = percentiles(delays)
+
+	q, err := c.queueState(ctx)
+	if err != nil {
+		r.problem("read the Redis queue: %v", err)
+	} else {
+		r.Redis = q
+		if !q.empty() {
+			r.problem("Redis holds stray ids: ready %d, delayed %d, members %d, %d in %d processing lists",
+				q.Ready, q.Delayed, q.Members, q.Processing, q.ProcessingLists)
+		}
+		dup := map[string]bool{}
+		for _, id := range q.Dead {
+			if !failedIDs[id] {
+				r.problem("dead list holds %s, which is not a FAILED notification", id)
+			}
+			if dup[id] {
+				r.problem("dead list holds %s twice", id)
+			}
+			dup[id] = true
+		}
+		if !r.redisWiped() && len(dup) != len(failedIDs) {
+			r.problem("dead list holds %d ids, want the %d FAILED ones (Redis was never wiped)", len(dup), len(failedIDs))
+		}
+	}
+	for _, in := range c.Instances {
+		exits, starts := in.Exits()
+		r.Starts += starts
+		for _, e := range exits {
+			r.Exits = append(r.Exits, fmt.Sprintf("%s %s: %s", in.Name, e.At.Format("15:04:05.000"), e.Status))
+			if e.Panic {
+				r.problem("%s panicked (%s at %s); see its log", in.Name, e.Status, e.At.Format(time.RFC3339))
+			}
+		}
+	}
+	return nil
+}

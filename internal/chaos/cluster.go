@@ -1,0 +1,244 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/core/outbox"
+)
+
+// Channel is the one channel every instance delivers on.
+const Channel = "chaos"
+
+// Token is the instances' API bearer token.
+const Token = "chaos-suite-api-token"
+
+// Prefix is the instances' Redis key prefix.
+const Prefix = "chaos"
+
+// Setup says what to build.
+type Setup struct {
+	Bin       string // the notifyd binary
+	PluginDir string // holds notifyd-plugin-webhook
+	Instances int    // notifyd processes; the last has no instance.id (a fresh id each run)
+	// Sink behaviour: share of 503 answers, and the longest answer delay.
+	SinkTransient float64
+	SinkMaxDelay  time.Duration
+	LeaseTTL      time.Duration
+	Logf          func(format string, args ...any)
+}
+
+// Cluster is everything the suite runs: Postgres and Redis of its own,
+// toxiproxy in front of both, the sink, and the notifyd instances.
+type Cluster struct {
+	Setup     Setup
+	Dir       string // configs and logs
+	Postgres  *Postgres
+	Redis     *RedisServer
+	PGProxy   *Proxy
+	RedisPx   *Proxy
+	Sink      *Sink
+	Instances []*Instance
+
+	// DB and RC talk to Postgres and Redis directly (not through the
+	// proxies): the suite's own view, for snapshots and checks.
+	DB    *pgxpool.Pool
+	RC    *redis.Client
+	DBURL string // direct URL of the notifyd database
+
+	toxi *toxiproxy.ApiServer
+}
+
+// Start builds the cluster. On error everything started so far is stopped.
+func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
+	if s.Instances < 1 {
+		return nil, errors.New("chaos: need at least one instance")
+	}
+	if s.Logf == nil {
+		s.Logf = func(string, ...any) {}
+	}
+	c = &Cluster{Setup: s}
+	defer func() {
+		if err != nil {
+			c.Close()
+			c = nil
+		}
+	}()
+	if c.Dir, err = os.MkdirTemp("", "notifyd-chaos-"); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2 + s.Instances)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if c.Postgres, err = StartPostgres(ctx, ports[0]); err != nil {
+		return nil, err
+	}
+	if err := c.Postgres.CreateDatabase(ctx, "notifyd"); err != nil {
+		return nil, err
+	}
+	s.Logf("chaos: Postgres cluster on 127.0.0.1:%d up in %v", ports[0], time.Since(start).Round(time.Millisecond))
+	c.DBURL = c.Postgres.DatabaseURL(fmt.Sprintf("127.0.0.1:%d", ports[0]), "notifyd")
+	if c.DB, err = pgxpool.New(ctx, c.DBURL); err != nil {
+		return nil, fmt.Errorf("chaos: connect to Postgres: %w", err)
+	}
+	if _, err := outbox.Migrate(ctx, c.DB); err != nil {
+		return nil, fmt.Errorf("chaos: migrate: %w", err)
+	}
+	if c.Redis, err = StartRedis(ports[1]); err != nil {
+		return nil, err
+	}
+	c.RC = redis.NewClient(&redis.Options{Addr: c.Redis.Addr})
+
+	c.toxi = NewProxyServer()
+	if c.PGProxy, err = StartProxy(c.toxi, "postgres", fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
+		return nil, err
+	}
+	if c.RedisPx, err = StartProxy(c.toxi, "redis", c.Redis.Addr); err != nil {
+		return nil, err
+	}
+	if c.Sink, err = StartSink(s.SinkTransient, s.SinkMaxDelay); err != nil {
+		return nil, err
+	}
+	for i := range s.Instances {
+		name := fmt.Sprintf("n%d", i+1)
+		id := name
+		if i == s.Instances-1 && s.Instances > 1 {
+			id = "" // a fresh id per run: its old backup list comes back through the reaper
+		}
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[2+i])
+		cfg := filepath.Join(c.Dir, name+".yaml")
+		if err := os.WriteFile(cfg, []byte(c.config(id, httpAddr)), 0o600); err != nil {
+			return nil, err
+		}
+		in, err := StartInstance(name, id, s.Bin, cfg, filepath.Join(c.Dir, name+".log"), httpAddr)
+		if err != nil {
+			return nil, err
+		}
+		c.Instances = append(c.Instances, in)
+	}
+	return c, nil
+}
+
+// config is one instance's YAML: everything through the proxies, short
+// leases and sweeps and fast retries, so recovery is quick.
+func (c *Cluster) config(id, httpAddr string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "postgres: {url: %q, max_conns: 8}\n", c.Postgres.DatabaseURL(c.PGProxy.Addr, "notifyd"))
+	fmt.Fprintf(&b, "redis: {url: %q, prefix: %s}\n", "redis://"+c.RedisPx.Addr+"/0", Prefix)
+	fmt.Fprintf(&b, "plugins: {dir: %q, health_interval: 1s}\n", c.Setup.PluginDir)
+	fmt.Fprintf(&b, "http: {listen: %q, tokens: [%s]}\n", httpAddr, Token)
+	b.WriteString("log: {level: info, format: text}\n")
+	if id != "" {
+		fmt.Fprintf(&b, "instance: {id: %s}\n", id)
+	}
+	lease := c.Setup.LeaseTTL
+	fmt.Fprintf(&b, `shutdown: {soft_timeout: 2s, hard_timeout: 5s}
+delivery:
+  lease_ttl: %s
+  sweep_interval: 1s
+  sweep_after: %s
+  promote_interval: 50ms
+  epoch_interval: 200ms
+  relay_interval: 500ms
+channels:
+  %s:
+    plugin: webhook
+    config: {url: %q, timeout: 2s}
+    concurrency: 32
+    batch_size: 16
+    timeout: 3s
+    retry: {max_attempts: 25, base: 100ms, max: 1s, jitter: full}
+`, lease, 2*lease, Channel, c.Sink.URL)
+	return b.String()
+}
+
+// Running returns the HTTP addresses of the instances running now.
+func (c *Cluster) Running() []string {
+	var out []string
+	for _, in := range c.Instances {
+		if in.PID() != 0 {
+			out = append(out, in.HTTPAddr)
+		}
+	}
+	return out
+}
+
+// Heal ends every fault: toxics removed, Redis and every instance running.
+func (c *Cluster) Heal() error {
+	c.PGProxy.Clear()
+	c.RedisPx.Clear()
+	if err := c.Redis.Start(); err != nil {
+		return err
+	}
+	for _, in := range c.Instances {
+		if err := in.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops and removes everything, in an order that lets each part go
+// quietly: instances first, then the services.
+func (c *Cluster) Close() {
+	for _, in := range c.Instances {
+		in.Stop()
+	}
+	if c.Sink != nil {
+		c.Sink.Close()
+	}
+	if c.PGProxy != nil {
+		c.PGProxy.Stop()
+	}
+	if c.RedisPx != nil {
+		c.RedisPx.Stop()
+	}
+	if c.RC != nil {
+		_ = c.RC.Close()
+	}
+	if c.DB != nil {
+		c.DB.Close()
+	}
+	if c.Redis != nil {
+		c.Redis.Remove()
+	}
+	if c.Postgres != nil {
+		c.Postgres.Remove()
+	}
+	if c.Dir != "" {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+// freePorts reserves n distinct free loopback ports (all listeners are held
+// until every port is chosen, so none repeats).
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("chaos: find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}

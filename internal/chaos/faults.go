@@ -1,0 +1,320 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Fault kinds, as the report names them.
+const (
+	KillNotifyd     = "kill -9 notifyd, restart"
+	KillPlugin      = "kill -9 plugin"
+	RedisFlushAll   = "Redis FLUSHALL"
+	RedisRestart    = "Redis kill -9, restart (empty)"
+	PostgresRestart = "Postgres restart -m immediate"
+	LatencyRedis    = "toxiproxy latency → Redis"
+	LatencyPostgres = "toxiproxy latency → Postgres"
+	TimeoutRedis    = "toxiproxy timeout → Redis"
+	TimeoutPostgres = "toxiproxy timeout → Postgres"
+	ResetRedis      = "toxiproxy reset_peer → Redis"
+	ResetPostgres   = "toxiproxy reset_peer → Postgres"
+)
+
+// Kinds is every fault kind, the order the schedule cycles through (shuffled
+// per cycle).
+var Kinds = []string{
+	KillNotifyd, KillPlugin, RedisFlushAll, RedisRestart, PostgresRestart,
+	LatencyRedis, LatencyPostgres, TimeoutRedis, TimeoutPostgres, ResetRedis, ResetPostgres,
+}
+
+// Event is one injected fault.
+type Event struct {
+	Kind   string
+	Target string
+	Detail string
+
+	At       time.Time // injected
+	HealedAt time.Time // the fault ended: process back, toxic removed
+	// InFlight is how many notifications were unfinished (not SENT or
+	// FAILED) when the fault came; RecoveredAt is when the last of them
+	// finished. -1: the snapshot failed (Postgres was down).
+	InFlight    int
+	RecoveredAt time.Time
+	Err         error
+
+	ids []int64
+}
+
+// Recovery is how long after the fault ended the work it caught took to
+// finish: zero when it finished before.
+func (e *Event) Recovery() time.Duration {
+	if e.RecoveredAt.IsZero() || e.HealedAt.IsZero() {
+		return -1
+	}
+	return max(0, e.RecoveredAt.Sub(e.HealedAt))
+}
+
+// Schedule injects a fault every Every (±50%), cycling through Kinds in a
+// random order per cycle.
+type Schedule struct {
+	C     *Cluster
+	Every time.Duration
+	Rand  *rand.Rand
+	Logf  func(format string, args ...any)
+
+	mu     sync.Mutex
+	events []*Event
+	busy   map[string]bool // targets with a fault in progress
+	wg     sync.WaitGroup
+}
+
+// Run injects faults until ctx ends, then waits for the ones in progress to
+// heal.
+func (s *Schedule) Run(ctx context.Context) {
+	s.busy = map[string]bool{}
+	var cycle []string
+	for {
+		d := s.Every/2 + time.Duration(s.Rand.Int64N(int64(s.Every)))
+		select {
+		case <-ctx.Done():
+			s.wg.Wait()
+			return
+		case <-time.After(d):
+		}
+		if len(cycle) == 0 {
+			cycle = append(cycle, Kinds...)
+			s.Rand.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
+		}
+		// The first kind whose target is free; the rest wait for later.
+		for i, kind := range cycle {
+			target := s.target(kind)
+			if target == "" {
+				continue
+			}
+			cycle = append(cycle[:i], cycle[i+1:]...)
+			s.start(ctx, kind, target)
+			break
+		}
+	}
+}
+
+// target picks a free target for kind and marks it busy; "" when none.
+func (s *Schedule) target(kind string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var candidates []string
+	switch kind {
+	case KillNotifyd, KillPlugin:
+		for _, in := range s.C.Instances {
+			candidates = append(candidates, in.Name)
+		}
+	case RedisFlushAll, RedisRestart:
+		candidates = []string{"redis"}
+	case PostgresRestart:
+		candidates = []string{"postgres"}
+	case LatencyRedis, TimeoutRedis, ResetRedis:
+		candidates = []string{"redis-proxy"}
+	default:
+		candidates = []string{"postgres-proxy"}
+	}
+	var free []string
+	for _, c := range candidates {
+		if !s.busy[c] {
+			free = append(free, c)
+		}
+	}
+	if len(free) == 0 {
+		return ""
+	}
+	t := free[s.Rand.IntN(len(free))]
+	s.busy[t] = true
+	return t
+}
+
+func (s *Schedule) start(ctx context.Context, kind, target string) {
+	ids := s.C.unfinished(ctx)
+	ev := &Event{Kind: kind, Target: target, InFlight: -1, At: time.Now(), ids: ids}
+	if ids != nil {
+		ev.InFlight = len(ids)
+	}
+	s.mu.Lock()
+	s.events = append(s.events, ev)
+	// Durations are drawn here, from the schedule's own generator, so a
+	// seed replays the same schedule.
+	down := 200*time.Millisecond + time.Duration(s.Rand.Int64N(int64(1800*time.Millisecond)))
+	pick := s.Rand.Uint64()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		detail, healed, err := s.inject(kind, target, down, pick)
+		if healed.IsZero() {
+			healed = time.Now()
+		}
+		s.mu.Lock()
+		ev.Detail, ev.HealedAt, ev.Err = detail, healed, err
+		s.busy[target] = false
+		s.mu.Unlock()
+		if err != nil {
+			s.Logf("chaos: %s on %s failed: %v", kind, target, err)
+		} else {
+			s.Logf("chaos: %s on %s (%s), %d unfinished at the time", kind, target, detail, len(ids))
+		}
+	}()
+}
+
+// inject applies one fault and, for faults that last, ends it after down.
+// It returns what it did and when the fault ended (zero: at return).
+func (s *Schedule) inject(kind, target string, down time.Duration, pick uint64) (detail string, healed time.Time, err error) {
+	c := s.C
+	ctx := context.Background()
+	switch kind {
+	case KillNotifyd:
+		in := c.instance(target)
+		detail = fmt.Sprintf("down %v", down.Round(time.Millisecond))
+		if !in.Kill9() {
+			detail = "was not running"
+		}
+		time.Sleep(down)
+		return detail, time.Now(), in.Start()
+	case KillPlugin:
+		kids := c.instance(target).Children()
+		if len(kids) == 0 {
+			return "no plugin running", healed, nil
+		}
+		pid := kids[pick%uint64(len(kids))]
+		return fmt.Sprintf("pid %d", pid), healed, syscall.Kill(pid, syscall.SIGKILL)
+	case RedisFlushAll:
+		return "", healed, c.RC.FlushAll(ctx).Err()
+	case RedisRestart:
+		c.Redis.Kill()
+		time.Sleep(down)
+		err := c.Redis.Start()
+		return fmt.Sprintf("down %v", down.Round(time.Millisecond)), time.Now(), err
+	case PostgresRestart:
+		err := c.Postgres.RestartImmediate(ctx)
+		return "", time.Now(), err
+	}
+	// Network faults, through the proxy in front of the service.
+	px := c.RedisPx
+	if target == "postgres-proxy" {
+		px = c.PGProxy
+	}
+	var t Toxic
+	last := 2*time.Second + time.Duration(pick%uint64(3*time.Second))
+	switch kind {
+	case LatencyRedis, LatencyPostgres:
+		ms := 50 + int(pick%250)
+		t = Toxic{Type: "latency", Attributes: map[string]any{"latency": ms, "jitter": ms / 2}}
+		detail = fmt.Sprintf("%dms ±%dms for %v", ms, ms/2, last.Round(time.Millisecond))
+	case TimeoutRedis, TimeoutPostgres:
+		// Data stops flowing and the connection is closed after the
+		// timeout, as a partition that ends in a reset.
+		ms := 500 + int(pick%2000)
+		t = Toxic{Type: "timeout", Attributes: map[string]any{"timeout": ms}}
+		detail = fmt.Sprintf("stall %dms then close, for %v", ms, last.Round(time.Millisecond))
+	case ResetRedis, ResetPostgres:
+		last = 300*time.Millisecond + time.Duration(pick%uint64(1200*time.Millisecond))
+		t = Toxic{Type: "reset_peer", Attributes: map[string]any{"timeout": 0}}
+		detail = fmt.Sprintf("every connection reset for %v", last.Round(time.Millisecond))
+	default:
+		return "", healed, fmt.Errorf("unknown fault kind %q", kind)
+	}
+	name, err := px.Add(t)
+	if err != nil {
+		return detail, healed, err
+	}
+	time.Sleep(last)
+	healed = time.Now()
+	return detail, healed, px.Remove(name)
+}
+
+// Events returns a copy of the faults injected so far.
+func (s *Schedule) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Event, len(s.events))
+	for i, ev := range s.events {
+		out[i] = *ev
+		out[i].ids = nil
+	}
+	return out
+}
+
+// Track polls until ctx ends, marking each event recovered once every
+// notification it caught has finished.
+func (s *Schedule) Track(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var open []*Event
+		for _, ev := range s.events {
+			if ev.ids != nil && ev.RecoveredAt.IsZero() {
+				open = append(open, ev)
+			}
+		}
+		s.mu.Unlock()
+		for _, ev := range open {
+			n, err := s.C.countUnfinished(ctx, ev.ids) // ids are never changed once set
+			if err != nil {
+				break // Postgres is down; next tick
+			}
+			if n == 0 {
+				s.mu.Lock()
+				ev.RecoveredAt = time.Now()
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (c *Cluster) instance(name string) *Instance {
+	for _, in := range c.Instances {
+		if in.Name == name {
+			return in
+		}
+	}
+	panic("chaos: no instance " + name)
+}
+
+// unfinished lists the notifications not yet SENT or FAILED; nil when
+// Postgres does not answer within a second.
+func (c *Cluster) unfinished(ctx context.Context) []int64 {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rows, err := c.DB.Query(ctx, `SELECT id FROM notifications WHERE status IN ('PENDING', 'QUEUED', 'PROCESSING')`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	ids := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return ids
+}
+
+func (c *Cluster) countUnfinished(ctx context.Context, ids []int64) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var n int
+	err := c.DB.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE id = ANY($1) AND status IN ('PENDING', 'QUEUED', 'PROCESSING')`, ids).Scan(&n)
+	return n, err
+}
