@@ -61,7 +61,7 @@ type KindStats struct {
 
 // Percentiles of a set of durations.
 type Percentiles struct {
-	N                  int
+	N                   int
 	P50, P99, P999, Max time.Duration
 }
 
