@@ -122,6 +122,7 @@ type env struct {
 	host    *pluginhost.Host
 	plugin  *pluginhost.Plugin
 	engine  *delivery.Engine
+	tracer  *tracer
 	schema  string
 	prefix  string
 	runID   string
@@ -206,7 +207,9 @@ func (e *env) setUp(ctx context.Context) error {
 		}
 		return nil
 	})
-	schemaURL, err := withSearchPath(base.Postgres.URL, e.schema)
+	// The application_name tells this run's backends apart, for the CPU
+	// figures.
+	schemaURL, err := withSession(base.Postgres.URL, e.schema, e.prefix)
 	if err != nil {
 		return err
 	}
@@ -267,9 +270,10 @@ func (e *env) setUp(ctx context.Context) error {
 		}
 		return fmt.Errorf("bench: %w", err)
 	}
+	e.tracer = newTracer()
 	e.engine, err = delivery.New(delivery.Options{
 		Config: e.cfg, Store: outbox.New(e.pool), Queue: queue.New(e.rc, e.prefix),
-		Plugins: e.host, Logger: log.Named("delivery"),
+		Plugins: e.host, Logger: log.Named("delivery"), Hooks: e.tracer.hooks(),
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -284,7 +288,7 @@ func (e *env) setUp(ctx context.Context) error {
 		}
 		return nil
 	})
-	for _, st := range e.engine.Channels() {
+	for _, st := range e.engine.Channels(ctx) {
 		if !st.Running {
 			return fmt.Errorf("bench: channel %s did not start: %s", st.Name, st.Error)
 		}
@@ -361,17 +365,35 @@ func openPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, e
 	return pool, nil
 }
 
-// withSearchPath returns the URL with search_path set to schema, so every
-// connection of the pool works inside it.
-func withSearchPath(raw, schema string) (string, error) {
+// withSession returns the URL with search_path set to schema, so every
+// connection of the pool works inside it, and application_name set to app.
+func withSession(raw, schema, app string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", fmt.Errorf("bench: postgres.url is not a URL: %w", err)
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// sampleCPU reads the CPU counters of this process, the plugin and this
+// run's Postgres backends.
+func (e *env) sampleCPU(ctx context.Context) cpuSample {
+	var pids []int
+	rows, err := e.admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, e.prefix)
+	if err == nil {
+		for rows.Next() {
+			var pid int
+			if rows.Scan(&pid) == nil {
+				pids = append(pids, pid)
+			}
+		}
+		rows.Close()
+	}
+	return sampleCPU(e.plugin.PID(), pids)
 }
 
 func randHex(n int) string {

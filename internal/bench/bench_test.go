@@ -54,6 +54,10 @@ func TestRun(t *testing.T) {
 		if b.Latency.Count != n {
 			t.Errorf("latency samples = %d, want %d", b.Latency.Count, n)
 		}
+		if st := b.Stages; st.Batches == 0 || st.Claim.Count != st.Batches || st.Send.Count != st.Batches || st.MeanBatch > 16 {
+			t.Errorf("stages: %d batches of %.1f, %d claims, %d sends; want claims and sends for every batch, at most 16 per batch",
+				st.Batches, st.MeanBatch, st.Claim.Count, st.Send.Count)
+		}
 		if b.Throughput <= 0 || b.LastMs < b.FirstMs || b.Latency.P99 > b.Latency.Max || b.Latency.P50 > b.Latency.P99 {
 			t.Errorf("inconsistent figures: throughput %.0f, first %.1fms, last %.1fms, p50 %.1f, p99 %.1f, max %.1f",
 				b.Throughput, b.FirstMs, b.LastMs, b.Latency.P50, b.Latency.P99, b.Latency.Max)
@@ -81,8 +85,12 @@ func TestRun(t *testing.T) {
 		if i.K != idle || i.Latency.Count != idle || i.Duplicates != 0 {
 			t.Errorf("idle: k %d, samples %d, duplicates %d; want %d, %d, 0", i.K, i.Latency.Count, i.Duplicates, idle, idle)
 		}
-		if i.Latency.P50 < i.Insert.P50 {
-			t.Errorf("idle insert→received p50 %.2fms is below the insert's own p50 %.2fms", i.Latency.P50, i.Insert.P50)
+		if i.FromInsert.P50 < i.Latency.P50 || i.FromInsert.Max < i.Latency.Max {
+			t.Errorf("insert→received (p50 %.2fms, max %.2fms) is below committed→received (p50 %.2fms, max %.2fms)",
+				i.FromInsert.P50, i.FromInsert.Max, i.Latency.P50, i.Latency.Max)
+		}
+		if bd := i.Breakdown; bd.ToFetch.Count != idle || bd.Claim.Count != idle || bd.ToSink.Count != idle {
+			t.Errorf("breakdown samples: to fetch %d, claim %d, to sink %d; want %d each", bd.ToFetch.Count, bd.Claim.Count, bd.ToSink.Count, idle)
 		}
 	})
 	t.Run("cleaned up", func(t *testing.T) {

@@ -41,6 +41,7 @@ type Burst struct {
 	SettledMs  float64 `json:"settled_ms"`
 	Throughput float64 `json:"throughput_per_s"` // N / (last - T)
 	Latency    Dist    `json:"due_to_delivered"`
+	Stages     Stages  `json:"stages"`
 	Sent       int64   `json:"sent"`   // rows SENT at the end
 	Failed     int64   `json:"failed"` // rows FAILED at the end (should be 0)
 	// CPU is the CPU time each process group used from T until the last
@@ -67,14 +68,15 @@ func (e *env) burst(ctx context.Context) (Burst, error) {
 	if d := time.Until(due); d > 0 {
 		sleepCtx(ctx, d)
 	}
-	cpu0 := sampleCPU(e.plugin.PID())
+	e.tracer.reset(false)
+	cpu0 := e.sampleCPU(ctx)
 	if e.o.CPUProfile != nil {
 		if err := pprof.StartCPUProfile(e.o.CPUProfile); err != nil {
 			return b, fmt.Errorf("bench: start CPU profile: %w", err)
 		}
 	}
 	err = e.waitSink(ctx, n)
-	cpu1 := sampleCPU(e.plugin.PID())
+	cpu1 := e.sampleCPU(ctx)
 	if e.o.CPUProfile != nil {
 		pprof.StopCPUProfile()
 	}
@@ -93,6 +95,7 @@ func (e *env) burst(ctx context.Context) (Burst, error) {
 	}
 	slices.Sort(lat)
 	b.Latency = distOf(lat)
+	b.Stages = e.tracer.stages(due)
 	b.FirstMs, b.LastMs = ms(lat[0]), ms(lat[len(lat)-1])
 	if last := lat[len(lat)-1]; last > 0 {
 		b.Throughput = float64(n) / last.Seconds()

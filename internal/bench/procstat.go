@@ -13,32 +13,44 @@ import (
 const clockTick = 10 * time.Millisecond
 
 // CPUUsage is the CPU time each process group used during a phase, read
-// from /proc (Linux; zero elsewhere). Postgres and Redis are every process
-// of that name on the machine, other users' included: on a shared machine
-// read them as an upper bound.
+// from /proc (Linux; zero elsewhere). Postgres is the backends of this run's
+// own connections (application_name bench-<id>); PostgresOther is every
+// other postgres process — WAL writer, checkpointer, and on a shared machine
+// other people's sessions — and Redis is the whole (shared) server: read
+// those two as upper bounds.
 type CPUUsage struct {
 	WallSeconds     float64 `json:"wall_seconds"`
 	Bench           float64 `json:"bench_seconds"`    // this process: engine, sink, raw client
 	Plugin          float64 `json:"plugin_seconds"`   // the webhook plugin process
-	Postgres        float64 `json:"postgres_seconds"` // every postgres process
-	Redis           float64 `json:"redis_seconds"`    // every redis-server process
+	Postgres        float64 `json:"postgres_seconds"` // this run's Postgres backends
+	PostgresOther   float64 `json:"postgres_other_seconds"`
+	Redis           float64 `json:"redis_seconds"` // every redis-server process
 	MachineBusy     float64 `json:"machine_busy_seconds"`
 	MachineBusyPct  float64 `json:"machine_busy_pct"` // of all CPUs over the wall time
 	MachineCapacity float64 `json:"machine_capacity_seconds"`
 }
 
 type cpuSample struct {
-	at                            time.Time
-	self, plugin, postgres, redis time.Duration
-	busy, total                   time.Duration // machine-wide, all CPUs
+	at           time.Time
+	self, plugin time.Duration
+	ours         map[int]time.Duration // this run's Postgres backends by pid
+	postgres     time.Duration         // every postgres process
+	redis        time.Duration
+	busy, total  time.Duration // machine-wide, all CPUs
 }
 
-// sampleCPU reads the counters; pluginPID 0 skips the plugin.
-func sampleCPU(pluginPID int) cpuSample {
-	s := cpuSample{at: time.Now()}
+// sampleCPU reads the counters; pluginPID 0 skips the plugin, backends are
+// the pids of this run's Postgres connections.
+func sampleCPU(pluginPID int, backends []int) cpuSample {
+	s := cpuSample{at: time.Now(), ours: map[int]time.Duration{}}
 	s.self, _ = procCPU("self")
 	if pluginPID > 0 {
 		s.plugin, _ = procCPU(strconv.Itoa(pluginPID))
+	}
+	for _, pid := range backends {
+		if t, ok := procCPU(strconv.Itoa(pid)); ok {
+			s.ours[pid] = t
+		}
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -60,14 +72,23 @@ func sampleCPU(pluginPID int) cpuSample {
 	return s
 }
 
+// since is the usage between prev and s. A backend that appeared in
+// between counts in full: all its CPU time came after prev.
 func (s cpuSample) since(prev cpuSample) CPUUsage {
+	var ours time.Duration
+	for pid, t := range s.ours {
+		ours += t - prev.ours[pid]
+	}
 	u := CPUUsage{
 		WallSeconds: s.at.Sub(prev.at).Seconds(),
 		Bench:       (s.self - prev.self).Seconds(),
 		Plugin:      (s.plugin - prev.plugin).Seconds(),
-		Postgres:    max(0, (s.postgres - prev.postgres).Seconds()),
-		Redis:       max(0, (s.redis - prev.redis).Seconds()),
-		MachineBusy: (s.busy - prev.busy).Seconds(),
+		Postgres:    ours.Seconds(),
+		// Sessions that ended in between take their time with them, so the
+		// difference can come out negative.
+		PostgresOther: max(0, (s.postgres - prev.postgres - ours).Seconds()),
+		Redis:         max(0, (s.redis - prev.redis).Seconds()),
+		MachineBusy:   (s.busy - prev.busy).Seconds(),
 	}
 	u.MachineCapacity = (s.total - prev.total).Seconds()
 	if u.MachineCapacity > 0 {

@@ -74,7 +74,7 @@ func (e *env) raw(ctx context.Context) (Raw, error) {
 		userAg = []string{"notifyd-bench"}
 		ctype  = []string{"application/json"}
 	)
-	cpu0 := sampleCPU(0)
+	cpu0 := e.sampleCPU(ctx)
 	start := time.Now()
 	for range c {
 		wg.Add(1)
@@ -129,7 +129,7 @@ func (e *env) raw(ctx context.Context) (Raw, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	r.CPU = sampleCPU(0).since(cpu0)
+	r.CPU = e.sampleCPU(ctx).since(cpu0)
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
