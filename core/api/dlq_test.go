@@ -1,0 +1,219 @@
+package api_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+func TestServer_DLQList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	orders := b.deadLetter("orders", "a", "b", "c")
+	alerts := b.deadLetter("alerts", "d")
+	b.insert("orders", "pending") // not in the DLQ
+
+	t.Run("every channel, lowest id first", func(t *testing.T) {
+		got := decode[client.DLQPage](t, wantStatus(t, b.do("GET", "/v1/dlq", ""), 200))
+		if ids := pageIDs(got); !slices.Equal(ids, append(slices.Clone(orders), alerts...)) {
+			t.Errorf("ids %v, want %v then %v", ids, orders, alerts)
+		}
+		if got.NextAfter != 0 {
+			t.Errorf("next_after %d on the last page, want 0", got.NextAfter)
+		}
+		if n := got.Notifications[0]; n.Status != client.StatusFailed || n.LastError == "" || n.History != nil {
+			t.Errorf("row %+v: want FAILED with last_error and no history", n)
+		}
+	})
+	t.Run("one channel, paged", func(t *testing.T) {
+		p1, err := b.c.DLQ(b.ctx, client.DLQQuery{Channel: "orders", Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := pageIDs(*p1); !slices.Equal(ids, orders[:2]) || p1.NextAfter != orders[1] {
+			t.Fatalf("page 1: ids %v next_after %d, want %v and %d", ids, p1.NextAfter, orders[:2], orders[1])
+		}
+		p2, err := b.c.DLQ(b.ctx, client.DLQQuery{Channel: "orders", Limit: 2, After: p1.NextAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := pageIDs(*p2); !slices.Equal(ids, orders[2:]) || p2.NextAfter != 0 {
+			t.Errorf("page 2: ids %v next_after %d, want %v and 0", ids, p2.NextAfter, orders[2:])
+		}
+	})
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "after=-1", "after=z"} {
+		t.Run("400 for "+q, func(t *testing.T) {
+			param, _, _ := cutEq(q)
+			wantError(t, b.do("GET", "/v1/dlq?"+q, ""), 400, client.CodeBadRequest, "query parameter "+param)
+		})
+	}
+}
+
+func cutEq(s string) (string, string, bool) {
+	for i := range s {
+		if s[i] == '=' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func pageIDs(p client.DLQPage) []int64 {
+	out := make([]int64, len(p.Notifications))
+	for i, n := range p.Notifications {
+		out[i] = n.ID
+	}
+	return out
+}
+
+func TestServer_DLQReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+
+	t.Run("by ids: QUEUED with a fresh budget, in ready, off the dead list", func(t *testing.T) {
+		ids := b.deadLetter("orders", "a", "b")
+		before, err := b.engine.Stats(b.ctx, "orders")
+		must(t, err)
+		got, err := b.c.ReplayDLQ(b.ctx, client.DLQSelector{IDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Replayed != 2 || !slices.Equal(got.IDs, ids) || got.Warning != "" {
+			t.Errorf("answer %+v, want both ids replayed", got)
+		}
+		for _, id := range ids {
+			n, err := b.store.Get(b.ctx, id)
+			must(t, err)
+			if n.Status != outbox.StatusQueued || n.AttemptCount != 0 {
+				t.Errorf("id %d: %s after %d attempts, want QUEUED with 0", id, n.Status, n.AttemptCount)
+			}
+		}
+		after, err := b.engine.Stats(b.ctx, "orders")
+		must(t, err)
+		if after.Ready != before.Ready+2 || after.Dead != before.Dead-2 {
+			t.Errorf("Redis ready %d→%d, dead %d→%d; want +2 and -2", before.Ready, after.Ready, before.Dead, after.Dead)
+		}
+	})
+
+	t.Run("a non-FAILED id is 409 and nothing changes", func(t *testing.T) {
+		failed := b.deadLetter("orders", "c")[0]
+		pending := b.insert("orders", "d")[0]
+		body := jsonBody(t, client.DLQSelector{IDs: []int64{failed, pending}})
+		wantError(t, b.do("POST", "/v1/dlq/replay", body), 409, client.CodeConflict, fmt.Sprint(pending), "PENDING")
+		if s := b.status(failed); s != outbox.StatusFailed {
+			t.Errorf("the FAILED id became %s; a refused request must change nothing", s)
+		}
+	})
+
+	t.Run("an unknown id is 404 and nothing changes", func(t *testing.T) {
+		failed := b.deadLetter("orders", "e")[0]
+		wantError(t, b.do("POST", "/v1/dlq/replay", jsonBody(t, client.DLQSelector{IDs: []int64{failed, 987654321}})), 404, client.CodeNotFound, "987654321")
+		if s := b.status(failed); s != outbox.StatusFailed {
+			t.Errorf("the FAILED id became %s", s)
+		}
+	})
+
+	t.Run("a whole channel", func(t *testing.T) {
+		ids := b.deadLetter("alerts", "f", "g", "h")
+		got := decode[client.Replayed](t, wantStatus(t, b.do("POST", "/v1/dlq/replay", `{"channel":"alerts"}`), 200))
+		if got.Replayed != 3 || !slices.Equal(got.IDs, ids) {
+			t.Errorf("answer %+v, want %v", got, ids)
+		}
+		st, err := b.engine.Stats(b.ctx, "alerts")
+		must(t, err)
+		if st.Dead != 0 || st.Ready != 3 {
+			t.Errorf("alerts queue %+v, want 3 ready and 0 dead", st)
+		}
+		again := decode[client.Replayed](t, wantStatus(t, b.do("POST", "/v1/dlq/replay", `{"channel":"alerts"}`), 200))
+		if again.Replayed != 0 {
+			t.Errorf("second replay of the channel moved %d, want 0", again.Replayed)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+		mention    []string
+	}{
+		{"neither", `{}`, 422, client.CodeInvalid, []string{"ids", "channel"}},
+		{"both", `{"ids":[1],"channel":"orders"}`, 422, client.CodeInvalid, []string{"either"}},
+		{"empty ids", `{"ids":[]}`, 422, client.CodeInvalid, []string{"ids"}},
+		{"zero id", `{"ids":[5,0]}`, 422, client.CodeInvalid, []string{"ids[1]"}},
+		{"ids not numbers", `{"ids":["a"]}`, 400, client.CodeBadRequest, []string{"ids"}},
+		{"unknown field", `{"id":[1]}`, 400, client.CodeBadRequest, []string{`"id"`}},
+		{"not JSON", `ids=1`, 400, client.CodeBadRequest, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, b.do("POST", "/v1/dlq/replay", tc.body), tc.status, tc.code, tc.mention...)
+		})
+	}
+}
+
+func TestServer_DLQPurge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+
+	t.Run("by ids: rows and history gone, off the dead list", func(t *testing.T) {
+		ids := b.deadLetter("orders", "a", "b", "c")
+		got, err := b.c.PurgeDLQ(b.ctx, client.DLQSelector{IDs: ids[:2]})
+		if err != nil || got.Purged != 2 {
+			t.Fatalf("PurgeDLQ = %+v, %v; want 2 purged", got, err)
+		}
+		for _, id := range ids[:2] {
+			if _, err := b.store.Get(b.ctx, id); err == nil {
+				t.Errorf("id %d still exists after purge", id)
+			}
+		}
+		if s := b.status(ids[2]); s != outbox.StatusFailed {
+			t.Errorf("unpurged id is %s, want FAILED", s)
+		}
+		st, err := b.engine.Stats(b.ctx, "orders")
+		must(t, err)
+		if st.Dead != 1 {
+			t.Errorf("dead list holds %d, want 1", st.Dead)
+		}
+	})
+
+	t.Run("a non-FAILED id is 409 and nothing is purged", func(t *testing.T) {
+		failed := b.deadLetter("orders", "d")[0]
+		pending := b.insert("orders", "e")[0]
+		wantError(t, b.do("POST", "/v1/dlq/purge", jsonBody(t, client.DLQSelector{IDs: []int64{failed, pending}})), 409, client.CodeConflict, "PENDING")
+		if s := b.status(failed); s != outbox.StatusFailed {
+			t.Errorf("FAILED id is %s after a refused purge", s)
+		}
+	})
+
+	t.Run("ids on another channel than the one named are 409", func(t *testing.T) {
+		failed := b.deadLetter("alerts", "f")[0]
+		wantError(t, b.do("POST", "/v1/dlq/purge", jsonBody(t, client.DLQSelector{IDs: []int64{failed}, Channel: "orders"})), 409, client.CodeConflict, `"alerts"`)
+	})
+
+	t.Run("an unknown id is 404", func(t *testing.T) {
+		wantError(t, b.do("POST", "/v1/dlq/purge", `{"ids":[987654321]}`), 404, client.CodeNotFound, "987654321")
+	})
+
+	t.Run("a whole channel; others untouched", func(t *testing.T) {
+		b.deadLetter("alerts", "g")
+		otherFailed := b.deadLetter("orders", "h")[0]
+		got := decode[client.Purged](t, wantStatus(t, b.do("POST", "/v1/dlq/purge", `{"channel":"alerts"}`), 200))
+		if got.Purged != 2 { // f from the subtest above, and g
+			t.Errorf("purged %d, want 2", got.Purged)
+		}
+		if s := b.status(otherFailed); s != outbox.StatusFailed {
+			t.Errorf("orders' FAILED row is %s after purging alerts", s)
+		}
+		st, err := b.engine.Stats(b.ctx, "alerts")
+		must(t, err)
+		if st.Dead != 0 {
+			t.Errorf("alerts dead list holds %d, want 0", st.Dead)
+		}
+	})
+
+	t.Run("neither ids nor channel is 422", func(t *testing.T) {
+		wantError(t, b.do("POST", "/v1/dlq/purge", `{}`), 422, client.CodeInvalid, "ids", "channel")
+	})
+}

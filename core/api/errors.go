@@ -1,0 +1,71 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// Error is an answer other than success: an HTTP status, a code from the
+// client package (client.CodeInvalid, …) and a message that names the field
+// or parameter at fault. Handlers return it; anything else they return is
+// logged and answered 500 without its text.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// badRequest: the request cannot be read (JSON syntax, a wrong JSON type, an
+// unknown field, an unparseable query or path parameter).
+func badRequest(format string, args ...any) *Error {
+	return errorf(http.StatusBadRequest, client.CodeBadRequest, format, args...)
+}
+
+// invalid: well-formed, but a value is unacceptable (a missing field, an
+// unknown channel, a payload over the limit).
+func invalid(format string, args ...any) *Error {
+	return errorf(http.StatusUnprocessableEntity, client.CodeInvalid, format, args...)
+}
+
+func notFound(format string, args ...any) *Error {
+	return errorf(http.StatusNotFound, client.CodeNotFound, format, args...)
+}
+
+func conflict(format string, args ...any) *Error {
+	return errorf(http.StatusConflict, client.CodeConflict, format, args...)
+}
+
+func unavailable(format string, args ...any) *Error {
+	return errorf(http.StatusServiceUnavailable, client.CodeUnavailable, format, args...)
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only a bug gets here (every answer type encodes); say so plainly.
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(client.ErrorBody{Error: client.ErrorDetail{Code: client.CodeInternal, Message: "encode answer: " + err.Error()}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError answers e as {"error": {"code", "message"}}.
+func writeError(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="notifyd"`)
+	}
+	writeJSON(w, e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}})
+}

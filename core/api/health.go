@@ -1,0 +1,66 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// healthz: GET /healthz, open: the process is up and serving.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readyz: GET /readyz, open: Postgres and Redis answer a ping and every
+// running channel's plugin answers Health. 200 when all do, else 503. The
+// answer says which check failed but not why (it is unauthenticated); the
+// reason goes to the log.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	out := client.Readiness{Status: "ready", Checks: map[string]string{}}
+	check := func(name string, f func(ctx context.Context) error) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.checkTO)
+		defer cancel()
+		if err := f(ctx); err != nil {
+			s.log.Warn("readiness check failed", "check", name, "error", err)
+			out.Checks[name] = "failed"
+			out.Status = "unavailable"
+			return
+		}
+		out.Checks[name] = "ok"
+	}
+	check("postgres", func(ctx context.Context) error { return s.store.Pool().Ping(ctx) })
+	check("redis", func(ctx context.Context) error { return s.redis.Ping(ctx).Err() })
+	if s.plugins != nil {
+		for _, name := range s.runningPlugins(r.Context()) {
+			check("plugin:"+name, func(ctx context.Context) error {
+				p, err := s.plugins.Plugin(ctx, name)
+				if err != nil {
+					return err
+				}
+				return p.Health(ctx)
+			})
+		}
+	}
+	for _, st := range s.channelStates(r.Context()) {
+		if !st.Running {
+			// A stopped channel is a config problem the operator sees in
+			// the log and /v1/channels; restarting the instance would not
+			// fix it, so it does not make the instance unready.
+			out.Checks["channel:"+st.Name] = "stopped"
+		}
+	}
+	status := http.StatusOK
+	if out.Status != "ready" {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, out)
+	return nil
+}
+
+// serveMetrics: GET /metrics, Prometheus text format.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	s.metricsHandler.ServeHTTP(w, r)
+	return nil
+}

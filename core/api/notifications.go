@@ -1,0 +1,111 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// enqueue: POST /v1/notifications. 202 with {id, status} (a list for a
+// batch); 200 when every notification was a repeat of its idempotency key.
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	ns, batch, e := decodeEnqueue(r.Body, enqueueRules{
+		maxPayload: s.cfg.HTTP.MaxPayloadBytes,
+		configured: func(ch string) bool { _, ok := s.cfg.Channels[ch]; return ok },
+	})
+	if e != nil {
+		return e
+	}
+	res, err := s.store.Insert(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := make([]client.Enqueued, len(res))
+	status := http.StatusOK
+	created := map[string]int{}
+	for i, in := range res {
+		out[i] = client.Enqueued{ID: in.ID, Status: in.Status, Duplicate: in.Duplicate}
+		if !in.Duplicate {
+			status = http.StatusAccepted
+			created[ns[i].Channel]++
+		}
+	}
+	for ch, n := range created {
+		s.metrics.Delivery().Enqueued(ch, n)
+	}
+	if batch {
+		writeJSON(w, status, client.EnqueuedBatch{Notifications: out})
+	} else {
+		writeJSON(w, status, out[0])
+	}
+	return nil
+}
+
+// getNotification: GET /v1/notifications/{id}.
+func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
+	id, e := parseID(r, "notification")
+	if e != nil {
+		return e
+	}
+	n, err := s.store.Get(r.Context(), id)
+	if errors.Is(err, outbox.ErrNotFound) {
+		return notFound("notification %d does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, notificationInfo(n, true))
+	return nil
+}
+
+// cancel: POST /v1/notifications/{id}/cancel. PENDING and QUEUED become
+// CANCELLED; cancelling a CANCELLED one again is a success; any other state
+// is 409.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	id, e := parseID(r, "notification")
+	if e != nil {
+		return e
+	}
+	changed, err := s.store.Cancel(r.Context(), []int64{id})
+	if err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		st, err := s.store.Statuses(r.Context(), []int64{id})
+		if err != nil {
+			return err
+		}
+		cur, ok := st[id]
+		switch {
+		case !ok:
+			return notFound("notification %d does not exist", id)
+		case cur.Status != outbox.StatusCancelled:
+			return conflict("notification %d is %s; only PENDING or QUEUED notifications can be cancelled", id, cur.Status)
+		}
+	}
+	writeJSON(w, http.StatusOK, client.Cancelled{ID: id, Status: outbox.StatusCancelled})
+	return nil
+}
+
+// notificationInfo is the wire form of a row; history only for a single read.
+func notificationInfo(n *outbox.Notification, history bool) client.NotificationInfo {
+	out := client.NotificationInfo{
+		ID: n.ID, Channel: n.Channel, Recipient: n.Recipient, Payload: n.Payload,
+		IdempotencyKey: n.IdempotencyKey, Status: n.Status, Attempts: n.AttemptCount,
+		DueAt: n.DueAt, NextAttemptAt: n.NextAttemptAt, LastError: n.LastError, Result: n.Result,
+		JobID: n.JobID, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, SentAt: n.SentAt,
+	}
+	if history {
+		out.History = make([]client.Attempt, len(n.Attempts))
+		for i, a := range n.Attempts {
+			out.History[i] = client.Attempt{
+				Attempt: a.Attempt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
+				DurationSeconds: a.Duration().Seconds(), Outcome: a.Outcome,
+				ProviderStatus: a.ProviderStatus, ProviderCode: a.ProviderCode, Error: a.Error,
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,377 @@
+// Package api is notifyd's HTTP API (DESIGN §8): JSON over net/http with
+// Go's pattern routing, served by `notifyd serve` on http.listen.
+//
+// Every /v1 route needs a bearer token from http.tokens (compared in
+// constant time against every configured token); /metrics needs one too
+// unless http.public_metrics is set; /healthz and /readyz are open, for load
+// balancers and orchestrators, and say nothing secret. With no tokens
+// configured the API refuses every /v1 request with 401 (and New logs a
+// warning): an open admin API is never the default.
+//
+// Errors are {"error": {"code", "message"}} with the message naming the
+// field or parameter at fault: 400 for a body or parameter that cannot be
+// read, 401 for a missing or wrong token, 404 for an unknown id or route,
+// 409 for an action the notification's state forbids (cancelling a SENT
+// one, replaying one that is not FAILED), 413 for a body over
+// http.max_body_bytes, 422 for a well-formed request with an unacceptable
+// value (an unknown channel, a payload over http.max_payload_bytes).
+// The request and response types are sdk/client's; docs/openapi.yaml
+// describes every route.
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/metrics"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/version"
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// Defaults for Options.
+const (
+	CountsTTLDefault    = 5 * time.Second
+	CheckTimeoutDefault = 2 * time.Second
+)
+
+// Server timeouts: generous for a 1 MiB body on a slow link, short enough
+// that idle or stalled clients do not pile up.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 60 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
+// Engine is what the API uses of the delivery engine, *delivery.Engine:
+// channel states, and the channel's Redis queues across its partitions. The
+// engine need not be started for the queue operations (tests build one with
+// delivery.New and never start it).
+type Engine interface {
+	Channels(ctx context.Context) []delivery.ChannelState
+	Stats(ctx context.Context, channel string) (queue.Stats, error)
+	Requeue(ctx context.Context, rows []outbox.Queued) error
+	DeadRemove(ctx context.Context, channel string, ids []int64) error
+}
+
+// Options configure a Server.
+type Options struct {
+	Config *config.Config        // http section and channels; required
+	Store  *outbox.Store         // required
+	Engine Engine                // required
+	Redis  redis.UniversalClient // required, for /readyz
+	// Schedules answers the subscriber, schedule, campaign and job routes.
+	// nil: the API makes its own (not started: it creates runs and
+	// campaigns, and whichever instance runs the schedule service
+	// materialises them).
+	Schedules *schedule.Service
+	// Plugins is the engine's plugin host: /readyz asks every running
+	// channel's plugin for its health, and the plugin metrics read it. nil:
+	// no plugin checks.
+	Plugins *pluginhost.Host
+	// Metrics is where the API reports and what /metrics serves; nil makes
+	// one. The API registers the queue, plugin and job collectors on it.
+	Metrics *metrics.Registry
+	Logger  hclog.Logger
+	// CountsTTL is how long /v1/channels reuses the outbox counts (a count
+	// reads the whole table). Default CountsTTLDefault.
+	CountsTTL time.Duration
+	// CheckTimeout bounds each /readyz check. Default CheckTimeoutDefault.
+	CheckTimeout time.Duration
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg       *config.Config
+	store     *outbox.Store
+	redis     redis.UniversalClient
+	schedules *schedule.Service
+	engine    Engine
+	plugins   *pluginhost.Host
+	metrics   *metrics.Registry
+	log       hclog.Logger
+	tokens    tokens
+	counts    countsCache
+	checkTO   time.Duration
+	handler   http.Handler
+	// metricsHandler serves s.metrics, built once.
+	metricsHandler http.Handler
+
+	srv *http.Server
+	ln  net.Listener
+}
+
+// New builds the API and its routes; Start serves it.
+func New(o Options) (*Server, error) {
+	if o.Config == nil || o.Store == nil || o.Engine == nil || o.Redis == nil {
+		return nil, errors.New("api: Config, Store, Engine and Redis are required")
+	}
+	s := &Server{
+		cfg: o.Config, store: o.Store, redis: o.Redis, schedules: o.Schedules,
+		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics,
+		log:     cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
+		checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
+	}
+	s.counts.ttl = cmp.Or(o.CountsTTL, CountsTTLDefault)
+	s.counts.store = o.Store
+	if s.metrics == nil {
+		s.metrics = metrics.New(version.Version)
+	}
+	if s.schedules == nil {
+		svc, err := schedule.New(o.Store.Pool(), o.Config, schedule.Options{Logger: s.log.Named("schedule")})
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		s.schedules = svc
+	}
+	s.tokens = newTokens(o.Config.HTTP.Tokens)
+	if s.tokens.empty() {
+		s.log.Warn("http.tokens is empty: every /v1 request will be refused with 401; set http.tokens to use the API")
+	}
+	if err := s.metrics.Register(
+		metrics.NewQueueCollector(o.Engine, s.channelNames),
+		metrics.NewPluginCollector(s.pluginStates),
+		metrics.NewJobCollector(s.activeJobs),
+	); err != nil {
+		return nil, fmt.Errorf("api: register metrics: %w", err)
+	}
+	s.metricsHandler = s.metrics.Handler()
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the API as an http.Handler (tests serve it with httptest).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on http.listen and serves in the background. A listen error
+// (address in use) is returned at once.
+func (s *Server) Start(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s (http.listen): %w", s.cfg.HTTP.Listen, err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          s.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("API server stopped", "error", err)
+		}
+	}()
+	s.log.Info("API listening", "addr", ln.Addr().String(), "public_metrics", s.cfg.HTTP.PublicMetrics)
+	return nil
+}
+
+// Addr is the address Start listens on (useful with port 0).
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Stop stops accepting requests and waits, until ctx ends, for those in
+// flight to finish.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	return nil
+}
+
+// handlerFunc is a route: it writes a success itself and returns any error,
+// which serve answers.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// access says who may call a route.
+type access int
+
+const (
+	open      access = iota // /healthz, /readyz
+	token                   // /v1/...
+	metricsAc               // /metrics: a token unless http.public_metrics
+)
+
+// route is one entry of the route table.
+type route struct {
+	pattern string
+	access  access
+	handler func(*Server, http.ResponseWriter, *http.Request) error
+}
+
+// routeTable is every route, exactly the issue's list (DESIGN §8).
+var routeTable = []route{
+	{"POST /v1/notifications", token, (*Server).enqueue},
+	{"GET /v1/notifications/{id}", token, (*Server).getNotification},
+	{"POST /v1/notifications/{id}/cancel", token, (*Server).cancel},
+	{"GET /v1/dlq", token, (*Server).dlqList},
+	{"POST /v1/dlq/replay", token, (*Server).dlqReplay},
+	{"POST /v1/dlq/purge", token, (*Server).dlqPurge},
+	{"GET /v1/channels", token, (*Server).listChannels},
+	{"PUT /v1/subscribers/{id}", token, (*Server).putSubscriber},
+	{"GET /v1/subscribers/{id}", token, (*Server).getSubscriber},
+	{"DELETE /v1/subscribers/{id}", token, (*Server).deleteSubscriber},
+	{"GET /v1/schedules", token, (*Server).listSchedules},
+	{"POST /v1/schedules/{name}/run", token, (*Server).runSchedule},
+	{"POST /v1/campaigns", token, (*Server).createCampaign},
+	{"GET /v1/jobs", token, (*Server).listJobs},
+	{"GET /v1/jobs/{id}", token, (*Server).getJob},
+	{"GET /metrics", metricsAc, (*Server).serveMetrics},
+	{"GET /healthz", open, (*Server).healthz},
+	{"GET /readyz", open, (*Server).readyz},
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range routeTable {
+		h := rt.handler
+		mux.Handle(rt.pattern, s.wrap(rt.access, func(w http.ResponseWriter, r *http.Request) error { return h(s, w, r) }))
+	}
+	return s.fallback(mux)
+}
+
+// Routes lists every route the API serves as "METHOD /path", sorted; the
+// OpenAPI test checks docs/openapi.yaml against it.
+func Routes() []string {
+	out := make([]string, len(routeTable))
+	for i, rt := range routeTable {
+		out[i] = rt.pattern
+	}
+	sort.Strings(out)
+	return out
+}
+
+// wrap applies, in order: metrics, panic recovery, auth, the body limit,
+// and the error answer.
+func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("panic in API handler", "route", r.Pattern, "panic", p, "stack", string(debug.Stack()))
+				if !rec.wrote {
+					writeError(rec, errorf(http.StatusInternalServerError, client.CodeInternal, "internal error; see the server log"))
+				}
+			}
+			s.metrics.HTTP().Observe(r.Pattern, rec.code(), time.Since(start))
+		}()
+		if ac == token || (ac == metricsAc && !s.cfg.HTTP.PublicMetrics) {
+			if e := s.tokens.check(r); e != nil {
+				writeError(rec, e)
+				return
+			}
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.HTTP.MaxBodyBytes)
+		}
+		if err := h(rec, r); err != nil {
+			s.answer(rec, r, err)
+		}
+	})
+}
+
+// answer writes err: an *Error as it is, anything else as a 500 whose text
+// goes only to the log (it may hold database details).
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		writeError(w, e)
+		return
+	}
+	if r.Context().Err() != nil {
+		// The client went away; nobody reads the answer, nothing to log.
+		writeError(w, unavailable("request cancelled"))
+		return
+	}
+	s.log.Error("API request failed", "route", r.Pattern, "error", err)
+	writeError(w, errorf(http.StatusInternalServerError, client.CodeInternal, "internal error; see the server log"))
+}
+
+// fallback answers unknown routes (404) and wrong methods (405) with the
+// JSON error body instead of the mux's plain text.
+func (s *Server) fallback(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		probe := &statusRecorder{ResponseWriter: discardWriter{h: http.Header{}}}
+		mux.ServeHTTP(probe, r)
+		code := probe.code()
+		if code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.Header().Get("Allow"))
+			writeError(w, errorf(code, client.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.Header().Get("Allow")))
+		} else {
+			writeError(w, notFound("no route %s %s", r.Method, r.URL.Path))
+		}
+		s.metrics.HTTP().Observe("", code, time.Since(start))
+	})
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) code() int {
+	if !r.wrote {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}

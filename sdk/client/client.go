@@ -1,0 +1,350 @@
+// Package client is the application side of notifyd: a typed client for its
+// HTTP API, and EnqueueTx, which writes a notification inside the
+// application's own Postgres transaction so that it exists if and only if
+// the business change commits (the transactional outbox).
+//
+//	c, err := client.New("http://127.0.0.1:8080", os.Getenv("NOTIFYD_TOKEN"))
+//	res, err := c.Enqueue(ctx, client.Notification{
+//		Channel: "orders", Recipient: "user-7",
+//		Payload: json.RawMessage(`{"text":"Your order shipped"}`),
+//		IdempotencyKey: "order-42-shipped",
+//	})
+//
+// Every error the API answers with is an *Error carrying the HTTP status,
+// a code (CodeInvalid, CodeNotFound, …) and a message that names the field
+// at fault.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds one API call when the caller's context has no
+// deadline of its own.
+const DefaultTimeout = 30 * time.Second
+
+// maxErrorBody is how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// Client calls one notifyd API. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the *http.Client requests go through (transport, TLS,
+// proxies). The default has DefaultTimeout.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.http = hc }
+}
+
+// New returns a client for the API at addr ("http://host:port", or
+// "host:port" for plain HTTP) that authenticates with token.
+func New(addr, token string, opts ...Option) (*Client, error) {
+	if addr == "" {
+		return nil, errors.New("notifyd client: address is empty")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, fmt.Errorf("notifyd client: address %q: %w", addr, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("notifyd client: address %q: scheme must be http or https", addr)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("notifyd client: address %q has no host", addr)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c := &Client{base: u, token: token, http: &http.Client{Timeout: DefaultTimeout}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Error is an error answer from the API.
+type Error struct {
+	StatusCode int    // HTTP status
+	Code       string // CodeInvalid, CodeNotFound, …
+	Message    string // names the field or parameter at fault
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("notifyd API: %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// StatusCode is the HTTP status of an *Error in err's chain, or 0.
+func StatusCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode
+	}
+	return 0
+}
+
+// Enqueue sends one notification. A repeated idempotency key answers with
+// the original (Duplicate set).
+func (c *Client) Enqueue(ctx context.Context, n Notification) (Enqueued, error) {
+	var out Enqueued
+	err := c.do(ctx, http.MethodPost, "/v1/notifications", nil, n, &out)
+	return out, err
+}
+
+// EnqueueBatch sends up to MaxBatch notifications in one call, all or none;
+// the answers come in the same order.
+func (c *Client) EnqueueBatch(ctx context.Context, ns []Notification) ([]Enqueued, error) {
+	var out EnqueuedBatch
+	err := c.do(ctx, http.MethodPost, "/v1/notifications", nil, EnqueueBatchRequest{Notifications: ns}, &out)
+	return out.Notifications, err
+}
+
+// Notification reads one notification with its attempt history.
+func (c *Client) Notification(ctx context.Context, id int64) (*NotificationInfo, error) {
+	var out NotificationInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/notifications/"+strconv.FormatInt(id, 10), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Cancel stops a PENDING or QUEUED notification. Cancelling one already
+// cancelled succeeds; one being sent or finished answers 409.
+func (c *Client) Cancel(ctx context.Context, id int64) (*Cancelled, error) {
+	var out Cancelled
+	if err := c.do(ctx, http.MethodPost, "/v1/notifications/"+strconv.FormatInt(id, 10)+"/cancel", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DLQ reads one page of dead-lettered (FAILED) notifications.
+func (c *Client) DLQ(ctx context.Context, q DLQQuery) (*DLQPage, error) {
+	v := url.Values{}
+	setIf(v, "channel", q.Channel)
+	setInt(v, "after", q.After)
+	setInt(v, "limit", int64(q.Limit))
+	var out DLQPage
+	if err := c.do(ctx, http.MethodGet, "/v1/dlq", v, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReplayDLQ queues dead-lettered notifications again with a fresh retry
+// budget: the given ids (all must be FAILED, or nothing changes) or every
+// one of a channel.
+func (c *Client) ReplayDLQ(ctx context.Context, sel DLQSelector) (*Replayed, error) {
+	var out Replayed
+	if err := c.do(ctx, http.MethodPost, "/v1/dlq/replay", nil, sel, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PurgeDLQ deletes dead-lettered notifications and their history.
+func (c *Client) PurgeDLQ(ctx context.Context, sel DLQSelector) (*Purged, error) {
+	var out Purged
+	if err := c.do(ctx, http.MethodPost, "/v1/dlq/purge", nil, sel, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Channels reads every channel's queue sizes and outbox counts.
+func (c *Client) Channels(ctx context.Context) (*Channels, error) {
+	var out Channels
+	if err := c.do(ctx, http.MethodGet, "/v1/channels", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutSubscriber creates or replaces s (addresses and attributes as given;
+// topics added) and returns it as stored.
+func (c *Client) PutSubscriber(ctx context.Context, s Subscriber) (*Subscriber, error) {
+	if s.ExternalID == "" {
+		return nil, errors.New("notifyd client: put subscriber: external id is empty")
+	}
+	body := s
+	body.ExternalID, body.CreatedAt, body.UpdatedAt = "", time.Time{}, time.Time{}
+	var out Subscriber
+	if err := c.do(ctx, http.MethodPut, "/v1/subscribers/"+url.PathEscape(s.ExternalID), nil, putSubscriber(body), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// putSubscriber is the PUT body: the id is in the path.
+type putSubscriber Subscriber
+
+func (p putSubscriber) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Addresses  map[string]string `json:"addresses,omitempty"`
+		Attributes map[string]any    `json:"attributes,omitempty"`
+		Topics     []string          `json:"topics,omitempty"`
+	}{p.Addresses, p.Attributes, p.Topics})
+}
+
+// Subscriber reads one subscriber with its topics.
+func (c *Client) Subscriber(ctx context.Context, externalID string) (*Subscriber, error) {
+	var out Subscriber
+	if err := c.do(ctx, http.MethodGet, "/v1/subscribers/"+url.PathEscape(externalID), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSubscriber removes a subscriber and its subscriptions.
+func (c *Client) DeleteSubscriber(ctx context.Context, externalID string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/subscribers/"+url.PathEscape(externalID), nil, nil, nil)
+}
+
+// Schedules lists the configured schedules.
+func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
+	var out Schedules
+	err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, nil, &out)
+	return out.Schedules, err
+}
+
+// RunSchedule creates a run of the schedule firing now and returns its job.
+func (c *Client) RunSchedule(ctx context.Context, name string) (*Job, error) {
+	var out Job
+	if err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/run", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateCampaign starts an ad-hoc bulk send to a topic and returns its job.
+func (c *Client) CreateCampaign(ctx context.Context, camp Campaign) (*Job, error) {
+	var out Job
+	if err := c.do(ctx, http.MethodPost, "/v1/campaigns", nil, camp, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Jobs lists bulk jobs, newest first.
+func (c *Client) Jobs(ctx context.Context, q JobQuery) ([]Job, error) {
+	v := url.Values{}
+	setIf(v, "kind", q.Kind)
+	setIf(v, "schedule", q.Schedule)
+	setIf(v, "state", q.State)
+	setInt(v, "before", q.Before)
+	setInt(v, "limit", int64(q.Limit))
+	var out Jobs
+	err := c.do(ctx, http.MethodGet, "/v1/jobs", v, nil, &out)
+	return out.Jobs, err
+}
+
+// Job reads one bulk job and its progress.
+func (c *Client) Job(ctx context.Context, id int64) (*Job, error) {
+	var out Job
+	if err := c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatInt(id, 10), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Ready asks /readyz. It returns the checks and, when the server is not
+// ready (503), an *Error as well.
+func (c *Client) Ready(ctx context.Context) (*Readiness, error) {
+	var out Readiness
+	err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, &out)
+	return &out, err
+}
+
+// Health asks /healthz: nil when the process answers.
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+}
+
+func setIf(v url.Values, k, s string) {
+	if s != "" {
+		v.Set(k, s)
+	}
+}
+
+func setInt(v url.Values, k string, n int64) {
+	if n != 0 {
+		v.Set(k, strconv.FormatInt(n, 10))
+	}
+}
+
+// do makes one call: body (when not nil) as JSON, the answer decoded into
+// out (when not nil). A non-2xx answer becomes an *Error; /readyz's 503
+// also fills out, since its body is the checks.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	// path arrives escaped (url.PathEscape for ids), so it is appended as
+	// text rather than set as url.URL.Path, which would escape it again.
+	target := c.base.String() + path
+	if q := query.Encode(); q != "" {
+		target += "?" + q
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("notifyd client: %s %s: encode body: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return fmt.Errorf("notifyd client: %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("notifyd client: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out == nil || resp.StatusCode == http.StatusNoContent {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return nil
+		}
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("notifyd client: %s %s: decode answer: %w", method, path, err)
+		}
+		return nil
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	apiErr := &Error{StatusCode: resp.StatusCode}
+	var eb ErrorBody
+	if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
+		apiErr.Code, apiErr.Message = eb.Error.Code, eb.Error.Message
+	} else {
+		if out != nil && json.Unmarshal(raw, out) == nil {
+			apiErr.Code = CodeUnavailable
+		}
+		apiErr.Message = strings.TrimSpace(string(raw))
+		if apiErr.Message == "" {
+			apiErr.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return apiErr
+}
