@@ -80,11 +80,11 @@ type bundle struct {
 }
 
 type setupOptions struct {
-	sinkURL     string                 // the webhook channels' url
-	plugin      bool                   // install the real webhook plugin into the plugin dir
-	startEngine bool                   // start the delivery engine (needs plugin)
-	edit        func(*config.Config)   // change the loaded config
-	redis       redis.UniversalClient  // the API's Redis client for /readyz (default: the test's)
+	sinkURL     string                // the webhook channels' url
+	plugin      bool                  // install the real webhook plugin into the plugin dir
+	startEngine bool                  // start the delivery engine (needs plugin)
+	edit        func(*config.Config)  // change the loaded config
+	redis       redis.UniversalClient // the API's Redis client for /readyz (default: the test's)
 }
 
 // setup builds the API on a fresh schema and key prefix, with an engine
