@@ -18,7 +18,8 @@ var errDeposed = errors.New("job is no longer ours")
 // renderedChunk is a chunk ready to commit: parallel arrays for unnest.
 type renderedChunk struct {
 	recipients []string
-	payloads   []string
+	payloads   []string // one per recipient, or nil when every recipient gets static
+	static     string
 	processed  int    // audience members read, skipped ones included
 	skipped    int    // of which without an address / recipient
 	cursor     string // the cursor after this chunk
@@ -187,7 +188,6 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 		}
 		rc := renderedChunk{
 			recipients: make([]string, 0, len(c.rows)),
-			payloads:   make([]string, 0, len(c.rows)),
 			processed:  len(c.rows),
 			cursor:     cursor,
 			last:       len(c.rows) < size,
@@ -232,12 +232,10 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 			ends = append(ends, len(buf))
 		}
 		if static != nil {
-			p := string(static)
-			for range rc.recipients {
-				rc.payloads = append(rc.payloads, p)
-			}
+			rc.static = string(static)
 		} else {
 			all, start := string(buf), 0
+			rc.payloads = make([]string, 0, len(ends))
 			for _, end := range ends {
 				rc.payloads = append(rc.payloads, all[start:end])
 				start = end
@@ -288,13 +286,25 @@ func (s *Service) commitChunk(ctx context.Context, job *Job, c renderedChunk) er
 		return errDeposed
 	}
 	if len(c.recipients) > 0 {
-		_, err = tx.Exec(ctx, `
-			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
-			                           created_at, updated_at)
-			SELECT $1, r, p::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
-			FROM unnest($2::text[], $3::text[]) AS t(r, p)
-			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-			job.Channel, c.recipients, c.payloads, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
+		// A static payload goes once per chunk and is parsed once, not
+		// once per row.
+		if c.payloads == nil {
+			_, err = tx.Exec(ctx, `
+				INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+				                           created_at, updated_at)
+				SELECT $1, r, $3::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
+				FROM unnest($2::text[]) AS t(r)
+				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+				job.Channel, c.recipients, c.static, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
+		} else {
+			_, err = tx.Exec(ctx, `
+				INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+				                           created_at, updated_at)
+				SELECT $1, r, p::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
+				FROM unnest($2::text[], $3::text[]) AS t(r, p)
+				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+				job.Channel, c.recipients, c.payloads, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
+		}
 		if err != nil {
 			return fmt.Errorf("insert %d notifications for job %d: %w", len(c.recipients), job.ID, err)
 		}
