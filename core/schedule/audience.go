@@ -151,12 +151,12 @@ func (a *queryAudience) build(k, data string) {
 func (a *queryAudience) check(ctx context.Context, q querier) error {
 	rows, err := q.Query(ctx, `SELECT * FROM (`+a.query+`) q LIMIT 0`)
 	if err != nil {
-		return fmt.Errorf("audience query fails: %w", err)
+		return fmt.Errorf("audience query fails: %w", classify(err))
 	}
 	fields := rows.FieldDescriptions()
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("audience query fails: %w", err)
+		return fmt.Errorf("audience query fails: %w", classify(err))
 	}
 	have := map[string]bool{}
 	var names []string
@@ -166,8 +166,8 @@ func (a *queryAudience) check(ctx context.Context, q querier) error {
 	}
 	for _, col := range []string{"recipient", a.key} {
 		if !have[col] {
-			return fmt.Errorf("audience query returns no column %q (it returns: %s); it must return recipient, the key column (audience.key) and optionally data",
-				col, strings.Join(names, ", "))
+			return permanent(fmt.Errorf("audience query returns no column %q (it returns: %s); it must return recipient, the key column (audience.key) and optionally data",
+				col, strings.Join(names, ", ")))
 		}
 	}
 	if !have["data"] {

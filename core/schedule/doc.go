@@ -13,6 +13,13 @@
 // whose heartbeat is older than jobs.stuck_after is taken over by another
 // instance with an UPDATE conditional on the owner and heartbeat it saw.
 //
+// Audiences: a topic (the recipient is each subscriber's address on the
+// job's channel; subscribers without one are skipped and counted), or an
+// operator's SQL query against the same database returning recipient, an
+// optional data column and the column named by audience.key, which must be
+// unique and orderable (bigint, uuid, text, timestamptz …): the query is read
+// as SELECT … FROM (<query>) q WHERE key > $cursor ORDER BY key LIMIT n.
+//
 // Job states: PENDING → RUNNING → DONE | FAILED | CANCELLED, and SKIPPED for a
 // fire time missed by more than max_late while every instance was down.
 //

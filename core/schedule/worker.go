@@ -55,7 +55,9 @@ func (s *Service) runJob(ctx context.Context, job *Job) error {
 	var perm *permanentError
 	if errors.As(err, &perm) {
 		log.Error("job failed", "error", err)
-		if _, ferr := jobFinishIfRunning(context.WithoutCancel(ctx), s.pool, job.ID, s.owner, JobFailed, err.Error(), s.now()); ferr != nil {
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer fcancel()
+		if _, ferr := jobFinishIfRunning(fctx, s.pool, job.ID, s.owner, JobFailed, err.Error(), s.now()); ferr != nil {
 			return errors.Join(err, ferr)
 		}
 		return nil
@@ -107,7 +109,7 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 	}
 	if qa, ok := aud.(*queryAudience); ok {
 		if err := qa.check(ctx, s.pool); err != nil {
-			return permanent(err)
+			return err // permanent when the query or its columns are wrong
 		}
 	}
 	tmpl, err := compilePayload(job.Payload)
