@@ -142,7 +142,7 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 	}
 	failures := 0
 	for _, ch := range channels {
-		raw, err := json.Marshal(jsonable(cfg.Channels[ch].Config))
+		raw, err := cfg.Channels[ch].ConfigJSON()
 		if err == nil {
 			err = p.Configure(sctx, ch, raw)
 		}
@@ -171,29 +171,4 @@ func closeHost(h *pluginhost.Host) {
 	if err := h.Close(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "notifyd: stop plugins:", err)
 	}
-}
-
-// jsonable turns YAML-decoded maps (map[any]any) into JSON-encodable ones.
-func jsonable(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[k] = jsonable(x)
-		}
-		return out
-	case map[any]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[fmt.Sprint(k)] = jsonable(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = jsonable(x)
-		}
-		return out
-	}
-	return v
 }

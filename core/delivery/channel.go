@@ -47,7 +47,7 @@ func (c *channel) configure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	raw, err := rawConfig(c.cfg.Config)
+	raw, err := c.cfg.ConfigJSON()
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -295,38 +294,4 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// rawConfig turns a channel's config map into the JSON the plugin receives.
-func rawConfig(m map[string]any) (json.RawMessage, error) {
-	b, err := json.Marshal(normalize(m))
-	if err != nil {
-		return nil, fmt.Errorf("encode channel config: %w", err)
-	}
-	return b, nil
-}
-
-// normalize makes YAML-decoded maps JSON-encodable (map[any]any → map[string]any).
-func normalize(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[k] = normalize(x)
-		}
-		return out
-	case map[any]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[fmt.Sprint(k)] = normalize(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = normalize(x)
-		}
-		return out
-	}
-	return v
 }
