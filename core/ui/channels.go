@@ -1,0 +1,124 @@
+package ui
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/queue"
+)
+
+// healthTimeout bounds a plugin health check made for a page.
+const healthTimeout = 2 * time.Second
+
+type channelsData struct {
+	Instance  string
+	Rows      []channelRow
+	Plugins   []pluginRow
+	CountedAt time.Time // when the Postgres counts were taken (zero = not yet)
+	CountErr  string
+	Statuses  []string
+}
+
+type channelRow struct {
+	delivery.ChannelState
+	State    string // running | paused | stopped
+	Queue    queue.Stats
+	QueueErr string
+	Counts   map[string]int64 // Postgres rows by status
+	Chart    chart
+}
+
+type pluginRow struct {
+	Name     string
+	Version  string
+	PID      int
+	Restarts int
+	Healthy  bool
+	Health   string // "ok" or the error
+	Channels []string
+}
+
+var statusOrder = []string{
+	outbox.StatusPending, outbox.StatusQueued, outbox.StatusProcessing,
+	outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled,
+}
+
+func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	ctx := r.Context()
+	counts, countedAt, countErr := s.sampler.counts()
+	data := channelsData{Instance: s.d.Engine.Instance(), CountedAt: countedAt, Statuses: statusOrder}
+	if countErr != nil {
+		data.CountErr = countErr.Error()
+	}
+	states := s.d.Engine.Channels(ctx)
+	rows := make([]channelRow, len(states))
+	var wg sync.WaitGroup
+	for i, st := range states {
+		rows[i] = channelRow{ChannelState: st, State: "stopped", Counts: counts[st.Name], Chart: newChart(s.sampler.rates(st.Name))}
+		switch {
+		case st.Running && st.Paused:
+			rows[i].State = "paused"
+		case st.Running:
+			rows[i].State = "running"
+		}
+		wg.Go(func() {
+			q, err := s.d.Engine.Stats(ctx, st.Name)
+			rows[i].Queue = q
+			if err != nil {
+				rows[i].QueueErr = err.Error()
+			}
+		})
+	}
+	data.Plugins = s.pluginRows(ctx, rows)
+	wg.Wait()
+	data.Rows = rows
+	s.render(w, r, http.StatusOK, "channels", sess, view{Title: "Channels", Nav: "channels", Refresh: 5, Data: data})
+}
+
+// pluginRows checks the plugins of running channels, side by side. It never
+// launches a plugin: only channels the engine reports running have one.
+func (s *server) pluginRows(ctx context.Context, rows []channelRow) []pluginRow {
+	if s.d.Plugins == nil {
+		return nil
+	}
+	var names []string
+	byName := map[string]*pluginRow{}
+	for _, row := range rows {
+		if !row.Running {
+			continue
+		}
+		p, ok := byName[row.Plugin]
+		if !ok {
+			p = &pluginRow{Name: row.Plugin}
+			byName[row.Plugin] = p
+			names = append(names, row.Plugin)
+		}
+		p.Channels = append(p.Channels, row.Name)
+	}
+	out := make([]pluginRow, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		out[i] = *byName[name]
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+			defer cancel()
+			p, err := s.d.Plugins.Plugin(ctx, name)
+			if err != nil {
+				out[i].Health = err.Error()
+				return
+			}
+			out[i].Version, out[i].PID, out[i].Restarts = p.Info().Version, p.PID(), p.Restarts()
+			if err := p.Health(ctx); err != nil {
+				out[i].Health = err.Error()
+				return
+			}
+			out[i].Healthy, out[i].Health = true, "ok"
+		})
+	}
+	wg.Wait()
+	return out
+}
