@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/notifyd/notifyd/core/version.Version=$(VERSION)
 # built to bin/plugins/notifyd-plugin-<name>.
 PLUGINS := $(patsubst plugins/%/,%,$(wildcard plugins/*/))
 
-.PHONY: all build services test vet bench proto demo clean
+.PHONY: all build services test vet bench proto demo clean chaos
 
 all: build
 
@@ -33,6 +33,13 @@ demo: build
 
 test: services vet build
 	scripts/browser && $(GO) test -race -timeout 30m ./...
+
+# chaos runs the fault-tolerance suite in full (≥ 100,000 notifications under
+# kill -9, Redis wipes, Postgres restarts and network faults; ~10 minutes).
+# It needs no services: it starts its own Postgres and Redis. The short mode
+# runs inside `make test`. See docs/reliability.md.
+chaos:
+	$(GO) test ./internal/chaos -run TestChaos -count=1 -chaos.full -timeout 90m -v $(CHAOSFLAGS)
 
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
