@@ -17,6 +17,8 @@ var (
 	rate    = flag.Float64("chaos.rate", 0, "notifications enqueued per second (default: 125 short, 250 full)")
 	seed    = flag.Uint64("chaos.seed", 0, "fault schedule seed (default: random, printed)")
 	every   = flag.Duration("chaos.every", 0, "mean time between faults (default 2.5s short, 3s full)")
+	bin     = flag.String("chaos.bin", "", "notifyd binary to run (default: built from ./cmd/notifyd; e.g. one built with -race)")
+	keep    = flag.Bool("chaos.keep", false, "keep the instances' configs and logs (the directory is printed)")
 	enqueue = flag.String("chaos.enqueue", "db", "how notifications are enqueued: api (POST /v1/notifications) or db (outbox.Insert)")
 )
 
@@ -26,13 +28,13 @@ var (
 func TestChaos(t *testing.T) {
 	o := chaos.Options{
 		Setup: chaos.Setup{
-			Bin:           testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"),
 			PluginDir:     t.TempDir(),
 			Instances:     3,
 			SinkTransient: 0.01,
 			SinkMaxDelay:  20 * time.Millisecond,
 			LeaseTTL:      3 * time.Second,
 			Logf:          t.Logf,
+			KeepLogs:      *keep,
 		},
 		N: 5000, Rate: 125, FaultEvery: 2500 * time.Millisecond,
 		RefuseEach: 100, Quiesce: 90 * time.Second, Enqueue: *enqueue,
@@ -52,6 +54,10 @@ func TestChaos(t *testing.T) {
 	}
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
+	}
+	o.Bin = *bin
+	if o.Bin == "" {
+		o.Bin = testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd")
 	}
 	testenv.InstallPlugin(t, o.PluginDir, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
 

@@ -168,10 +168,10 @@ SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), 
 		exits, starts := in.Exits()
 		r.Starts += starts
 		for _, e := range exits {
-			r.Exits = append(r.Exits, fmt.Sprintf("%s %s: %s", in.Name, e.At.Format("15:04:05.000"), e.Status))
-			if e.Panic {
-				r.problem("%s panicked (%s at %s); see its log", in.Name, e.Status, e.At.Format(time.RFC3339))
-			}
+			r.Exits = append(r.Exits, fmt.Sprintf("%s %s: %s: %s", in.Name, e.At.Format("15:04:05.000"), e.Status, e.Last))
+		}
+		if panics, races, first := in.LogFindings(); panics+races > 0 {
+			r.problem("%s logged %d panics and %d data races; the first: %s", in.Name, panics, races, first)
 		}
 	}
 	return nil

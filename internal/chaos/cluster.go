@@ -36,6 +36,9 @@ type Setup struct {
 	SinkMaxDelay  time.Duration
 	LeaseTTL      time.Duration
 	Logf          func(format string, args ...any)
+	// KeepLogs leaves the directory with the instances' configs and logs
+	// (and the Postgres log) in place at Close, and names it.
+	KeepLogs bool
 }
 
 // Cluster is everything the suite runs: Postgres and Redis of its own,
@@ -214,11 +217,20 @@ func (c *Cluster) Close() {
 	if c.Redis != nil {
 		c.Redis.Remove()
 	}
+	if c.Setup.KeepLogs && c.Dir != "" && c.Postgres != nil {
+		if b, err := os.ReadFile(c.Postgres.Log()); err == nil {
+			_ = os.WriteFile(filepath.Join(c.Dir, "postgres.log"), b, 0o644)
+		}
+	}
 	if c.Postgres != nil {
 		c.Postgres.Remove()
 	}
 	if c.Dir != "" {
-		os.RemoveAll(c.Dir)
+		if c.Setup.KeepLogs {
+			c.Setup.Logf("chaos: configs and logs kept in %s", c.Dir)
+		} else {
+			os.RemoveAll(c.Dir)
+		}
 	}
 }
 

@@ -42,7 +42,7 @@ type Instance struct {
 type Exit struct {
 	At     time.Time
 	Status string // exit status as the OS reports it
-	Panic  bool   // a Go panic or fatal error: always a bug
+	Last   string // the last line it logged, usually why
 }
 
 // StartInstance launches bin serve --config cfg and supervises it.
@@ -107,7 +107,7 @@ func (in *Instance) wait(cmd *exec.Cmd, done chan struct{}, logf *os.File) {
 	if err != nil {
 		status = err.Error()
 	}
-	in.exits = append(in.exits, Exit{At: time.Now(), Status: status, Panic: logHasPanic(in.Log)})
+	in.exits = append(in.exits, Exit{At: time.Now(), Status: status, Last: tail(in.Log, 1)})
 	go func() {
 		time.Sleep(500 * time.Millisecond)
 		in.mu.Lock()
@@ -202,27 +202,32 @@ func childrenOf(parent int) []int {
 	return out
 }
 
-// logHasPanic says whether the log's last run died of a Go panic or fatal
-// error.
-func logHasPanic(path string) bool {
-	f, err := os.Open(path)
+// LogFindings counts the lines of the instance's log (every run) that are
+// always bugs: Go panics and fatal errors, and data races (when the binary
+// is built with -race).
+func (in *Instance) LogFindings() (panics, races int, first string) {
+	f, err := os.Open(in.Log)
 	if err != nil {
-		return false
+		return 0, 0, ""
 	}
 	defer f.Close()
-	panicked := false
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case strings.HasPrefix(line, "=== chaos: run #"):
-			panicked = false
 		case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
-			panicked = true
+			panics++
+		case strings.Contains(line, "WARNING: DATA RACE"):
+			races++
+		default:
+			continue
+		}
+		if first == "" {
+			first = line
 		}
 	}
-	return panicked
+	return panics, races, first
 }
 
 // Tail returns the last n lines of the instance's log.
