@@ -503,3 +503,59 @@ func TestService_StartStop(t *testing.T) {
 		t.Errorf("notifications differ from the audience: %s", d)
 	}
 }
+
+// TestService_commitChunk_guards: a chunk from a worker that is not the
+// owner, or whose cursor is not the job's, or for a job no longer RUNNING,
+// inserts nothing and moves nothing.
+func TestService_commitChunk_guards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.service(t, "a")
+	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.acquire(b.ctx, job.ID)
+	if err != nil || claimed == nil {
+		t.Fatalf("acquire = %v, %v", claimed, err)
+	}
+	conn, release, err := s.chunkConn(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	chunk := renderedChunk{recipients: []string{"intruder"}, payloads: []string{`{"m":"x"}`}, processed: 1, cursor: "5"}
+	intruders := func() int {
+		var n int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM notifications WHERE recipient = 'intruder'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	other := b.service(t, "b")
+	if err := other.commitChunk(b.ctx, conn, claimed, chunk); !errors.Is(err, errDeposed) {
+		t.Errorf("commit by a non-owner = %v, want errDeposed", err)
+	}
+	stale := *claimed
+	stale.Cursor = "3"
+	if err := s.commitChunk(b.ctx, conn, &stale, chunk); !errors.Is(err, errDeposed) {
+		t.Errorf("commit from a stale cursor = %v, want errDeposed", err)
+	}
+	if n := intruders(); n != 0 {
+		t.Fatalf("%d rows inserted by refused chunks, want 0", n)
+	}
+	if err := s.commitChunk(b.ctx, conn, claimed, chunk); err != nil || intruders() != 1 {
+		t.Fatalf("commit by the owner = %v with %d rows, want nil and 1", err, intruders())
+	}
+	if _, _, err := s.CancelJob(b.ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	chunk.recipients, chunk.cursor = []string{"late"}, "6"
+	if err := s.commitChunk(b.ctx, conn, claimed, chunk); !errors.Is(err, errDeposed) {
+		t.Errorf("commit after cancel = %v, want errDeposed", err)
+	}
+	if j := mustGetJob(t, b.ctx, s, job.ID); j.Cursor != "5" || j.Done != 1 || j.State != JobCancelled {
+		t.Errorf("job = %s, want CANCELLED at cursor 5 with 1 done", j)
+	}
+}

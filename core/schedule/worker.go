@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // errDeposed: the job is no longer this owner's RUNNING job — another
@@ -132,6 +133,12 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 		log.Info("resuming job", "cursor", job.Cursor, "done", job.Done)
 	}
 
+	conn, release, err := s.chunkConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	chunks := make(chan renderedChunk, 1)
@@ -145,7 +152,7 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 		if s.beforeChunk != nil {
 			s.beforeChunk(job.ID, n)
 		}
-		if err := s.commitChunk(ctx, job, c); err != nil {
+		if err := s.commitChunk(ctx, conn, job, c); err != nil {
 			stopReading()
 			for range chunks { // let the reader finish
 			}
@@ -256,63 +263,42 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 }
 
 // commitChunk inserts a chunk's PENDING rows and advances the cursor in one
-// transaction. The job update comes first and is guarded on owner, state and
-// the previous cursor: a deposed owner (or a second worker on the same job)
-// changes nothing, and the row lock it takes orders it against takeover and
-// cancel.
-func (s *Service) commitChunk(ctx context.Context, job *Job, c renderedChunk) error {
-	now := s.now()
-	tx, err := s.pool.Begin(ctx)
+// statement, so one round trip and one (implicit) transaction a chunk. The
+// job update is guarded on owner, state and the previous cursor, and the
+// insert happens only if it matched: a deposed owner (or a second worker on
+// the same job) changes nothing, and the job row lock the update takes
+// orders the chunk against takeover and cancel.
+func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job, c renderedChunk) error {
+	payloads := c.payloads
+	var static *string
+	if payloads == nil {
+		payloads, static = []string{}, &c.static // sent and parsed once, not once per row
+	}
+	var advanced int
+	err := conn.QueryRow(ctx, `
+		WITH job AS (
+			UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6,
+			       heartbeat_at = $7, updated_at = $7,
+			       state = CASE WHEN $8 THEN 'DONE' ELSE state END,
+			       finished_at = CASE WHEN $8 THEN $7::timestamptz END,
+			       owner = CASE WHEN $8 THEN NULL ELSE owner END
+			WHERE id = $1 AND owner = $2 AND state = 'RUNNING' AND coalesce(cursor, '') = $3
+			RETURNING id),
+		ins AS (
+			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+			                           created_at, updated_at)
+			SELECT $9, r, coalesce(p::jsonb, $10::jsonb), $11 || r, 'PENDING', $12, $1, $7, $7
+			FROM unnest($13::text[], $14::text[]) AS t(r, p)
+			WHERE EXISTS (SELECT 1 FROM job)
+			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING)
+		SELECT count(*) FROM job`,
+		job.ID, s.owner, job.Cursor, c.cursor, c.processed, c.skipped, s.now(), c.last,
+		job.Channel, static, job.idempotencyPrefix(), job.dueAt(), c.recipients, payloads).Scan(&advanced)
 	if err != nil {
-		return fmt.Errorf("begin chunk: %w", err)
+		return fmt.Errorf("commit chunk of job %d (%d notifications): %w", job.ID, len(c.recipients), err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// The rows and the cursor commit or vanish together, so an asynchronous
-	// commit that a Postgres crash loses only rewinds the job to an earlier
-	// cursor, from which it re-materialises the same rows.
-	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		return fmt.Errorf("chunk: %w", err)
-	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6,
-		       heartbeat_at = $7::timestamptz, updated_at = $7,
-		       state = CASE WHEN $8 THEN 'DONE' ELSE state END,
-		       finished_at = CASE WHEN $8 THEN $7 END,
-		       owner = CASE WHEN $8 THEN NULL ELSE owner END
-		WHERE id = $1 AND owner = $2 AND state = 'RUNNING' AND coalesce(cursor, '') = $3`,
-		job.ID, s.owner, job.Cursor, c.cursor, c.processed, c.skipped, now, c.last)
-	if err != nil {
-		return fmt.Errorf("advance job %d: %w", job.ID, err)
-	}
-	if tag.RowsAffected() != 1 {
+	if advanced != 1 {
 		return errDeposed
-	}
-	if len(c.recipients) > 0 {
-		// A static payload goes once per chunk and is parsed once, not
-		// once per row.
-		if c.payloads == nil {
-			_, err = tx.Exec(ctx, `
-				INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
-				                           created_at, updated_at)
-				SELECT $1, r, $3::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
-				FROM unnest($2::text[]) AS t(r)
-				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-				job.Channel, c.recipients, c.static, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
-		} else {
-			_, err = tx.Exec(ctx, `
-				INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
-				                           created_at, updated_at)
-				SELECT $1, r, p::jsonb, $4 || r, 'PENDING', $5, $6, $7, $7
-				FROM unnest($2::text[], $3::text[]) AS t(r, p)
-				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-				job.Channel, c.recipients, c.payloads, job.idempotencyPrefix(), job.dueAt(), job.ID, now)
-		}
-		if err != nil {
-			return fmt.Errorf("insert %d notifications for job %d: %w", len(c.recipients), job.ID, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit chunk of job %d: %w", job.ID, err)
 	}
 	job.Cursor = c.cursor
 	job.Done += int64(c.processed)
@@ -321,6 +307,32 @@ func (s *Service) commitChunk(ctx context.Context, job *Job, c renderedChunk) er
 		job.State = JobDone
 	}
 	return nil
+}
+
+// chunkConn is the connection a job commits its chunks on, with
+// synchronous_commit off: a chunk's rows and its cursor commit or vanish
+// together, so a commit that a Postgres crash loses only rewinds the job to
+// an earlier cursor, from which it re-materialises the same rows; and any
+// later synchronous commit (the relay's) flushes it first. The setting is
+// reset before the connection goes back to the pool.
+func (s *Service) chunkConn(ctx context.Context) (*pgxpool.Conn, func(), error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acquire a connection: %w", err)
+	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(rctx, `RESET synchronous_commit`); err != nil {
+			_ = conn.Conn().Close(rctx) // never hand a changed session to someone else
+		}
+		conn.Release()
+	}
+	if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("set synchronous_commit: %w", err)
+	}
+	return conn, release, nil
 }
 
 // chunkSize is the schedule's chunk_size for a run, jobs.chunk_size otherwise.
