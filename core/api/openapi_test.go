@@ -14,7 +14,7 @@ import (
 )
 
 type openAPIDoc struct {
-	OpenAPI string                               `yaml:"openapi"`
+	OpenAPI string                    `yaml:"openapi"`
 	Paths   map[string]map[string]any `yaml:"paths"`
 }
 
