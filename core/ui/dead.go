@@ -440,12 +440,20 @@ func queryInt(q url.Values, name string, def, lo, hi int64) (int64, error) {
 
 // deadURL is the dead-letter list filtered by channel at page after.
 func deadURL(channel, after string) string {
+	return deadPageURL(channel, after, deadLimitDefault)
+}
+
+// deadPageURL is deadURL with a page size.
+func deadPageURL(channel, after string, limit int) string {
 	q := url.Values{}
 	if channel != "" {
 		q.Set("channel", channel)
 	}
 	if after != "" && after != "0" {
 		q.Set("after", after)
+	}
+	if limit != deadLimitDefault {
+		q.Set("limit", strconv.Itoa(limit))
 	}
 	if len(q) == 0 {
 		return "/ui/dead"

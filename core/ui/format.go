@@ -16,16 +16,20 @@ var pageNames = []string{"login", "error", "channels", "dead", "purge", "jobs", 
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"ts":        timestamp,
-		"ago":       ago,
-		"dur":       humanDuration,
-		"trunc":     truncate,
-		"persec":    perSec,
-		"deadURL":   func(channel string, after int64) string { return deadURL(channel, strconv.FormatInt(after, 10)) },
+		"ts":      timestamp,
+		"ago":     ago,
+		"dur":     humanDuration,
+		"trunc":   truncate,
+		"persec":  perSec,
+		"deadURL": func(channel string, after int64) string { return deadURL(channel, strconv.FormatInt(after, 10)) },
+		"deadPageURL": func(channel string, after int64, limit int) string {
+			return deadPageURL(channel, strconv.FormatInt(after, 10), limit)
+		},
 		"lookupURL": lookupURL,
 		"jobsURL":   jobsURL,
 		"lower":     strings.ToLower,
 		"inZone":    inZone,
+		"plural":    plural,
 		"chartW":    func() float64 { return chartW },
 		"chartH":    func() float64 { return chartH },
 	}
@@ -117,4 +121,12 @@ func jobsURL(kind, state string, before int64) string {
 		return "/ui/jobs"
 	}
 	return "/ui/jobs?" + q.Encode()
+}
+
+// plural picks one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

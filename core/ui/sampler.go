@@ -66,19 +66,25 @@ func (s *sampler) run(ctx context.Context, tick func()) {
 	}
 }
 
-func (s *sampler) sample(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, max(30*time.Second, 2*s.interval))
+func (s *sampler) sample(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, max(30*time.Second, 2*s.interval))
 	defer cancel()
 	counts, err := s.store.CountByStatus(ctx)
 	at := time.Now()
+	if parent.Err() != nil {
+		return // shutting down
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		if ctx.Err() == nil || s.lastErr == nil {
-			s.log.Warn("throughput sample", "error", err)
+		if s.lastErr == nil { // once per outage, not every interval
+			s.log.Warn("throughput sample: count notifications", "error", err)
 		}
 		s.lastErr = err
 		return
+	}
+	if s.lastErr != nil {
+		s.log.Info("throughput sample: counting again")
 	}
 	sent := make(map[string]int64, len(counts))
 	for ch, byStatus := range counts {
