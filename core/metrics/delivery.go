@@ -92,6 +92,26 @@ func (d *Delivery) Dead(channel, reason string) {
 	d.dead.WithLabelValues(channel, reason).Inc()
 }
 
+// Settled counts one settled attempt of channel by what the pipeline
+// committed: result "sent", "retry" or "failed" (outbox.Result's String),
+// and for "failed" the attempt's outcome, PERMANENT (the provider refused)
+// or anything else (retries exhausted). One call for the settler, so the
+// pipeline needs no branching of its own.
+func (d *Delivery) Settled(channel, result, outcome string) {
+	switch result {
+	case "sent":
+		d.Sent(channel)
+	case "retry":
+		d.Retried(channel)
+	case "failed":
+		reason := ReasonExhausted
+		if outcome == "PERMANENT" {
+			reason = ReasonPermanent
+		}
+		d.Dead(channel, reason)
+	}
+}
+
 // SendDuration records one plugin Send call of channel that took took.
 func (d *Delivery) SendDuration(channel string, took time.Duration) {
 	if d == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/notifyd/notifyd/core/metrics"
+	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -56,6 +57,34 @@ notifyd_notifications_enqueued_total{channel="orders"} 3
 	}
 }
 
+func TestDelivery_Settled(t *testing.T) {
+	t.Parallel()
+	r := metrics.New("test")
+	d := r.Delivery()
+	// The pipeline passes outbox.Result's String and the attempt outcome.
+	d.Settled("c", outbox.ResultSent.String(), outbox.OutcomeSuccess)
+	d.Settled("c", outbox.ResultRetry.String(), outbox.OutcomeTransient)
+	d.Settled("c", outbox.ResultFailed.String(), outbox.OutcomePermanent)
+	d.Settled("c", outbox.ResultFailed.String(), outbox.OutcomeTransient)
+	d.Settled("c", "bogus", "")
+	want := `
+# HELP notifyd_dead_letters_total Notifications dead-lettered (FAILED), by reason (permanent, exhausted).
+# TYPE notifyd_dead_letters_total counter
+notifyd_dead_letters_total{channel="c",reason="exhausted"} 1
+notifyd_dead_letters_total{channel="c",reason="permanent"} 1
+# HELP notifyd_notifications_total Notifications settled in a terminal state by this instance, by outcome (sent, failed).
+# TYPE notifyd_notifications_total counter
+notifyd_notifications_total{channel="c",outcome="failed"} 2
+notifyd_notifications_total{channel="c",outcome="sent"} 1
+# HELP notifyd_retries_total Attempts that failed transiently and were put back with a backoff.
+# TYPE notifyd_retries_total counter
+notifyd_retries_total{channel="c"} 1
+`
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(want), "notifyd_dead_letters_total", "notifyd_notifications_total", "notifyd_retries_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestDelivery_NilIsNoOp(t *testing.T) {
 	t.Parallel()
 	var d *metrics.Delivery
@@ -64,6 +93,7 @@ func TestDelivery_NilIsNoOp(t *testing.T) {
 	d.Retried("c")
 	d.Dead("c", metrics.ReasonPermanent)
 	d.SendDuration("c", time.Second)
+	d.Settled("c", "sent", "SUCCESS")
 	var h *metrics.HTTP
 	h.Observe("GET /x", 200, time.Millisecond)
 }
