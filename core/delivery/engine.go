@@ -15,6 +15,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -70,6 +71,11 @@ type Engine struct {
 	cancelRun, cancelFetch context.CancelFunc
 	fetchWG, sendWG, bgWG  sync.WaitGroup
 	stopOnce               sync.Once
+
+	// A resync that failed part-way is retried by the epoch check until one
+	// completes; resyncMu keeps passes from overlapping.
+	resyncMu      sync.Mutex
+	resyncPending atomic.Bool
 }
 
 // ChannelState is what an operator sees of one channel on this instance.

@@ -170,9 +170,12 @@ func (e *Engine) checkEpoch(ctx context.Context) {
 	if err != nil {
 		return // Redis is down; the next tick asks again
 	}
-	if changed {
+	switch {
+	case changed:
 		e.log.Warn("Redis lost its data (epoch changed); resyncing from Postgres")
 		e.resync(ctx, "epoch")
+	case e.resyncPending.Load():
+		e.resync(ctx, "retry")
 	}
 }
 
@@ -184,26 +187,32 @@ func (e *Engine) sweep(ctx context.Context) {
 }
 
 // resync pushes every non-terminal row, for a Redis that lost its data and
-// at start.
+// at start. A pass that fails (Postgres or Redis unreachable) is tried again
+// on the next epoch tick until one completes: rows queued since the sweep
+// horizon are in no Redis queue, and the sweeper would leave them waiting
+// for sweep_after.
 func (e *Engine) resync(ctx context.Context, why string) {
-	e.pushNonTerminal(ctx, e.now().Add(24*time.Hour), why)
+	e.resyncMu.Lock()
+	defer e.resyncMu.Unlock()
+	err := e.pushNonTerminal(ctx, e.now().Add(24*time.Hour), why)
+	e.resyncPending.Store(err != nil)
 }
 
-func (e *Engine) pushNonTerminal(ctx context.Context, olderThan time.Time, why string) {
+func (e *Engine) pushNonTerminal(ctx context.Context, olderThan time.Time, why string) error {
 	var after int64
 	total := 0
 	for ctx.Err() == nil {
 		rows, err := e.store.Sweep(ctx, olderThan, after, resyncPage)
 		if err != nil {
 			e.log.Warn("read rows to re-push", "why", why, "error", err)
-			return
+			return err
 		}
 		if len(rows) == 0 {
 			break
 		}
 		if err := e.pushQueued(ctx, rows); err != nil {
 			e.log.Warn("re-push rows", "why", why, "error", err)
-			return
+			return err
 		}
 		total += len(rows)
 		after = rows[len(rows)-1].ID
@@ -211,6 +220,7 @@ func (e *Engine) pushNonTerminal(ctx context.Context, olderThan time.Time, why s
 	if total > 0 {
 		e.log.Debug("re-pushed non-terminal rows", "why", why, "rows", total)
 	}
+	return ctx.Err()
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {

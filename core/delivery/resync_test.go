@@ -1,0 +1,104 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+// Redis loses its data while Postgres is unreachable, so the resync after
+// the epoch change fails: it must be tried again once Postgres answers, not
+// left to the sweeper (sweep_after, 2 minutes by default), since rows queued
+// since the sweep horizon are in no queue at all. Found by the chaos suite
+// (internal/chaos), where a Redis restart during a Postgres outage left
+// notifications waiting for the sweeper.
+func TestEngine_ResyncRetriedAfterFailure(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	rc := srv.Client()
+	s := newSink(t, nil)
+	b := setupRedis(t, s, rc, srv.URL, "resync", func(c *config.Config, _ *config.Channel) {
+		// Only a resync can bring the rows back within the test.
+		c.Delivery.SweepAfter, c.Delivery.SweepInterval = time.Hour, time.Hour
+	})
+
+	// The engine reaches Postgres through a proxy the test can cut; the test
+	// itself keeps its direct connection (b.store).
+	u, err := url.Parse(b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
+		"postgres", "127.0.0.1:0", u.Host)
+	if err := px.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Stop)
+	u.Host = px.Listen
+	pool, err := pgxpool.New(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	host := pluginhost.New(b.cfg.Plugins, b.log.Named("plugins"))
+	e, err := delivery.New(delivery.Options{
+		Config: b.cfg, Store: outbox.New(pool), Queue: queue.New(rc, b.prefix), Plugins: host, Logger: b.log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx, 5*time.Second)
+		_ = host.Close(ctx)
+	})
+	time.Sleep(300 * time.Millisecond) // the start resync (of nothing) is done
+
+	px.Stop() // Postgres is unreachable for the engine
+	ids := b.sendMany(20, func(i int) string { return fmt.Sprintf("r%d", i) })
+	// QUEUED in Postgres but in no Redis queue: what a Redis that lost its
+	// data leaves behind.
+	if q, err := b.store.Relay(context.Background(), time.Now(), 100); err != nil || len(q) != len(ids) {
+		t.Fatalf("relay = %d rows, %v; want %d", len(q), err, len(ids))
+	}
+	if err := rc.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The engine's epoch check recreates the epoch key, sees the change and
+	// tries to resync, which fails without Postgres.
+	deadline := time.Now().Add(10 * time.Second)
+	for rc.Exists(context.Background(), b.prefix+":epoch").Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine never read the epoch again after FLUSHALL")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(5 * b.cfg.Delivery.EpochInterval)
+
+	if err := px.Start(); err != nil {
+		t.Fatalf("restore the proxy: %v", err)
+	}
+	counts := b.waitAll(15 * time.Second)
+	if counts[outbox.StatusSent] != int64(len(ids)) {
+		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids))
+	}
+	b.queueEmpty()
+}
