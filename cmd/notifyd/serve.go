@@ -11,10 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/metrics"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/version"
 )
 
 func newServeCmd() *cobra.Command {
@@ -73,8 +76,9 @@ func serve(parent context.Context, path string, migrate bool) error {
 	}
 
 	host := pluginhost.New(cfg.Plugins, log.Named("plugins"))
+	store, reg := outbox.New(pool), metrics.New(version.Version)
 	engine, err := delivery.New(delivery.Options{
-		Config: cfg, Store: outbox.New(pool), Queue: queue.New(rc, cfg.Redis.Prefix),
+		Config: cfg, Store: store, Queue: queue.New(rc, cfg.Redis.Prefix),
 		Plugins: host, Logger: log.Named("delivery"),
 	})
 	if err != nil {
@@ -84,9 +88,26 @@ func serve(parent context.Context, path string, migrate bool) error {
 		_ = host.Close(ctx)
 		return err
 	}
+	apiSrv, err := api.New(api.Options{
+		Config: cfg, Store: store, Engine: engine, Redis: rc, Plugins: host, Metrics: reg, Logger: log.Named("api"),
+	})
+	if err == nil {
+		err = apiSrv.Start(ctx)
+	}
+	if err != nil {
+		_ = engine.Stop(ctx, cfg.Shutdown.SoftTimeout)
+		_ = host.Close(ctx)
+		return err
+	}
 	log.Info("notifyd serving", "instance", engine.Instance())
 
 	<-sigs
+	// The API first: no new requests while the pipeline drains.
+	apiCtx, apiCancel := context.WithTimeout(ctx, cfg.Shutdown.SoftTimeout)
+	if err := apiSrv.Stop(apiCtx); err != nil {
+		log.Warn("stop API", "error", err)
+	}
+	apiCancel()
 	log.Info("shutting down: finishing in-flight sends", "soft_timeout", cfg.Shutdown.SoftTimeout, "hard_timeout", cfg.Shutdown.HardTimeout)
 	hardCtx, hardCancel := context.WithTimeout(ctx, cfg.Shutdown.HardTimeout)
 	defer hardCancel()
