@@ -69,9 +69,12 @@ func TestRun(t *testing.T) {
 	})
 	t.Run("raw", func(t *testing.T) {
 		r := rep.Raw
-		if r.Requests != n || r.Errors != 0 || r.Throughput <= 0 || r.Latency.Count != n {
+		if r.Requests != 2*n || r.Errors != 0 || r.Throughput <= 0 || r.Latency.Count != 2*n {
 			t.Errorf("raw: requests %d, errors %d, throughput %.0f, samples %d; want %d, 0, > 0, %d",
-				r.Requests, r.Errors, r.Throughput, r.Latency.Count, n, n)
+				r.Requests, r.Errors, r.Throughput, r.Latency.Count, 2*n, 2*n)
+		}
+		if len(r.Runs) != 2 || r.Runs[0].When != "before" || r.Runs[1].When != "after" {
+			t.Errorf("raw runs = %+v, want one before and one after the burst", r.Runs)
 		}
 		if r.Concurrency != 16 {
 			t.Errorf("raw concurrency = %d, want the channel's 16", r.Concurrency)

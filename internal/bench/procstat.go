@@ -30,6 +30,23 @@ type CPUUsage struct {
 	MachineCapacity float64 `json:"machine_capacity_seconds"`
 }
 
+// add sums two phases' usage.
+func (u CPUUsage) add(o CPUUsage) CPUUsage {
+	u.WallSeconds += o.WallSeconds
+	u.Bench += o.Bench
+	u.Plugin += o.Plugin
+	u.Postgres += o.Postgres
+	u.PostgresOther += o.PostgresOther
+	u.Redis += o.Redis
+	u.MachineBusy += o.MachineBusy
+	u.MachineCapacity += o.MachineCapacity
+	u.MachineBusyPct = 0
+	if u.MachineCapacity > 0 {
+		u.MachineBusyPct = 100 * u.MachineBusy / u.MachineCapacity
+	}
+	return u
+}
+
 type cpuSample struct {
 	at           time.Time
 	self, plugin time.Duration

@@ -14,7 +14,10 @@ import (
 	"time"
 )
 
-// Raw is the baseline: what the sink takes from plain HTTP POSTs.
+// Raw is the baseline: what the sink takes from plain HTTP POSTs. It runs
+// twice, just before and just after the burst, so that a neighbour's load
+// that comes or goes during the run weighs on both sides of the ratio; the
+// figures are over both runs.
 type Raw struct {
 	Requests    int      `json:"requests"`
 	Concurrency int      `json:"concurrency"`
@@ -24,6 +27,30 @@ type Raw struct {
 	Latency     Dist     `json:"request_latency"`
 	Errors      int      `json:"errors"`
 	CPU         CPUUsage `json:"cpu"`
+	Runs        []RawRun `json:"runs"`
+}
+
+// RawRun is one of the baseline's runs.
+type RawRun struct {
+	When       string  `json:"when"` // before or after the burst
+	Seconds    float64 `json:"seconds"`
+	Throughput float64 `json:"throughput_per_s"`
+}
+
+// addRaw folds one run into the combined baseline.
+func addRaw(total *Raw, lat *[]time.Duration, when string, r Raw, l []time.Duration) {
+	total.Requests += r.Requests
+	total.Concurrency, total.Bytes = r.Concurrency, r.Bytes
+	total.Seconds += r.Seconds
+	total.Errors += r.Errors
+	total.CPU = total.CPU.add(r.CPU)
+	total.Runs = append(total.Runs, RawRun{When: when, Seconds: r.Seconds, Throughput: r.Throughput})
+	if total.Seconds > 0 {
+		total.Throughput = float64(total.Requests) / total.Seconds
+	}
+	*lat = append(*lat, l...)
+	slices.Sort(*lat)
+	total.Latency = distOf(*lat)
 }
 
 // envelope is the body the webhook plugin would POST for notification id:
@@ -44,7 +71,7 @@ func envelope(id int64, recipient string, created time.Time) []byte {
 // raw POSTs N envelopes to the sink from Concurrency goroutines over a
 // keep-alive Transport tuned like the webhook plugin's, with the same
 // headers the plugin sends.
-func (e *env) raw(ctx context.Context) (Raw, error) {
+func (e *env) raw(ctx context.Context) (Raw, []time.Duration, error) {
 	n, c := e.o.N, e.o.Concurrency
 	r := Raw{Requests: n, Concurrency: c}
 	e.sink.Reset()
@@ -131,18 +158,18 @@ func (e *env) raw(ctx context.Context) (Raw, error) {
 	elapsed := time.Since(start)
 	r.CPU = e.sampleCPU(ctx).since(cpu0)
 	if err := ctx.Err(); err != nil {
-		return r, err
+		return r, nil, err
 	}
 	r.Seconds = elapsed.Seconds()
 	r.Errors = int(errs.Load())
 	if r.Errors > 0 {
-		return r, fmt.Errorf("bench: raw baseline: %d of %d POSTs failed, the first: %w", r.Errors, n, first)
+		return r, nil, fmt.Errorf("bench: raw baseline: %d of %d POSTs failed, the first: %w", r.Errors, n, first)
 	}
 	if got := e.sink.Counts().Raw; got != n {
-		return r, fmt.Errorf("bench: raw baseline: the sink counted %d POSTs, want %d", got, n)
+		return r, nil, fmt.Errorf("bench: raw baseline: the sink counted %d POSTs, want %d", got, n)
 	}
 	r.Throughput = float64(n) / elapsed.Seconds()
 	slices.Sort(lat)
 	r.Latency = distOf(lat)
-	return r, nil
+	return r, lat, nil
 }

@@ -24,7 +24,45 @@ type Report struct {
 	Raw     Raw       `json:"raw"`
 	// Ratio is the burst's throughput over the raw baseline's.
 	Ratio float64 `json:"ratio"`
-	Idle  Idle    `json:"idle"`
+	// CPU is what each side cost in CPU time, which — unlike wall-clock
+	// throughput — hardly depends on what else the machine runs.
+	CPU  CPUCost `json:"cpu_cost"`
+	Idle Idle    `json:"idle"`
+}
+
+// CPUCost is the CPU time per notification end to end (this process, the
+// plugin, this run's Postgres backends and the Redis server) and per raw
+// request (this process: client and sink), and the throughput each would
+// reach if it had every CPU of the machine to itself.
+type CPUCost struct {
+	PerNotificationUs float64 `json:"per_notification_us"`
+	PerRawRequestUs   float64 `json:"per_raw_request_us"`
+	// Capacity = CPUs / cost: an upper bound, ignoring waits and the
+	// processes' own limits on parallelism.
+	NotificationCapacity float64 `json:"notification_capacity_per_s"`
+	RawCapacity          float64 `json:"raw_capacity_per_s"`
+	CapacityRatio        float64 `json:"capacity_ratio"`
+}
+
+func cpuCost(cpus int, b Burst, r Raw) CPUCost {
+	var c CPUCost
+	if b.N > 0 {
+		u := b.CPU
+		c.PerNotificationUs = 1e6 * (u.Bench + u.Plugin + u.Postgres + u.Redis) / float64(b.N)
+	}
+	if r.Requests > 0 {
+		c.PerRawRequestUs = 1e6 * r.CPU.Bench / float64(r.Requests)
+	}
+	if c.PerNotificationUs > 0 {
+		c.NotificationCapacity = float64(cpus) * 1e6 / c.PerNotificationUs
+	}
+	if c.PerRawRequestUs > 0 {
+		c.RawCapacity = float64(cpus) * 1e6 / c.PerRawRequestUs
+	}
+	if c.RawCapacity > 0 {
+		c.CapacityRatio = c.NotificationCapacity / c.RawCapacity
+	}
+	return c
 }
 
 // Machine describes where the run happened.
@@ -121,12 +159,22 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 
 	ra := r.Raw
-	fmt.Fprintf(&b, "\nraw baseline: %s plain POSTs of ≈%d B to the same sink at concurrency %d (Go client, keep-alive)\n",
+	fmt.Fprintf(&b, "\nraw baseline: %s plain POSTs of ≈%d B to the same sink at concurrency %d (Go client, keep-alive), half before and half after the burst\n",
 		thousands(ra.Requests), ra.Bytes, ra.Concurrency)
-	fmt.Fprintf(&b, "  throughput     %s requests/s  (%.2fs); request latency p50 %s, p99 %s\n",
-		thousands(int(ra.Throughput+0.5)), ra.Seconds, msString(ra.Latency.P50), msString(ra.Latency.P99))
+	var runs []string
+	for _, run := range ra.Runs {
+		runs = append(runs, fmt.Sprintf("%s the burst %s/s", run.When, thousands(int(run.Throughput+0.5))))
+	}
+	fmt.Fprintf(&b, "  throughput     %s requests/s  (%s); request latency p50 %s, p99 %s\n",
+		thousands(int(ra.Throughput+0.5)), strings.Join(runs, ", "), msString(ra.Latency.P50), msString(ra.Latency.P99))
 	writeCPU(&b, ra.CPU, false)
 	fmt.Fprintf(&b, "\nratio end-to-end / raw: %.2f\n", r.Ratio)
+	if c := r.CPU; c.PerNotificationUs > 0 && c.PerRawRequestUs > 0 {
+		fmt.Fprintf(&b, "CPU cost: %.0f µs per notification end to end (notifyd, plugin, its Postgres backends, Redis), %.0f µs per raw request (client + sink);\n",
+			c.PerNotificationUs, c.PerRawRequestUs)
+		fmt.Fprintf(&b, "  with all %d CPUs to themselves that is at most %s notifications/s and %s raw requests/s (ratio %.2f)\n",
+			m.CPUs, thousands(int(c.NotificationCapacity+0.5)), thousands(int(c.RawCapacity+0.5)), c.CapacityRatio)
+	}
 
 	if id := r.Idle; id.K > 0 {
 		fmt.Fprintf(&b, "\nidle pick-up: %d single notifications, each inserted into an idle pipeline and waited for\n", id.K)
