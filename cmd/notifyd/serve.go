@@ -17,6 +17,7 @@ import (
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/schedule"
 	"github.com/notifyd/notifyd/core/version"
 )
 
@@ -88,8 +89,21 @@ func serve(parent context.Context, path string, migrate bool) error {
 		_ = host.Close(ctx)
 		return err
 	}
+	// Schedules and bulk jobs: any instance evaluates them; a run is created
+	// once per fire time, and a job has one owner at a time.
+	sched, err := schedule.New(pool, cfg, schedule.Options{Logger: log.Named("schedule")})
+	if err == nil {
+		err = sched.Start(ctx)
+	}
+	if err != nil {
+		_ = engine.Stop(ctx, cfg.Shutdown.SoftTimeout)
+		_ = host.Close(ctx)
+		return err
+	}
+	defer sched.Stop()
 	apiSrv, err := api.New(api.Options{
 		Config: cfg, Store: store, Engine: engine, Redis: rc, Plugins: host, Metrics: reg, Logger: log.Named("api"),
+		Schedules: sched,
 	})
 	if err == nil {
 		err = apiSrv.Start(ctx)
