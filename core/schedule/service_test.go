@@ -209,6 +209,20 @@ func TestService_RunOnce_threeInstancesCreateOneRun(t *testing.T) {
 // the audience exactly.
 func TestService_takeOver(t *testing.T) {
 	t.Parallel()
+	// A static payload to a topic is materialised inside Postgres, a
+	// template in Go: both must resume alike.
+	for name, payload := range map[string]map[string]any{
+		"template": {"msg": "hello {{.recipient}}"},
+		"static":   {"msg": "hello"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testTakeOver(t, payload)
+		})
+	}
+}
+
+func testTakeOver(t *testing.T, payload map[string]any) {
 	const (
 		n           = 2000
 		noAddrEvery = 9
@@ -226,7 +240,7 @@ func TestService_takeOver(t *testing.T) {
 		return nil
 	}
 	job, err := a.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
-		Payload: map[string]any{"msg": "hello {{.recipient}}"}})
+		Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,5 +571,46 @@ func TestService_commitChunk_guards(t *testing.T) {
 	}
 	if j := mustGetJob(t, b.ctx, s, job.ID); j.Cursor != "5" || j.Done != 1 || j.State != JobCancelled {
 		t.Errorf("job = %s, want CANCELLED at cursor 5 with 1 done", j)
+	}
+}
+
+// TestService_materialiseInDB_guards: the in-Postgres chunk of a static
+// payload to a topic refuses a non-owner and a stale cursor too.
+func TestService_materialiseInDB_guards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", 50, 0)
+	s, other := b.service(t, "a"), b.service(t, "b")
+	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.acquire(b.ctx, job.ID)
+	if err != nil || claimed == nil {
+		t.Fatalf("acquire = %v, %v", claimed, err)
+	}
+	conn, release, err := s.chunkConn(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	aud := topicAudience{topic: "news", channel: "hooks"}
+	notOwner := *claimed
+	if err := other.materialiseInDB(b.ctx, conn, &notOwner, aud, `{"m":"x"}`); !errors.Is(err, errDeposed) {
+		t.Errorf("non-owner = %v, want errDeposed", err)
+	}
+	stale := *claimed
+	stale.Cursor = "7"
+	if err := s.materialiseInDB(b.ctx, conn, &stale, aud, `{"m":"x"}`); !errors.Is(err, errDeposed) {
+		t.Errorf("stale cursor = %v, want errDeposed", err)
+	}
+	if got := jobRecipients(t, b.ctx, b.db.Pool, job.ID); len(got) != 0 {
+		t.Fatalf("refused chunks inserted %d rows, want 0", len(got))
+	}
+	if err := s.materialiseInDB(b.ctx, conn, claimed, aud, `{"m":"x"}`); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSets(jobRecipients(t, b.ctx, b.db.Pool, job.ID), expectedRecipients(50, 0)); d != "" {
+		t.Errorf("owner's run: %s", d)
 	}
 }

@@ -100,9 +100,10 @@ func (s *Service) heartbeat(ctx context.Context, job *Job, cancel context.Cancel
 	}
 }
 
-// materialise reads the audience ahead in a goroutine (keyset paging needs
-// only the previous chunk's last key, not its commit) while this goroutine
-// commits chunk after chunk.
+// materialise prepares a job (audience, payload, total) and runs its chunks:
+// a static payload to a topic entirely inside Postgres, anything else by
+// reading the audience ahead in a goroutine (keyset paging needs only the
+// previous chunk's last key, not its commit) and rendering it here.
 func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) error {
 	aud, err := newAudience(job.Audience, job.Channel)
 	if err != nil {
@@ -138,7 +139,19 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 		return err
 	}
 	defer release()
+	if ta, ok := aud.(topicAudience); ok && !tmpl.dynamic {
+		static, err := tmpl.render(nil, newVars(job.dueAt(), job.Schedule), &strings.Builder{})
+		if err != nil {
+			return permanent(err)
+		}
+		return s.materialiseInDB(ctx, conn, job, ta, string(static))
+	}
+	return s.pipeline(ctx, conn, job, aud, tmpl)
+}
 
+// pipeline reads and renders chunks in a goroutine while this goroutine
+// commits them one after another.
+func (s *Service) pipeline(ctx context.Context, conn *pgxpool.Conn, job *Job, aud audienceSource, tmpl *payloadTemplate) error {
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	chunks := make(chan renderedChunk, 1)
@@ -260,79 +273,6 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 		}
 		cursor = rc.cursor
 	}
-}
-
-// commitChunk inserts a chunk's PENDING rows and advances the cursor in one
-// statement, so one round trip and one (implicit) transaction a chunk. The
-// job update is guarded on owner, state and the previous cursor, and the
-// insert happens only if it matched: a deposed owner (or a second worker on
-// the same job) changes nothing, and the job row lock the update takes
-// orders the chunk against takeover and cancel.
-func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job, c renderedChunk) error {
-	payloads := c.payloads
-	var static *string
-	if payloads == nil {
-		payloads, static = []string{}, &c.static // sent and parsed once, not once per row
-	}
-	var advanced int
-	err := conn.QueryRow(ctx, `
-		WITH job AS (
-			UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6,
-			       heartbeat_at = $7, updated_at = $7,
-			       state = CASE WHEN $8 THEN 'DONE' ELSE state END,
-			       finished_at = CASE WHEN $8 THEN $7::timestamptz END,
-			       owner = CASE WHEN $8 THEN NULL ELSE owner END
-			WHERE id = $1 AND owner = $2 AND state = 'RUNNING' AND coalesce(cursor, '') = $3
-			RETURNING id),
-		ins AS (
-			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
-			                           created_at, updated_at)
-			SELECT $9, r, coalesce(p::jsonb, $10::jsonb), $11 || r, 'PENDING', $12, $1, $7, $7
-			FROM unnest($13::text[], $14::text[]) AS t(r, p)
-			WHERE EXISTS (SELECT 1 FROM job)
-			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING)
-		SELECT count(*) FROM job`,
-		job.ID, s.owner, job.Cursor, c.cursor, c.processed, c.skipped, s.now(), c.last,
-		job.Channel, static, job.idempotencyPrefix(), job.dueAt(), c.recipients, payloads).Scan(&advanced)
-	if err != nil {
-		return fmt.Errorf("commit chunk of job %d (%d notifications): %w", job.ID, len(c.recipients), err)
-	}
-	if advanced != 1 {
-		return errDeposed
-	}
-	job.Cursor = c.cursor
-	job.Done += int64(c.processed)
-	job.Skipped += int64(c.skipped)
-	if c.last {
-		job.State = JobDone
-	}
-	return nil
-}
-
-// chunkConn is the connection a job commits its chunks on, with
-// synchronous_commit off: a chunk's rows and its cursor commit or vanish
-// together, so a commit that a Postgres crash loses only rewinds the job to
-// an earlier cursor, from which it re-materialises the same rows; and any
-// later synchronous commit (the relay's) flushes it first. The setting is
-// reset before the connection goes back to the pool.
-func (s *Service) chunkConn(ctx context.Context) (*pgxpool.Conn, func(), error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("acquire a connection: %w", err)
-	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(rctx, `RESET synchronous_commit`); err != nil {
-			_ = conn.Conn().Close(rctx) // never hand a changed session to someone else
-		}
-		conn.Release()
-	}
-	if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
-		release()
-		return nil, nil, fmt.Errorf("set synchronous_commit: %w", err)
-	}
-	return conn, release, nil
 }
 
 // chunkSize is the schedule's chunk_size for a run, jobs.chunk_size otherwise.
