@@ -20,6 +20,13 @@
 // unique and orderable (bigint, uuid, text, timestamptz …): the query is read
 // as SELECT … FROM (<query>) q WHERE key > $cursor ORDER BY key LIMIT n.
 //
+// A static payload to a topic is materialised entirely inside Postgres (one
+// statement per chunk pages the topic, advances the job and inserts); any
+// other job is read ahead in keyset pages and rendered in Go while the
+// previous page commits. Chunks commit with synchronous_commit off on the
+// job's own connection: a chunk's rows and its cursor are lost or kept
+// together, so a Postgres crash only rewinds the job.
+//
 // Job states: PENDING → RUNNING → DONE | FAILED | CANCELLED, and SKIPPED for a
 // fire time missed by more than max_late while every instance was down.
 //
