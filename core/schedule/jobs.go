@@ -115,15 +115,18 @@ func scanJob(row pgx.Row) (*Job, error) {
 	if err != nil {
 		loc = time.UTC
 	}
-	for dst, src := range map[*time.Time]*time.Time{&j.FireTime: fire, &j.Heartbeat: heartbeat, &j.StartedAt: started, &j.FinishedAt: finished} {
-		if src != nil {
-			*dst = *src
-		}
-	}
+	j.FireTime, j.Heartbeat, j.StartedAt, j.FinishedAt = deref(fire), deref(heartbeat), deref(started), deref(finished)
 	if !j.FireTime.IsZero() {
 		j.FireTime = j.FireTime.In(loc)
 	}
 	return &j, nil
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 func audienceJSON(a config.Audience) ([]byte, error) {
