@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -105,8 +107,8 @@ func New(pool *pgxpool.Pool, cfg *config.Config, opts Options) (*Service, error)
 	if s.cfg.Jobs.ChunkSize <= 0 || s.cfg.Jobs.Heartbeat <= 0 || s.cfg.Jobs.StuckAfter <= 0 {
 		return nil, errors.New("schedule: jobs.chunk_size, jobs.heartbeat and jobs.stuck_after must be set (config.Load fills them)")
 	}
-	for name, sc := range cfg.Schedules {
-		c, err := compileSchedule(name, sc)
+	for _, name := range slices.Sorted(maps.Keys(cfg.Schedules)) { // the first bad one, every time
+		c, err := compileSchedule(name, cfg.Schedules[name])
 		if err != nil {
 			return nil, err
 		}
