@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -13,15 +14,18 @@ import (
 	"github.com/notifyd/notifyd/core/schedule"
 )
 
-// newCampaignCmd creates an ad-hoc bulk job (DESIGN §6) directly in the
-// database; a serving instance materialises it, or this command with --run.
+// newCampaignCmd creates an ad-hoc bulk job (DESIGN §6) through the API, or
+// directly in the database with --config; a serving instance materialises
+// it, or this command with --config --run.
 func newCampaignCmd() *cobra.Command {
 	var (
 		path, channel, topic, query, key, payload string
-		run                                       bool
+		run, watch                                bool
+		every                                     time.Duration
+		af                                        apiFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "campaign --config FILE --channel C (--topic T | --query SQL --key COL) --payload JSON",
+		Use:   "campaign [--config FILE] --channel C (--topic T | --query SQL --key COL) --payload JSON [--watch]",
 		Short: "Send a payload to a topic's subscribers (or an SQL audience) as a bulk job; prints the job id",
 		Example: `  notifyd campaign -c notifyd.yaml --channel daily-quiz --topic daily-quiz \
     --payload '{"object_type":"text","text":"Hello {{.recipient}}"}'`,
@@ -30,6 +34,9 @@ func newCampaignCmd() *cobra.Command {
 			var p map[string]any
 			if err := json.Unmarshal([]byte(payload), &p); err != nil {
 				return fmt.Errorf("--payload must be a JSON object: %w", err)
+			}
+			if path == "" {
+				return campaignAPI(cmd, &af, channel, topic, query, p, run, watch, every)
 			}
 			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
 				job, err := svc.CreateCampaign(ctx, schedule.Campaign{
@@ -56,8 +63,9 @@ func newCampaignCmd() *cobra.Command {
 		},
 	}
 	configFlag(cmd, &path)
-	_ = cmd.MarkFlagRequired("config")
 	f := cmd.Flags()
+	addAPIFlags(f, &af)
+	addWatchFlags(cmd, &watch, &every)
 	f.StringVar(&channel, "channel", "", "configured channel to send on (required)")
 	f.StringVar(&topic, "topic", "", "topic whose subscribers receive it (their address on the channel)")
 	f.StringVar(&query, "query", "", "SQL audience returning recipient, optional data and the --key column")

@@ -12,21 +12,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/sdk/client"
 )
 
 // newJobsCmd shows bulk jobs (schedule runs and campaigns) and their
-// progress, read from the database, and cancels one.
+// progress, through the API or read from the database (--config), follows
+// one live (--watch), and cancels one (--config).
 func newJobsCmd() *cobra.Command {
 	var (
 		path, state, sched, kind string
 		limit                    int
-		cancel                   bool
+		cancel, watch            bool
+		every                    time.Duration
+		af                       apiFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "jobs --config FILE [ID]",
-		Short: "List bulk jobs (schedule runs, campaigns) or show one's progress; --cancel stops one",
+		Use:   "jobs [--config FILE] [ID [--watch]]",
+		Short: "List bulk jobs (schedule runs, campaigns) or show one's progress; --watch follows it, --cancel stops one",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if path == "" {
+				q := client.JobQuery{Kind: kind, Schedule: sched, State: state, Limit: limit}
+				return jobsAPI(cmd, &af, args, q, cancel, watch, every)
+			}
 			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
 				out := cmd.OutOrStdout()
 				if len(args) == 0 {
@@ -42,6 +50,9 @@ func newJobsCmd() *cobra.Command {
 				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil {
 					return fmt.Errorf("%q is not a job id", args[0])
+				}
+				if watch {
+					return watchJob(ctx, out, func(ctx context.Context) (*schedule.Job, error) { return svc.GetJob(ctx, id) }, every, false)
 				}
 				if cancel {
 					job, n, err := svc.CancelJob(ctx, id)
@@ -60,8 +71,9 @@ func newJobsCmd() *cobra.Command {
 		},
 	}
 	configFlag(cmd, &path)
-	_ = cmd.MarkFlagRequired("config")
 	f := cmd.Flags()
+	addAPIFlags(f, &af)
+	addWatchFlags(cmd, &watch, &every)
 	f.StringVar(&state, "state", "", "only jobs in this state (PENDING, RUNNING, DONE, FAILED, CANCELLED, SKIPPED)")
 	f.StringVar(&sched, "schedule", "", "only runs of this schedule")
 	f.StringVar(&kind, "kind", "", "only schedule or campaign jobs")

@@ -10,17 +10,22 @@ import (
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
-// newSendCmd writes one notification straight into the outbox (with
-// --config), so the pipeline can be driven from a shell without the API.
+// newSendCmd enqueues one notification through the API, or writes it
+// straight into the outbox with --config, so the pipeline can be driven from
+// a shell without the API.
 func newSendCmd() *cobra.Command {
 	var (
 		path, channel, recipient, payload, key, at string
+		af                                         apiFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "send --config FILE --channel C --recipient R --payload JSON [--idempotency-key K] [--at TIME]",
-		Short: "Enqueue one notification (directly into the outbox with --config)",
+		Use:   "send [--config FILE] --channel C --recipient R --payload JSON [--idempotency-key K] [--at TIME]",
+		Short: "Enqueue one notification (through the API, or directly into the outbox with --config)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return sendAPI(cmd, &af, channel, recipient, payload, key, at)
+			}
 			cfg, _, err := loadConfig(path)
 			if err != nil {
 				return err
@@ -66,7 +71,7 @@ func newSendCmd() *cobra.Command {
 	f.StringVar(&at, "at", "", "send at this time (RFC 3339, or a duration from now such as 10m)")
 	_ = cmd.MarkFlagRequired("channel")
 	_ = cmd.MarkFlagRequired("recipient")
-	_ = cmd.MarkFlagRequired("config")
+	addAPIFlags(f, &af)
 	return cmd
 }
 

@@ -10,15 +10,20 @@ import (
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
-// newStatusCmd shows notifications by id, read from the outbox (--config).
+// newStatusCmd shows notifications by id, through the API or read from the
+// outbox (--config).
 func newStatusCmd() *cobra.Command {
 	var path string
 	var history bool
+	var af apiFlags
 	cmd := &cobra.Command{
-		Use:   "status --config FILE ID [ID...]",
+		Use:   "status [--config FILE] ID [ID...]",
 		Short: "Show notifications' status, attempts and last error",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if path == "" {
+				return statusAPI(cmd, &af, args, history)
+			}
 			cfg, _, err := loadConfig(path)
 			if err != nil {
 				return err
@@ -52,6 +57,6 @@ func newStatusCmd() *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().BoolVar(&history, "history", false, "show every attempt")
-	_ = cmd.MarkFlagRequired("config")
+	addAPIFlags(cmd.Flags(), &af)
 	return cmd
 }

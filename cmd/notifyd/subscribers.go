@@ -7,15 +7,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/sdk/client"
 )
 
-// newSubscribersCmd manages subscribers and topics directly in the database.
+// newSubscribersCmd manages subscribers through the API, or directly in the
+// database with --config.
 func newSubscribersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "subscribers",
@@ -30,8 +36,9 @@ const importBatch = 5000
 
 func newSubscribersImportCmd() *cobra.Command {
 	var path string
+	var af apiFlags
 	cmd := &cobra.Command{
-		Use:   "import --config FILE [FILE|-]",
+		Use:   "import [--config FILE] [FILE|-]",
 		Short: "Upsert subscribers from JSON lines: {\"external_id\":…, \"addresses\":{channel: address}, \"attributes\":{…}, \"topics\":[…]}",
 		Example: `  echo '{"external_id":"u1","addresses":{"daily-quiz":"kakao-uuid-1"},"topics":["daily-quiz"]}' |
     notifyd subscribers import -c notifyd.yaml -`,
@@ -47,6 +54,9 @@ func newSubscribersImportCmd() *cobra.Command {
 				defer f.Close()
 				in, name = f, args[0]
 			}
+			if path == "" {
+				return importSubscribersAPI(cmd, &af, in, name)
+			}
 			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
 				n, err := importSubscribers(ctx, svc, in, name)
 				fmt.Fprintf(cmd.OutOrStdout(), "%d subscribers upserted\n", n)
@@ -55,7 +65,7 @@ func newSubscribersImportCmd() *cobra.Command {
 		},
 	}
 	configFlag(cmd, &path)
-	_ = cmd.MarkFlagRequired("config")
+	addAPIFlags(cmd.Flags(), &af)
 	return cmd
 }
 
@@ -104,11 +114,15 @@ func importSubscribers(ctx context.Context, svc *schedule.Service, r io.Reader, 
 
 func newSubscribersGetCmd() *cobra.Command {
 	var path string
+	var af apiFlags
 	cmd := &cobra.Command{
-		Use:   "get --config FILE EXTERNAL_ID",
-		Short: "Show a subscriber (addresses, attributes, topics) as JSON",
+		Use:   "get [--config FILE] EXTERNAL_ID",
+		Short: "Show a subscriber (addresses, attributes, topics); as JSON with --config or -o json",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if path == "" {
+				return getSubscriberAPI(cmd, &af, args[0])
+			}
 			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
 				s, err := svc.GetSubscriber(ctx, args[0])
 				if err != nil {
@@ -121,23 +135,91 @@ func newSubscribersGetCmd() *cobra.Command {
 		},
 	}
 	configFlag(cmd, &path)
-	_ = cmd.MarkFlagRequired("config")
+	addAPIFlags(cmd.Flags(), &af)
 	return cmd
 }
 
 func newSubscribersDeleteCmd() *cobra.Command {
 	var path string
+	var af apiFlags
 	cmd := &cobra.Command{
-		Use:   "delete --config FILE EXTERNAL_ID",
+		Use:   "delete [--config FILE] EXTERNAL_ID",
 		Short: "Delete a subscriber and its topic subscriptions",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if path == "" {
+				c, err := af.client()
+				if err != nil {
+					return err
+				}
+				return c.DeleteSubscriber(cmd.Context(), args[0])
+			}
 			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
 				return svc.DeleteSubscriber(ctx, args[0])
 			})
 		},
 	}
 	configFlag(cmd, &path)
-	_ = cmd.MarkFlagRequired("config")
+	addAPIFlags(cmd.Flags(), &af)
 	return cmd
+}
+
+// importSubscribersAPI is `subscribers import` without --config: one PUT
+// per line, so a big import is faster with --config.
+func importSubscribersAPI(cmd *cobra.Command, af *apiFlags, r io.Reader, name string) error {
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	n, line := 0, 0
+	defer func() { fmt.Fprintf(cmd.OutOrStdout(), "%d subscribers upserted\n", n) }()
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var s client.Subscriber
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return fmt.Errorf("%s line %d: %w", name, line, err)
+		}
+		if _, err := c.PutSubscriber(cmd.Context(), s); err != nil {
+			return fmt.Errorf("%s line %d: %w", name, line, err)
+		}
+		n++
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	return nil
+}
+
+// getSubscriberAPI is `subscribers get` without --config.
+func getSubscriberAPI(cmd *cobra.Command, af *apiFlags, id string) error {
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	s, err := c.Subscriber(cmd.Context(), id)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if af.json() {
+		return printJSON(w, s)
+	}
+	tw := newTable(w)
+	fmt.Fprintf(tw, "external id\t%s\n", s.ExternalID)
+	for _, ch := range slices.Sorted(maps.Keys(s.Addresses)) {
+		fmt.Fprintf(tw, "address\t%s: %s\n", ch, s.Addresses[ch])
+	}
+	fmt.Fprintf(tw, "topics\t%s\n", orDash(strings.Join(s.Topics, ", ")))
+	attrs, _ := json.Marshal(s.Attributes)
+	fmt.Fprintf(tw, "attributes\t%s\n", attrs)
+	fmt.Fprintf(tw, "created\t%s\n", s.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(tw, "updated\t%s\n", s.UpdatedAt.Format(time.RFC3339))
+	return tw.Flush()
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// This file holds the notification commands over the API: cancel, and the
+// API mode of send and status (their direct mode is in send.go/status.go).
+
+func newCancelCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{
+		Use:   "cancel ID [ID...]",
+		Short: "Cancel PENDING or QUEUED notifications (through the API)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args, "notification")
+			if err != nil {
+				return err
+			}
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			var (
+				out    []client.Cancelled
+				failed []error
+			)
+			for _, id := range ids {
+				res, err := c.Cancel(cmd.Context(), id)
+				if err != nil {
+					failed = append(failed, fmt.Errorf("notification %d: %w", id, err))
+					continue
+				}
+				out = append(out, *res)
+			}
+			if af.json() {
+				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range out {
+					fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.ID, r.Status)
+				}
+			}
+			return errors.Join(failed...)
+		},
+	}
+	addAPIFlags(cmd.Flags(), &af)
+	return cmd
+}
+
+// sendAPI is `notifyd send` without --config.
+func sendAPI(cmd *cobra.Command, af *apiFlags, channel, recipient, payload, key, at string) error {
+	if !json.Valid([]byte(payload)) {
+		return fmt.Errorf("--payload is not valid JSON: %s", payload)
+	}
+	n := client.Notification{Channel: channel, Recipient: recipient, Payload: json.RawMessage(payload), IdempotencyKey: key}
+	if at != "" {
+		due, err := parseAt(at)
+		if err != nil {
+			return err
+		}
+		n.SendAt = due
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	res, err := c.Enqueue(cmd.Context(), n)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	switch {
+	case af.json():
+		return printJSON(w, res)
+	case res.Duplicate:
+		_, err = fmt.Fprintf(w, "%d (duplicate of an earlier send with this idempotency key; status %s)\n", res.ID, res.Status)
+	default:
+		_, err = fmt.Fprintln(w, res.ID)
+	}
+	return err
+}
+
+// statusAPI is `notifyd status` without --config.
+func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) error {
+	ids, err := parseIDs(args, "notification")
+	if err != nil {
+		return err
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	ns := make([]*client.NotificationInfo, 0, len(ids))
+	for _, id := range ids {
+		n, err := c.Notification(cmd.Context(), id)
+		if err != nil {
+			return fmt.Errorf("notification %d: %w", id, err)
+		}
+		ns = append(ns, n)
+	}
+	if af.json() {
+		return printJSON(cmd.OutOrStdout(), ns)
+	}
+	tw := newTable(cmd.OutOrStdout())
+	fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
+	for _, n := range ns {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.Attempts, n.LastError)
+		if history {
+			for _, a := range n.History {
+				fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", a.Attempt, a.FinishedAt.Local().Format(time.TimeOnly), a.Outcome, a.ProviderStatus, a.Error)
+			}
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// newDLQCmd works on the dead-letter queue (FAILED notifications) through
+// the API.
+func newDLQCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{
+		Use:   "dlq list|replay|purge",
+		Short: "List, replay or purge dead-lettered (FAILED) notifications (through the API)",
+	}
+	addAPIFlags(cmd.PersistentFlags(), &af)
+	cmd.AddCommand(newDLQListCmd(&af), newDLQReplayCmd(&af), newDLQPurgeCmd(&af))
+	return cmd
+}
+
+func newDLQListCmd(af *apiFlags) *cobra.Command {
+	var (
+		q   client.DLQQuery
+		all bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--channel C] [--limit N] [--after ID] [--all]",
+		Short: "List FAILED notifications with their last error, lowest id first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			var rows []client.NotificationInfo
+			var next int64
+			for {
+				page, err := c.DLQ(cmd.Context(), q)
+				if err != nil {
+					return err
+				}
+				rows, next = append(rows, page.Notifications...), page.NextAfter
+				if !all || next == 0 {
+					break
+				}
+				q.After = next
+			}
+			w := cmd.OutOrStdout()
+			if af.json() {
+				return printJSON(w, client.DLQPage{Notifications: rows, NextAfter: next})
+			}
+			tw := newTable(w)
+			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tATTEMPTS\tFAILED AT\tLAST ERROR")
+			for _, n := range rows {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", n.ID, n.Channel, n.Recipient, n.Attempts,
+					n.UpdatedAt.Local().Format(time.DateTime), oneLineText(n.LastError, 120))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if next != 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: --after %d (or --all)\n", next)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&q.Channel, "channel", "", "only this channel")
+	f.IntVar(&q.Limit, "limit", 100, "rows per page, at most 1000")
+	f.Int64Var(&q.After, "after", 0, "start after this id (the next page)")
+	f.BoolVar(&all, "all", false, "follow every page")
+	return cmd
+}
+
+func newDLQReplayCmd(af *apiFlags) *cobra.Command {
+	var channel string
+	cmd := &cobra.Command{
+		Use:   "replay (--channel C | ID...)",
+		Short: "Queue FAILED notifications again with a fresh retry budget",
+		Long: `Queue FAILED notifications again with a fresh retry budget: the given ids (every one
+must be FAILED, or nothing changes) or every FAILED notification of --channel.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sel, err := dlqSelector(channel, args, false)
+			if err != nil {
+				return err
+			}
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ReplayDLQ(cmd.Context(), sel)
+			if err != nil {
+				return err
+			}
+			if af.json() {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d\n", res.Replayed)
+			if res.Warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", res.Warning)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&channel, "channel", "", "replay every FAILED notification of this channel")
+	return cmd
+}
+
+func newDLQPurgeCmd(af *apiFlags) *cobra.Command {
+	var (
+		channel string
+		yes     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purge (--channel C --yes | ID... [--channel C])",
+		Short: "Delete FAILED notifications and their attempt history",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sel, err := dlqSelector(channel, args, true)
+			if err != nil {
+				return err
+			}
+			if len(sel.IDs) == 0 && !yes {
+				return fmt.Errorf("purging every FAILED notification of %q deletes them for good: add --yes", channel)
+			}
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.PurgeDLQ(cmd.Context(), sel)
+			if err != nil {
+				return err
+			}
+			if af.json() {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "purged %d\n", res.Purged)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&channel, "channel", "", "the channel (every FAILED notification of it when no ids are given)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm purging a whole channel")
+	return cmd
+}
+
+// dlqSelector builds the request from --channel and id arguments; a purge
+// may take both.
+func dlqSelector(channel string, args []string, both bool) (client.DLQSelector, error) {
+	ids, err := parseIDs(args, "notification")
+	if err != nil {
+		return client.DLQSelector{}, err
+	}
+	switch {
+	case channel == "" && len(ids) == 0:
+		return client.DLQSelector{}, errors.New("give notification ids or --channel")
+	case !both && channel != "" && len(ids) > 0:
+		return client.DLQSelector{}, errors.New("give either notification ids or --channel, not both")
+	}
+	return client.DLQSelector{IDs: ids, Channel: channel}, nil
+}
+
+// oneLineText fits a provider's error into a table cell.
+func oneLineText(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}

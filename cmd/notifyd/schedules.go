@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// This file holds the schedule commands and the API mode of campaign and
+// jobs (their direct mode is in campaign.go/jobs.go), and `--watch`, the
+// live progress of a bulk job, for both modes.
+
+// watchEveryDefault is how often --watch reads the job.
+const watchEveryDefault = time.Second
+
+func newSchedulesCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{
+		Use:   "schedules [run NAME]",
+		Short: "List the configured schedules with their next fire time and last run (through the API)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.Schedules(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if af.json() {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "NAME\tCHANNEL\tCRON\tTIMEZONE\tAUDIENCE\tNEXT FIRE\tLAST RUN")
+			for _, s := range list {
+				last := "-"
+				if s.LastRun != nil {
+					last = fmt.Sprintf("job %d %s %s", s.LastRun.ID, s.LastRun.State, progress(fromAPIJob(*s.LastRun)))
+				}
+				aud := "topic " + s.Audience.Topic
+				if s.Audience.Topic == "" {
+					aud = "query"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Channel, s.Cron, s.Timezone, aud,
+					s.NextFire.Format(time.RFC3339), last)
+			}
+			return tw.Flush()
+		},
+	}
+	addAPIFlags(cmd.PersistentFlags(), &af)
+	cmd.AddCommand(newSchedulesRunCmd(&af))
+	return cmd
+}
+
+func newSchedulesRunCmd(af *apiFlags) *cobra.Command {
+	var (
+		watch bool
+		every time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run NAME [--watch]",
+		Short: "Run a schedule now (a bulk job a serving instance materialises); prints the job id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			job, err := c.RunSchedule(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return startedJob(cmd, af, c, job, watch, every)
+		},
+	}
+	addWatchFlags(cmd, &watch, &every)
+	return cmd
+}
+
+func addWatchFlags(cmd *cobra.Command, watch *bool, every *time.Duration) {
+	cmd.Flags().BoolVar(watch, "watch", false, "follow the job's progress until it ends")
+	cmd.Flags().DurationVar(every, "every", watchEveryDefault, "how often --watch reads the job")
+}
+
+// startedJob prints a job just created and follows it with --watch.
+func startedJob(cmd *cobra.Command, af *apiFlags, c *client.Client, job *client.Job, watch bool, every time.Duration) error {
+	w := cmd.OutOrStdout()
+	if !watch {
+		if af.json() {
+			return printJSON(w, job)
+		}
+		_, err := fmt.Fprintln(w, job.ID)
+		return err
+	}
+	return watchJob(cmd.Context(), w, apiJobFetch(c, job.ID), every, af.json())
+}
+
+// campaignAPI is `notifyd campaign` without --config. Over the API a
+// campaign's audience is a topic; an SQL audience needs --config.
+func campaignAPI(cmd *cobra.Command, af *apiFlags, channel, topic, query string, payload map[string]any, run, watch bool, every time.Duration) error {
+	switch {
+	case query != "":
+		return errors.New("--query is not accepted over the API (it is SQL); use --topic, or --config to work on the database directly")
+	case run:
+		return errors.New("--run materialises the job in this process and needs --config; over the API a serving instance runs it (follow it with --watch)")
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	job, err := c.CreateCampaign(cmd.Context(), client.Campaign{
+		Channel: channel, Audience: client.Audience{Topic: topic}, Payload: payload,
+	})
+	if err != nil {
+		return err
+	}
+	return startedJob(cmd, af, c, job, watch, every)
+}
+
+// jobsAPI is `notifyd jobs` without --config.
+func jobsAPI(cmd *cobra.Command, af *apiFlags, args []string, q client.JobQuery, cancel, watch bool, every time.Duration) error {
+	if cancel {
+		return errors.New("--cancel needs --config: the API has no route that cancels a job")
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if len(args) == 0 {
+		if watch {
+			return errors.New("--watch needs a job id")
+		}
+		jobs, err := c.Jobs(cmd.Context(), q)
+		if err != nil {
+			return err
+		}
+		if af.json() {
+			return printJSON(w, jobs)
+		}
+		list := make([]*schedule.Job, len(jobs))
+		for i, j := range jobs {
+			list[i] = fromAPIJob(j)
+		}
+		return printJobs(w, list)
+	}
+	ids, err := parseIDs(args, "job")
+	if err != nil {
+		return err
+	}
+	if watch {
+		return watchJob(cmd.Context(), w, apiJobFetch(c, ids[0]), every, af.json())
+	}
+	job, err := c.Job(cmd.Context(), ids[0])
+	if err != nil {
+		return err
+	}
+	if af.json() {
+		return printJSON(w, job)
+	}
+	return printJob(w, fromAPIJob(*job))
+}
+
+func apiJobFetch(c *client.Client, id int64) func(context.Context) (*schedule.Job, error) {
+	return func(ctx context.Context) (*schedule.Job, error) {
+		j, err := c.Job(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return fromAPIJob(*j), nil
+	}
+}
+
+// fromAPIJob is the API's job as the schedule package's, so both modes
+// print through the same tables.
+func fromAPIJob(j client.Job) *schedule.Job {
+	return &schedule.Job{
+		ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, FireTime: j.FireTime, Timezone: j.Timezone, Channel: j.Channel,
+		Audience: config.Audience{Topic: j.Audience.Topic, Query: j.Audience.Query, Key: j.Audience.Key},
+		Payload:  j.Payload, State: schedule.JobState(j.State), Cursor: j.Cursor, Done: j.Done, Skipped: j.Skipped,
+		Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat, Error: j.Error, CreatedAt: j.CreatedAt,
+		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt,
+	}
+}
+
+// barWidth is the progress bar's width in cells.
+const barWidth = 30
+
+// watchJob reads the job every interval until it ends. On a terminal it
+// redraws one line with a progress bar; otherwise (a pipe, a log) it prints
+// a line each time the progress changes; with asJSON, one JSON object per
+// change. A job that ends other than DONE is an error (exit status 1).
+func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (*schedule.Job, error), every time.Duration, asJSON bool) error {
+	tty := isTerminal(w)
+	last := ""
+	for {
+		j, err := fetch(ctx)
+		if err != nil {
+			if tty && last != "" {
+				fmt.Fprintln(w)
+			}
+			return err
+		}
+		line := progressLine(j)
+		switch {
+		case asJSON && line != last:
+			b, _ := json.Marshal(j)
+			fmt.Fprintln(w, string(b))
+		case tty:
+			fmt.Fprint(w, "\r\033[K"+line)
+		case line != last:
+			fmt.Fprintln(w, line)
+		}
+		last = line
+		if j.State.Terminal() {
+			if tty && !asJSON {
+				fmt.Fprintln(w)
+			}
+			if j.State != schedule.JobDone {
+				return fmt.Errorf("job %d ended %s%s", j.ID, j.State, orEmpty(": ", j.Error))
+			}
+			return nil
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if tty {
+				fmt.Fprintln(w)
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// progressLine is one job's state as a bar:
+// job 12 RUNNING   [█████████░░░░░░░░░░░░░░░░░░░░░]  30%  300/1000  skipped 2
+func progressLine(j *schedule.Job) string {
+	total, frac := "?", -1.0
+	if j.Total != nil {
+		total, frac = fmt.Sprint(*j.Total), 1.0
+		if *j.Total > 0 {
+			frac = min(1, float64(j.Done)/float64(*j.Total))
+		}
+	}
+	bar, pct := strings.Repeat("·", barWidth), "   ?"
+	if frac >= 0 {
+		full := int(frac*barWidth + 0.5)
+		bar = strings.Repeat("█", full) + strings.Repeat("░", barWidth-full)
+		pct = fmt.Sprintf("%3.0f%%", 100*frac)
+	}
+	return fmt.Sprintf("job %d %-9s [%s] %s  %d/%s  skipped %d", j.ID, j.State, bar, pct, j.Done, total, j.Skipped)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func orEmpty(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
