@@ -80,7 +80,7 @@ func serve(parent context.Context, path string, migrate bool) error {
 	store, reg := outbox.New(pool), metrics.New(version.Version)
 	engine, err := delivery.New(delivery.Options{
 		Config: cfg, Store: store, Queue: queue.New(rc, cfg.Redis.Prefix),
-		Plugins: host, Logger: log.Named("delivery"),
+		Plugins: host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
 	})
 	if err != nil {
 		return err

@@ -148,9 +148,17 @@ func TestServer_EndToEnd(t *testing.T) {
 			t.Errorf("receiver saw %d deliveries of the replayed one, want 2", n)
 		}
 	})
-	t.Run("plugin metrics", func(t *testing.T) {
+	t.Run("plugin and delivery metrics", func(t *testing.T) {
 		body := string(wantStatus(t, b.do("GET", "/metrics", ""), 200).body)
-		for _, want := range []string{`notifyd_plugin_up{plugin="webhook"} 1`, `notifyd_plugin_restarts_total{plugin="webhook"} 0`} {
+		for _, want := range []string{
+			`notifyd_plugin_up{plugin="webhook"} 1`,
+			`notifyd_plugin_restarts_total{plugin="webhook"} 0`,
+			// Counted by the engine through the same registry.
+			`notifyd_notifications_total{channel="orders",outcome="sent"} 2`,
+			`notifyd_notifications_total{channel="orders",outcome="failed"} 1`,
+			`notifyd_dead_letters_total{channel="orders",reason="permanent"} 1`,
+			`notifyd_send_duration_seconds_count{channel="orders"} 3`,
+		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
 			}

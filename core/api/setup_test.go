@@ -128,6 +128,7 @@ func setup(t *testing.T, o setupOptions) *bundle {
 	})
 	b.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: b.store, Queue: b.queue, Plugins: b.host, Logger: log.Named("delivery"),
+		Metrics: b.metrics.Delivery(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -355,6 +355,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
 	verdicts := c.plugin.Send(sctx, msgs)
 	cancel()
 	finished := e.now()
+	e.metrics.SendDuration(c.name, finished.Sub(started))
 	c.observe(ctx, verdicts)
 	ids := claimedIDs(batch)
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {

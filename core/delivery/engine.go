@@ -22,6 +22,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/backoff"
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/metrics"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
@@ -48,8 +49,9 @@ type Options struct {
 	Plugins  *pluginhost.Host
 	Logger   hclog.Logger
 	Hooks    Hooks
-	Now      func() time.Time // for tests; time.Now when nil
-	Instance string           // overrides config instance.id (tests)
+	Now      func() time.Time  // for tests; time.Now when nil
+	Instance string            // overrides config instance.id (tests)
+	Metrics  *metrics.Delivery // where sends and settles are counted; nil: nowhere
 }
 
 // Engine runs every configured channel of one notifyd instance.
@@ -60,6 +62,7 @@ type Engine struct {
 	plugins  *pluginhost.Host
 	log      hclog.Logger
 	hooks    Hooks
+	metrics  *metrics.Delivery
 	now      func() time.Time
 	instance string
 
@@ -98,7 +101,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: o.Config, store: o.Store, queue: o.Queue, plugins: o.Plugins,
-		log: o.Logger, hooks: o.Hooks, now: o.Now,
+		log: o.Logger, hooks: o.Hooks, now: o.Now, metrics: o.Metrics,
 		instance: o.Instance, channels: map[string]*channel{},
 	}
 	if e.now == nil {

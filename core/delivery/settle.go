@@ -133,6 +133,9 @@ func (s *settler) flush(batch []settleItem) {
 	}
 	byQueue := map[target]*redisOps{}
 	for i, it := range batch {
+		if applied[i] {
+			e.metrics.Settled(it.ch.name, it.s.Result.String(), it.s.Outcome)
+		}
 		key := target{it.ch, it.ch.queueOf(it.s.ID)}
 		ops := byQueue[key]
 		if ops == nil {
