@@ -96,7 +96,7 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 // filter).
 func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *session) {
 	f := r.PostForm
-	back := deadURL(f.Get("channel"), f.Get("after"))
+	back := backURL(f)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
 	switch {
@@ -313,7 +313,7 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, sess *session
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	back := deadURL(channel, f.Get("after"))
+	back := backURL(f)
 	switch {
 	case all && channel == "":
 		s.fail(w, r, http.StatusBadRequest, "Purge all needs a channel: filter the list by channel first (purging every channel at once is not offered).")
@@ -436,6 +436,15 @@ func queryInt(q url.Values, name string, def, lo, hi int64) (int64, error) {
 		return 0, fmt.Errorf("%s=%q: want a whole number from %d to %d", name, v, lo, hi)
 	}
 	return n, nil
+}
+
+// backURL is the dead-letter page a form was posted from.
+func backURL(f url.Values) string {
+	limit, err := queryInt(f, "limit", deadLimitDefault, 1, deadLimitMax)
+	if err != nil {
+		limit = deadLimitDefault
+	}
+	return deadPageURL(f.Get("channel"), f.Get("after"), int(limit))
 }
 
 // deadURL is the dead-letter list filtered by channel at page after.
