@@ -64,7 +64,7 @@ schedules:
 
 // bundle is one test's services, API server and client.
 type bundle struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	cfg     *config.Config
 	db      *testenv.DB
@@ -90,7 +90,7 @@ type setupOptions struct {
 // setup builds the API on a fresh schema and key prefix, with an engine
 // that is not started (its queue operations work without it) unless
 // o.startEngine.
-func setup(t *testing.T, o setupOptions) *bundle {
+func setup(t testing.TB, o setupOptions) *bundle {
 	t.Helper()
 	db := testenv.NewDB(t)
 	rds := testenv.NewRedis(t)
@@ -164,7 +164,7 @@ func setup(t *testing.T, o setupOptions) *bundle {
 	return b
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -316,7 +316,7 @@ func (b *bundle) status(id int64) string {
 	return n.Status
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
