@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
@@ -24,6 +25,7 @@ func (e *Engine) relayLoop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var failures int
+	var unpushed []outbox.Queued
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,7 +33,7 @@ func (e *Engine) relayLoop(ctx context.Context) {
 		case <-wake:
 		case <-timer.C:
 		}
-		next, err := e.relayDue(ctx)
+		next, err := e.relayDue(ctx, &unpushed)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -50,9 +52,20 @@ func (e *Engine) relayLoop(ctx context.Context) {
 	}
 }
 
-// relayDue relays every due row, a batch at a time, and returns when the
-// next scheduled row falls due (zero when none).
-func (e *Engine) relayDue(ctx context.Context) (time.Time, error) {
+// relayDue pushes what an earlier pass relayed but could not push, then
+// relays every due row, a batch at a time, and returns when the next
+// scheduled row falls due (zero when none). A failed push ends the pass: its
+// rows are committed QUEUED yet in no Redis queue, so they are kept in
+// *unpushed and pushed first on the next pass rather than left to the
+// sweeper (sweep_after), and relaying more into a Redis that is down would
+// only strand more. If the process dies meanwhile, the sweeper has them.
+func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.Time, error) {
+	if len(*unpushed) > 0 {
+		if err := e.pushQueued(ctx, *unpushed); err != nil {
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(*unpushed), err)
+		}
+		*unpushed = nil
+	}
 	batch := e.cfg.Delivery.RelayBatch
 	for {
 		queued, err := e.store.Relay(ctx, e.now(), batch)
@@ -60,9 +73,8 @@ func (e *Engine) relayDue(ctx context.Context) (time.Time, error) {
 			return time.Time{}, err
 		}
 		if err := e.pushQueued(ctx, queued); err != nil {
-			// Committed QUEUED but not in Redis: the sweeper pushes them
-			// once they are sweep_after old; say so loudly.
-			e.log.Warn("push relayed rows; the sweeper will push them", "rows", len(queued), "error", err)
+			*unpushed = queued
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(queued), err)
 		}
 		if len(queued) < batch {
 			break

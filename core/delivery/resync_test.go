@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/notifyd/notifyd/core/config"
@@ -42,12 +46,7 @@ func TestEngine_ResyncRetriedAfterFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
-		"postgres", "127.0.0.1:0", u.Host)
-	if err := px.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Stop)
+	px := startProxy(t, u.Host)
 	u.Host = px.Listen
 	pool, err := pgxpool.New(context.Background(), u.String())
 	if err != nil {
@@ -101,4 +100,88 @@ func TestEngine_ResyncRetriedAfterFailure(t *testing.T) {
 		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids))
 	}
 	b.queueEmpty()
+}
+
+// A relay whose push fails (Redis unreachable) has committed its rows QUEUED
+// although they are in no Redis queue: it must push them again once Redis
+// answers, not leave them to the sweeper (sweep_after, 2 minutes by
+// default). Found by the chaos suite, where rows relayed during a Redis
+// restart were still QUEUED long after everything had healed.
+func TestEngine_RelayRetriesFailedPush(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(c *config.Config, _ *config.Channel) {
+		c.Delivery.SweepAfter, c.Delivery.SweepInterval = time.Hour, time.Hour
+	})
+	// The engine reaches Redis through a proxy the test can cut.
+	px := startProxy(t, strings.TrimPrefix(strings.TrimSuffix(b.cfg.Redis.URL, "/0"), "redis://"))
+	rc := redis.NewClient(&redis.Options{Addr: px.Listen, MaxRetries: -1})
+	t.Cleanup(func() { _ = rc.Close() })
+	// The engine's log says when the push failed.
+	failed := make(chan struct{})
+	var once sync.Once
+	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: lineFunc(func(line string) {
+		t.Log(line)
+		if strings.Contains(line, "relayed rows") {
+			once.Do(func() { close(failed) })
+		}
+	})})
+	host := pluginhost.New(b.cfg.Plugins, log.Named("plugins"))
+	e, err := delivery.New(delivery.Options{
+		Config: b.cfg, Store: b.store, Queue: queue.New(rc, b.prefix), Plugins: host, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx, 5*time.Second)
+		_ = host.Close(ctx)
+	})
+	time.Sleep(300 * time.Millisecond)
+
+	px.Stop() // Redis is unreachable for the engine
+	ids := b.sendMany(20, func(i int) string { return fmt.Sprintf("r%d", i) })
+	select {
+	case <-failed:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the engine never failed to push relayed rows: %v", b.statusCounts())
+	}
+	if got := b.statusCounts()[outbox.StatusQueued]; got != int64(len(ids)) {
+		t.Fatalf("%d rows QUEUED, want all %d relayed", got, len(ids))
+	}
+
+	if err := px.Start(); err != nil {
+		t.Fatalf("restore the proxy: %v", err)
+	}
+	counts := b.waitAll(15 * time.Second)
+	if counts[outbox.StatusSent] != int64(len(ids)) {
+		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids))
+	}
+}
+
+// startProxy starts a TCP proxy to upstream that the test can stop (every
+// connection through it closed, new ones refused) and start again on the
+// same address.
+func startProxy(t *testing.T, upstream string) *toxiproxy.Proxy {
+	t.Helper()
+	px := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
+		"proxy", "127.0.0.1:0", upstream)
+	if err := px.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Stop)
+	return px
+}
+
+// lineFunc is an io.Writer handing each write (one log line) to f.
+type lineFunc func(string)
+
+func (f lineFunc) Write(p []byte) (int, error) {
+	f(string(p))
+	return len(p), nil
 }
