@@ -73,7 +73,7 @@ func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *sess
 			}
 		})
 	}
-	data.Plugins = s.pluginRows(ctx, rows)
+	data.Plugins = s.pluginRows(ctx, states)
 	wg.Wait()
 	data.Rows = rows
 	s.render(w, r, http.StatusOK, "channels", sess, view{Title: "Channels", Nav: "channels", Refresh: 5, Data: data})
@@ -81,13 +81,13 @@ func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *sess
 
 // pluginRows checks the plugins of running channels, side by side. It never
 // launches a plugin: only channels the engine reports running have one.
-func (s *server) pluginRows(ctx context.Context, rows []channelRow) []pluginRow {
+func (s *server) pluginRows(ctx context.Context, states []delivery.ChannelState) []pluginRow {
 	if s.d.Plugins == nil {
 		return nil
 	}
 	var names []string
 	byName := map[string]*pluginRow{}
-	for _, row := range rows {
+	for _, row := range states {
 		if !row.Running {
 			continue
 		}
