@@ -42,7 +42,7 @@ type sink struct {
 	seen map[string]int
 }
 
-func newSink(t *testing.T) *sink {
+func newSink(t testing.TB) *sink {
 	t.Helper()
 	s := &sink{seen: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +78,7 @@ func (s *sink) deliveries(recipient string) int {
 // bundle is one test's notifyd: real Postgres, Redis, webhook plugin and
 // delivery engine, and the dashboard served over HTTP.
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	cfg    *config.Config
 	db     *testenv.DB
@@ -111,7 +111,7 @@ func withSample(d time.Duration) option   { return func(o *options) { o.sample =
 func withChannels(names ...string) option { return func(o *options) { o.channels = names } }
 func withSchedule() option                { return func(o *options) { o.schedule = true } }
 
-func setup(t *testing.T, opts ...option) *bundle {
+func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
 	o := options{sample: 200 * time.Millisecond, channels: []string{testChannel}}
 	for _, f := range opts {
@@ -215,7 +215,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 	return b
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -310,7 +310,7 @@ func (b *bundle) status(id int64) string {
 // client is a browser without a browser: a cookie jar and the dashboard's
 // URL.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	b    *bundle
 	http *http.Client
 }
