@@ -68,9 +68,11 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request) error {
 			cs.Running, cs.Error = st.Running, st.Error
 		}
 		qs, err := s.engine.Stats(ctx, name)
-		if err != nil {
+		if err != nil && cs.Configured {
 			return err
 		}
+		// An unconfigured channel's name came from the outbox and may not
+		// even be a valid queue name: it simply has no queue sizes.
 		cs.Ready, cs.Delayed, cs.Processing, cs.Dead, cs.Instances = qs.Ready, qs.Delayed, qs.Processing, qs.Dead, qs.Instances
 		for _, st := range []string{outbox.StatusPending, outbox.StatusQueued, outbox.StatusProcessing,
 			outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled} {

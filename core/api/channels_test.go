@@ -18,7 +18,12 @@ func TestServer_Channels(t *testing.T) {
 	b := setup(t, setupOptions{edit: func(c *config.Config) {}})
 	b.deadLetter("orders", "a", "b")
 	b.insert("orders", "c", "d", "e")
-	_, err := b.store.Insert(b.ctx, []outbox.NewNotification{{Channel: "retired", Recipient: "x", Payload: json.RawMessage(`{}`)}})
+	// Rows of channels no longer configured, one with a name no Redis
+	// queue could have.
+	_, err := b.store.Insert(b.ctx, []outbox.NewNotification{
+		{Channel: "retired", Recipient: "x", Payload: json.RawMessage(`{}`)},
+		{Channel: "we{ird}", Recipient: "x", Payload: json.RawMessage(`{}`)},
+	})
 	must(t, err)
 	_, err = b.queue.Push(b.ctx, "orders", []queue.Item{{ID: 900001}, {ID: 900002, Due: time.Now().Add(time.Hour)}})
 	must(t, err)
@@ -33,8 +38,8 @@ func TestServer_Channels(t *testing.T) {
 		byName[c.Name] = c
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, ",") != "alerts,orders,retired" {
-		t.Fatalf("channels %v, want alerts, orders, retired (sorted; retired only has outbox rows)", names)
+	if strings.Join(names, ",") != "alerts,orders,retired,we{ird}" {
+		t.Fatalf("channels %v, want alerts, orders, retired, we{ird} (sorted; the last two only have outbox rows)", names)
 	}
 	o := byName["orders"]
 	if !o.Configured || o.Plugin != "webhook" || o.Running {
