@@ -18,8 +18,9 @@ var (
 	seed    = flag.Uint64("chaos.seed", 0, "fault schedule seed (default: random, printed)")
 	every   = flag.Duration("chaos.every", 0, "mean time between faults (default 2.5s short, 3s full)")
 	bin     = flag.String("chaos.bin", "", "notifyd binary to run (default: built from ./cmd/notifyd; e.g. one built with -race)")
+	sweep   = flag.Duration("chaos.sweep_after", 0, "the instances' delivery.sweep_after (default twice the 3s lease); a long one shows what recovers without the sweeper")
 	keep    = flag.Bool("chaos.keep", false, "keep the instances' configs and logs (the directory is printed)")
-	enqueue = flag.String("chaos.enqueue", "db", "how notifications are enqueued: api (POST /v1/notifications) or db (outbox.Insert)")
+	enqueue = flag.String("chaos.enqueue", "api", "how notifications are enqueued: api (POST /v1/notifications) or db (outbox.Insert)")
 )
 
 // TestChaos runs notifyd under the fault schedule and fails on any lost
@@ -35,6 +36,7 @@ func TestChaos(t *testing.T) {
 			LeaseTTL:      3 * time.Second,
 			Logf:          t.Logf,
 			KeepLogs:      *keep,
+			SweepAfter:    *sweep,
 		},
 		N: 5000, Rate: 125, FaultEvery: 2500 * time.Millisecond,
 		RefuseEach: 100, Quiesce: 90 * time.Second, Enqueue: *enqueue,
@@ -71,8 +73,8 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("chaos run (seed %d): %v", o.Seed, err)
 	}
 	t.Logf("\n%s", r)
+	t.Logf("fault timeline (seed %d; rerun with -chaos.seed %d):\n%s", o.Seed, o.Seed, r.Timeline())
 	if !r.OK() {
-		t.Logf("fault timeline (seed %d; rerun with -chaos.seed %d):\n%s", o.Seed, o.Seed, r.Timeline())
 		for _, l := range r.LogTails {
 			t.Log(l)
 		}

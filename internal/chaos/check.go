@@ -176,3 +176,48 @@ SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), 
 	}
 	return nil
 }
+
+// explain describes one notification's history: its row and every settled
+// attempt, for the report's stragglers.
+func (c *Cluster) explain(ctx context.Context, id int64, t0 time.Time) string {
+	var (
+		status                      string
+		attempts                    int
+		created, updated, sent, due pgtype.Timestamptz
+		lastErr                     string
+	)
+	err := c.DB.QueryRow(ctx, `SELECT status, attempts, created_at, updated_at, sent_at, due_at, coalesce(last_error, '')
+  FROM notifications WHERE id = $1`, id).Scan(&status, &attempts, &created, &updated, &sent, &due, &lastErr)
+	if err != nil {
+		return fmt.Sprintf("id %d: %v", id, err)
+	}
+	at := func(ts pgtype.Timestamptz) string {
+		if !ts.Valid {
+			return "-"
+		}
+		return "+" + ts.Time.Sub(t0).Round(time.Millisecond).String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "id %d: %s after %d attempts; due %s, sent %s, updated %s", id, status, attempts, at(due), at(sent), at(updated))
+	if lastErr != "" {
+		fmt.Fprintf(&b, ", last error %q", lastErr)
+	}
+	rows, err := c.DB.Query(ctx, `SELECT attempt, started_at, finished_at, outcome, coalesce(error, '')
+  FROM notification_attempts WHERE notification_id = $1 ORDER BY started_at, finished_at`, id)
+	if err != nil {
+		return b.String()
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n               int
+			started, ended  pgtype.Timestamptz
+			outcome, errMsg string
+		)
+		if rows.Scan(&n, &started, &ended, &outcome, &errMsg) != nil {
+			break
+		}
+		fmt.Fprintf(&b, "\n        attempt %d: %s..%s %s %s", n, at(started), at(ended), outcome, errMsg)
+	}
+	return b.String()
+}

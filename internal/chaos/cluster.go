@@ -35,6 +35,7 @@ type Setup struct {
 	SinkTransient float64
 	SinkMaxDelay  time.Duration
 	LeaseTTL      time.Duration
+	SweepAfter    time.Duration // 0 = twice the lease
 	Logf          func(format string, args ...any)
 	// KeepLogs leaves the directory with the instances' configs and logs
 	// (and the Postgres log) in place at Close, and names it.
@@ -146,7 +147,10 @@ func (c *Cluster) config(id, httpAddr string) string {
 	if id != "" {
 		fmt.Fprintf(&b, "instance: {id: %s}\n", id)
 	}
-	lease := c.Setup.LeaseTTL
+	lease, sweepAfter := c.Setup.LeaseTTL, c.Setup.SweepAfter
+	if sweepAfter == 0 {
+		sweepAfter = 2 * lease
+	}
 	fmt.Fprintf(&b, `shutdown: {soft_timeout: 2s, hard_timeout: 5s}
 delivery:
   lease_ttl: %s
@@ -163,7 +167,7 @@ channels:
     batch_size: 16
     timeout: 3s
     retry: {max_attempts: 25, base: 100ms, max: 1s, jitter: full}
-`, lease, 2*lease, Channel, c.Sink.URL)
+`, lease, sweepAfter, Channel, c.Sink.URL)
 	return b.String()
 }
 

@@ -44,6 +44,7 @@ type Event struct {
 	// finished. -1: the snapshot failed (Postgres was down).
 	InFlight    int
 	RecoveredAt time.Time
+	Stragglers  []int64 // the last of them to finish
 	Err         error
 
 	ids []int64
@@ -246,7 +247,8 @@ func (s *Schedule) Events() []Event {
 }
 
 // Track polls until ctx ends, marking each event recovered once every
-// notification it caught has finished.
+// notification it caught has finished. The last few to finish are kept as
+// the event's stragglers, for the report to explain.
 func (s *Schedule) Track(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -258,22 +260,27 @@ func (s *Schedule) Track(ctx context.Context) {
 		}
 		s.mu.Lock()
 		var open []*Event
+		var sets [][]int64
 		for _, ev := range s.events {
 			if ev.ids != nil && ev.RecoveredAt.IsZero() {
 				open = append(open, ev)
+				sets = append(sets, ev.ids)
 			}
 		}
 		s.mu.Unlock()
-		for _, ev := range open {
-			n, err := s.C.countUnfinished(ctx, ev.ids) // ids are never changed once set
+		for i, ev := range open {
+			left, err := s.C.stillUnfinished(ctx, sets[i])
 			if err != nil {
 				break // Postgres is down; next tick
 			}
-			if n == 0 {
-				s.mu.Lock()
+			s.mu.Lock()
+			if len(left) == 0 {
 				ev.RecoveredAt = time.Now()
-				s.mu.Unlock()
+				ev.Stragglers = ev.ids[:min(len(ev.ids), 3)]
+			} else {
+				ev.ids = left
 			}
+			s.mu.Unlock()
 		}
 	}
 }
@@ -311,10 +318,12 @@ func (c *Cluster) unfinished(ctx context.Context) []int64 {
 	return ids
 }
 
-func (c *Cluster) countUnfinished(ctx context.Context, ids []int64) (int, error) {
+// stillUnfinished returns those of ids not yet SENT or FAILED.
+func (c *Cluster) stillUnfinished(ctx context.Context, ids []int64) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var n int
-	err := c.DB.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE id = ANY($1) AND status IN ('PENDING', 'QUEUED', 'PROCESSING')`, ids).Scan(&n)
-	return n, err
+	var left []int64
+	err := c.DB.QueryRow(ctx, `SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM notifications
+ WHERE id = ANY($1) AND status IN ('PENDING', 'QUEUED', 'PROCESSING')`, ids).Scan(&left)
+	return left, err
 }

@@ -43,8 +43,9 @@ type Report struct {
 	Starts int      // notifyd process starts, all instances
 	Exits  []string // exits the suite did not cause (e.g. a start while Postgres was down)
 
-	Problems []string
-	LogTails []string
+	Problems   []string
+	LogTails   []string
+	Stragglers []string // the slowest recovery of each kind, explained
 }
 
 // KindStats summarizes the faults of one kind.
@@ -211,6 +212,9 @@ func (r *Report) Timeline() string {
 	}
 	for _, e := range r.Exits {
 		fmt.Fprintf(&b, "  exit: %s\n", e)
+	}
+	for _, s := range r.Stragglers {
+		fmt.Fprintf(&b, "  slowest %s\n", s)
 	}
 	return b.String()
 }

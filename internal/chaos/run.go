@@ -121,6 +121,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return r, err
 	}
 	r.summarize()
+	r.Stragglers = c.explainWorst(ctx, r.Events)
 	if len(r.Problems) > 0 {
 		for _, in := range c.Instances {
 			r.LogTails = append(r.LogTails, fmt.Sprintf("--- %s (last 40 lines) ---\n%s", in.Name, in.Tail(40)))
@@ -196,4 +197,33 @@ func (c *Cluster) progress(ctx context.Context, l *Load, logf func(string, ...an
 		logf("chaos: accepted %d, sink 2xx %d / 400 %d / 503 %d, unfinished %d, enqueue retries %d (last: %v)",
 			l.Accepted(), ok, refused, unavail, len(c.unfinished(ctx)), retries, lastErr)
 	}
+}
+
+// explainWorst explains the stragglers of the slowest recovery of each
+// fault kind.
+func (c *Cluster) explainWorst(ctx context.Context, events []Event) []string {
+	if len(events) == 0 {
+		return nil
+	}
+	t0 := events[0].At
+	worst := map[string]Event{}
+	for _, ev := range events {
+		if w, ok := worst[ev.Kind]; ev.Recovery() >= 0 && (!ok || ev.Recovery() > w.Recovery()) {
+			worst[ev.Kind] = ev
+		}
+	}
+	var out []string
+	for _, kind := range Kinds {
+		ev, ok := worst[kind]
+		if !ok || len(ev.Stragglers) == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s at +%v (%s), recovered %v after its end; last to finish:", kind,
+			ev.At.Sub(t0).Round(time.Millisecond), ev.Detail, ev.Recovery().Round(time.Millisecond))
+		for _, id := range ev.Stragglers[:min(2, len(ev.Stragglers))] {
+			s += "\n      " + c.explain(ctx, id, t0)
+		}
+		out = append(out, s)
+	}
+	return out
 }
