@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
@@ -37,8 +39,43 @@ type Idle struct {
 type IdleBreakdown struct {
 	Insert  Dist `json:"insert"`   // the application's Insert call
 	ToFetch Dist `json:"to_fetch"` // commit → NOTIFY → relay → push → fetched
-	Claim   Dist `json:"claim"`    // fetched → claimed in Postgres
-	ToSink  Dist `json:"to_sink"`  // claimed → gRPC → plugin → HTTP → the sink has it
+	// ToNotify and NotifyToFetch split ToFetch at the moment a listener of
+	// the bench's own (like the engine's) received the insert's NOTIFY.
+	ToNotify      Dist `json:"to_notify"`
+	NotifyToFetch Dist `json:"notify_to_fetch"`
+	Claim         Dist `json:"claim"`   // fetched → claimed in Postgres
+	ToSink        Dist `json:"to_sink"` // claimed → gRPC → plugin → HTTP → the sink has it
+}
+
+// listen receives the outbox's insert NOTIFYs on a connection of its own
+// and sends when each arrived, until ctx ends.
+func (e *env) listen(ctx context.Context) (<-chan time.Time, error) {
+	ch, err := e.store.NotifyChannel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, e.cfg.Postgres.URL)
+	if err != nil {
+		return nil, fmt.Errorf("bench: listen for outbox inserts: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("bench: listen for outbox inserts: %w", err)
+	}
+	out := make(chan time.Time, 16)
+	go func() {
+		defer conn.Close(context.WithoutCancel(ctx))
+		for {
+			if _, err := conn.WaitForNotification(ctx); err != nil {
+				return
+			}
+			select {
+			case out <- time.Now():
+			default:
+			}
+		}
+	}()
+	return out, nil
 }
 
 // idle inserts K notifications one at a time, due now, and waits for each.
@@ -49,13 +86,22 @@ func (e *env) idle(ctx context.Context) (Idle, error) {
 	e.progress("idle pick-up: %d single notifications, one at a time", k)
 	e.tracer.reset(true)
 	defer e.tracer.reset(false)
+	lctx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	notified, err := e.listen(lctx)
+	if err != nil {
+		return r, err
+	}
 	type single struct {
-		id                   int64
-		start, inserted, got time.Time
+		id                             int64
+		start, inserted, notified, got time.Time
 	}
 	singles := make([]single, 0, k)
 	for i := range k {
 		sleepCtx(ctx, idleGap)
+		for len(notified) > 0 {
+			<-notified // stale: a wake for an earlier insert
+		}
 		key := "idle:" + e.runID + ":" + strconv.Itoa(i)
 		t0 := time.Now()
 		res, err := e.store.Insert(ctx, []outbox.NewNotification{{
@@ -71,9 +117,14 @@ func (e *env) idle(ctx context.Context) (Idle, error) {
 		if err != nil {
 			return r, fmt.Errorf("bench: idle pick-up: notification %d of %d not delivered within %s: %w", i+1, k, idleWait, err)
 		}
-		singles = append(singles, single{res[0].ID, t0, t1, at})
+		var nt time.Time
+		select {
+		case nt = <-notified:
+		default: // the trigger only notifies while the relay is idle
+		}
+		singles = append(singles, single{res[0].ID, t0, t1, nt, at})
 	}
-	var lat, from, ins, toFetch, claim, toSink []time.Duration
+	var lat, from, ins, toFetch, toNotify, notifyToFetch, claim, toSink []time.Duration
 	for _, s := range singles {
 		lat = append(lat, s.got.Sub(s.inserted))
 		from = append(from, s.got.Sub(s.start))
@@ -82,13 +133,24 @@ func (e *env) idle(ctx context.Context) (Idle, error) {
 			toFetch = append(toFetch, tr.fetched.Sub(s.inserted))
 			claim = append(claim, tr.claimed.Sub(tr.fetched))
 			toSink = append(toSink, s.got.Sub(tr.claimed))
+			if !s.notified.IsZero() {
+				// The NOTIFY is sent at commit, which may be seen before
+				// the Insert call returns: then it counts as 0.
+				from := s.notified
+				if from.Before(s.inserted) {
+					from = s.inserted
+				}
+				toNotify = append(toNotify, from.Sub(s.inserted))
+				notifyToFetch = append(notifyToFetch, tr.fetched.Sub(from))
+			}
 		}
 	}
-	for _, d := range [][]time.Duration{lat, from, ins, toFetch, claim, toSink} {
+	for _, d := range [][]time.Duration{lat, from, ins, toFetch, toNotify, notifyToFetch, claim, toSink} {
 		slices.Sort(d)
 	}
 	r.Latency, r.FromInsert, r.Insert = distOf(lat), distOf(from), distOf(ins)
-	r.Breakdown = IdleBreakdown{Insert: r.Insert, ToFetch: distOf(toFetch), Claim: distOf(claim), ToSink: distOf(toSink)}
+	r.Breakdown = IdleBreakdown{Insert: r.Insert, ToFetch: distOf(toFetch), ToNotify: distOf(toNotify),
+		NotifyToFetch: distOf(notifyToFetch), Claim: distOf(claim), ToSink: distOf(toSink)}
 	r.Duplicates = e.sink.Counts().Duplicates
 	return r, nil
 }

@@ -185,6 +185,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		if bd := id.Breakdown; bd.ToFetch.Count > 0 {
 			fmt.Fprintf(&b, "  p50 by stage        commit → NOTIFY, relay, push, fetch %s → claim %s → gRPC, plugin, HTTP to the sink %s\n",
 				msString(bd.ToFetch.P50), msString(bd.Claim.P50), msString(bd.ToSink.P50))
+			if bd.ToNotify.Count > 0 {
+				fmt.Fprintf(&b, "                      (of the first: commit → NOTIFY received %s, then relay, push, fetch %s; %d of %d notified)\n",
+					msString(bd.ToNotify.P50), msString(bd.NotifyToFetch.P50), bd.ToNotify.Count, id.K)
+			}
 		}
 	}
 
