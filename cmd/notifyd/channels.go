@@ -27,7 +27,7 @@ func newChannelsCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "CHANNEL\tPLUGIN\tSTATE\tREADY\tDELAYED\tPROCESSING\tDEAD\tPENDING\tSENT\tFAILED")
+			fmt.Fprintln(tw, "CHANNEL\tPLUGIN\tSTATE\tBREAKER\tREADY\tDELAYED\tPROCESSING\tDEAD\tPENDING\tSENT\tFAILED")
 			for _, ch := range res.Channels {
 				state := "running"
 				switch {
@@ -37,13 +37,58 @@ func newChannelsCmd() *cobra.Command {
 					state = "stopped: " + oneLineText(ch.Error, 60)
 				case !ch.Running:
 					state = "stopped"
+				case ch.Paused && ch.PauseReason != "":
+					state = "paused: " + oneLineText(ch.PauseReason, 40)
+				case ch.Paused:
+					state = "paused"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", ch.Name, orDash(ch.Plugin), state,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", ch.Name, orDash(ch.Plugin), state, orDash(ch.Breaker),
 					ch.Ready, ch.Delayed, ch.Processing, ch.Dead, ch.Counts["PENDING"], ch.Sent, ch.Failed)
 			}
 			return tw.Flush()
 		},
 	}
 	addAPIFlags(cmd.Flags(), &af)
+	cmd.AddCommand(newChannelPauseCmd(true), newChannelPauseCmd(false))
+	return cmd
+}
+
+// newChannelPauseCmd is `channels pause NAME [--reason R]` or `channels resume NAME`.
+func newChannelPauseCmd(pause bool) *cobra.Command {
+	var af apiFlags
+	var reason string
+	use, short := "resume NAME", "Let a paused channel send again"
+	if pause {
+		use, short = "pause NAME [--reason R]", "Stop every instance sending on a channel; its notifications wait in the queue"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			if pause {
+				err = c.PauseChannel(cmd.Context(), args[0], reason)
+			} else {
+				err = c.ResumeChannel(cmd.Context(), args[0])
+			}
+			if err != nil {
+				return err
+			}
+			verb := "resumed"
+			if pause {
+				verb = "paused"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "channel %s %s\n", args[0], verb)
+			return err
+		},
+	}
+	addAPIFlags(cmd.Flags(), &af)
+	if pause {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, shown with the channel's state")
+	}
 	return cmd
 }

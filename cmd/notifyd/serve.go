@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/ui"
 	"github.com/notifyd/notifyd/core/version"
 )
 
@@ -91,7 +93,7 @@ func serve(parent context.Context, path string, migrate bool) error {
 	}
 	// Schedules and bulk jobs: any instance evaluates them; a run is created
 	// once per fire time, and a job has one owner at a time.
-	sched, err := schedule.New(pool, cfg, schedule.Options{Logger: log.Named("schedule")})
+	sched, err := schedule.New(pool, cfg, schedule.Options{Logger: log.Named("schedule"), InstanceID: engine.Instance()})
 	if err == nil {
 		err = sched.Start(ctx)
 	}
@@ -101,9 +103,16 @@ func serve(parent context.Context, path string, migrate bool) error {
 		return err
 	}
 	defer sched.Stop()
+	var dashboard http.Handler
+	if len(cfg.HTTP.Tokens) > 0 {
+		dashboard, err = ui.New(ui.Deps{Context: ctx, Config: cfg, Store: store, Engine: engine, Plugins: host, Schedules: sched, Logger: log.Named("ui")})
+		if err != nil {
+			log.Warn("dashboard disabled", "error", err)
+		}
+	}
 	apiSrv, err := api.New(api.Options{
 		Config: cfg, Store: store, Engine: engine, Redis: rc, Plugins: host, Metrics: reg, Logger: log.Named("api"),
-		Schedules: sched,
+		Schedules: sched, UI: dashboard,
 	})
 	if err == nil {
 		err = apiSrv.Start(ctx)

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -66,6 +68,8 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request) error {
 		}
 		if st, ok := states[name]; ok {
 			cs.Running, cs.Error = st.Running, st.Error
+			cs.Paused, cs.PauseReason, cs.Breaker = st.Paused, st.Reason, st.Breaker
+			cs.Partitions, cs.PluginRestarts = st.Partitions, st.Restarts
 		}
 		qs, err := s.engine.Stats(ctx, name)
 		if err != nil && cs.Configured {
@@ -148,4 +152,43 @@ func (s *Server) activeJobs(ctx context.Context) ([]metrics.JobProgress, error) 
 		}
 	}
 	return out, nil
+}
+
+// pauseChannel stops every instance sending on a channel; its messages wait
+// in the queue. The pause is kept in Postgres, so it survives a Redis wipe.
+func (s *Server) pauseChannel(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	var body client.PauseRequest
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return jsonError(err)
+	}
+	if len(bytes.TrimSpace(raw)) > 0 { // the body (a reason) is optional
+		if e := decodeJSON(bytes.NewReader(raw), &body, false); e != nil {
+			return e
+		}
+	}
+	return s.setPaused(w, r, name, true, body.Reason)
+}
+
+// resumeChannel lets a paused channel send again.
+func (s *Server) resumeChannel(w http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(w, r, r.PathValue("name"), false, "")
+}
+
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, name string, paused bool, reason string) error {
+	if _, ok := s.cfg.Channels[name]; !ok {
+		return notFound("channel %q is not configured", name)
+	}
+	var err error
+	if paused {
+		err = s.engine.Pause(r.Context(), name, reason)
+	} else {
+		err = s.engine.Resume(r.Context(), name)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, client.ChannelControl{Name: name, Paused: paused})
+	return nil
 }

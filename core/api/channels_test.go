@@ -98,3 +98,50 @@ func pending(t *testing.T, b *bundle, srv *api.Server) int64 {
 	t.Fatalf("no alerts channel in %s", a.body)
 	return 0
 }
+
+func TestServer_PauseResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	t.Run("pause with a reason", func(t *testing.T) {
+		if a := b.do("POST", "/v1/channels/orders/pause", `{"reason":"provider maintenance"}`); a.status != 200 {
+			t.Fatalf("pause: %d %s", a.status, a.body)
+		}
+		got, err := b.c.Channels(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Channels {
+			if c.Name == "orders" && (!c.Paused || c.PauseReason != "provider maintenance") {
+				t.Errorf("orders %+v, want paused with the reason", c)
+			}
+		}
+		paused, err := b.store.PausedChannels(b.ctx)
+		if err != nil || paused["orders"] != "provider maintenance" {
+			t.Errorf("Postgres says %v (%v), want orders paused: the pause must survive a Redis wipe", paused, err)
+		}
+	})
+	t.Run("resume", func(t *testing.T) {
+		if a := b.do("POST", "/v1/channels/orders/resume", ""); a.status != 200 {
+			t.Fatalf("resume: %d %s", a.status, a.body)
+		}
+		if paused, _ := b.store.PausedChannels(b.ctx); len(paused) != 0 {
+			t.Errorf("paused after resume: %v", paused)
+		}
+	})
+	t.Run("pause without a body", func(t *testing.T) {
+		if a := b.do("POST", "/v1/channels/orders/pause", ""); a.status != 200 {
+			t.Errorf("pause without body: %d %s", a.status, a.body)
+		}
+	})
+	t.Run("errors", func(t *testing.T) {
+		if a := b.do("POST", "/v1/channels/nope/pause", ""); a.status != 404 {
+			t.Errorf("unknown channel: %d, want 404", a.status)
+		}
+		if a := b.do("POST", "/v1/channels/orders/pause", `{"reson":"x"}`); a.status != 400 {
+			t.Errorf("unknown field: %d, want 400", a.status)
+		}
+		if a := b.doAuth("POST", "/v1/channels/orders/resume", "Bearer wrong-token-0123456789", ""); a.status != 401 {
+			t.Errorf("wrong token: %d, want 401", a.status)
+		}
+	})
+}

@@ -69,6 +69,8 @@ type Engine interface {
 	Stats(ctx context.Context, channel string) (queue.Stats, error)
 	Requeue(ctx context.Context, rows []outbox.Queued) error
 	DeadRemove(ctx context.Context, channel string, ids []int64) error
+	Pause(ctx context.Context, channel, reason string) error
+	Resume(ctx context.Context, channel string) error
 }
 
 // Options configure a Server.
@@ -86,6 +88,9 @@ type Options struct {
 	// channel's plugin for its health, and the plugin metrics read it. nil:
 	// no plugin checks.
 	Plugins *pluginhost.Host
+	// UI, when set, is served under /ui/ (the dashboard; it does its own
+	// session auth).
+	UI http.Handler
 	// Metrics is where the API reports and what /metrics serves; nil makes
 	// one. The API registers the queue, plugin and job collectors on it.
 	Metrics *metrics.Registry
@@ -113,6 +118,7 @@ type Server struct {
 	handler   http.Handler
 	// metricsHandler serves s.metrics, built once.
 	metricsHandler http.Handler
+	ui             http.Handler
 
 	srv *http.Server
 	ln  net.Listener
@@ -125,7 +131,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config, store: o.Store, redis: o.Redis, schedules: o.Schedules,
-		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics,
+		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics, ui: o.UI,
 		log:     cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
 		checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
 	}
@@ -245,6 +251,8 @@ var routeTable = []route{
 	{"POST /v1/campaigns", token, (*Server).createCampaign},
 	{"GET /v1/jobs", token, (*Server).listJobs},
 	{"GET /v1/jobs/{id}", token, (*Server).getJob},
+	{"POST /v1/channels/{name}/pause", token, (*Server).pauseChannel},
+	{"POST /v1/channels/{name}/resume", token, (*Server).resumeChannel},
 	{"GET /metrics", metricsAc, (*Server).serveMetrics},
 	{"GET /healthz", open, (*Server).healthz},
 	{"GET /readyz", open, (*Server).readyz},
@@ -255,6 +263,9 @@ func (s *Server) routes() http.Handler {
 	for _, rt := range routeTable {
 		h := rt.handler
 		mux.Handle(rt.pattern, s.wrap(rt.access, func(w http.ResponseWriter, r *http.Request) error { return h(s, w, r) }))
+	}
+	if s.ui != nil {
+		mux.Handle("/ui/", s.ui)
 	}
 	return s.fallback(mux)
 }

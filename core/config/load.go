@@ -37,8 +37,8 @@ func Load(path string, environ []string) (*Config, error) {
 	}
 	known := k.Keys()
 	if err := k.Load(env.Provider(".", env.Opt{
-		Prefix:        EnvPrefix,
-		EnvironFunc:   func() []string { return environ },
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, v string) (string, any) {
 			key := envKey(name, known)
 			return key, typedLike(k.Get(key), v)

@@ -148,4 +148,3 @@ func equal(a, b []bool) bool {
 	}
 	return true
 }
-

@@ -176,6 +176,21 @@ func (c *Client) Channels(ctx context.Context) (*Channels, error) {
 	return &out, nil
 }
 
+// PauseChannel stops every instance sending on channel until ResumeChannel;
+// its notifications wait in the queue.
+func (c *Client) PauseChannel(ctx context.Context, channel, reason string) error {
+	var body any
+	if reason != "" {
+		body = PauseRequest{Reason: reason}
+	}
+	return c.do(ctx, http.MethodPost, "/v1/channels/"+url.PathEscape(channel)+"/pause", nil, body, &ChannelControl{})
+}
+
+// ResumeChannel lets a paused channel send again.
+func (c *Client) ResumeChannel(ctx context.Context, channel string) error {
+	return c.do(ctx, http.MethodPost, "/v1/channels/"+url.PathEscape(channel)+"/resume", nil, nil, &ChannelControl{})
+}
+
 // PutSubscriber creates or replaces s (addresses and attributes as given;
 // topics added) and returns it as stored.
 func (c *Client) PutSubscriber(ctx context.Context, s Subscriber) (*Subscriber, error) {

@@ -145,6 +145,14 @@ type ChannelStats struct {
 	// why not.
 	Running bool   `json:"running"`
 	Error   string `json:"error,omitempty"`
+	// Paused is an operator's pause (every instance), with the reason given.
+	Paused      bool   `json:"paused"`
+	PauseReason string `json:"pause_reason,omitempty"`
+	// Breaker is the circuit breaker: closed, open or half-open.
+	Breaker    string `json:"breaker,omitempty"`
+	Partitions int    `json:"partitions,omitempty"`
+	// PluginRestarts counts this instance's restarts of the channel's plugin.
+	PluginRestarts int `json:"plugin_restarts"`
 	// Redis queue sizes.
 	Ready      int64 `json:"ready"`
 	Delayed    int64 `json:"delayed"`
@@ -312,3 +320,14 @@ const (
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503
 )
+
+// PauseRequest is the optional body of POST /v1/channels/{name}/pause.
+type PauseRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ChannelControl answers pause and resume.
+type ChannelControl struct {
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
+}
