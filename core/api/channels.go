@@ -192,3 +192,12 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, name string, 
 	writeJSON(w, http.StatusOK, client.ChannelControl{Name: name, Paused: paused})
 	return nil
 }
+
+// channelFlows feeds the channel collector: breaker and pause per channel.
+func (s *Server) channelFlows(ctx context.Context) []metrics.ChannelFlow {
+	var out []metrics.ChannelFlow
+	for _, st := range s.engine.Channels(ctx) {
+		out = append(out, metrics.ChannelFlow{Name: st.Name, Paused: st.Paused, Breaker: st.Breaker})
+	}
+	return out
+}

@@ -155,6 +155,7 @@ func New(o Options) (*Server, error) {
 		metrics.NewQueueCollector(o.Engine, s.channelNames),
 		metrics.NewPluginCollector(s.pluginStates),
 		metrics.NewJobCollector(s.activeJobs),
+		metrics.NewChannelCollector(s.channelFlows),
 	); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
