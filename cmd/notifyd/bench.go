@@ -18,7 +18,7 @@ func newBenchCmd() *cobra.Command {
 		o                                    bench.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--plugins-dir DIR]",
+		Use:   "bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--plugins-dir DIR]",
 		Short: "Benchmark delivery end to end: a burst of N notifications, a raw HTTP baseline, idle pick-up latency",
 		Long: `bench runs the real pipeline — Postgres outbox, Redis queues, the webhook plugin —
 against an HTTP sink inside this process, in its own Postgres schema (bench_<random>)
@@ -40,6 +40,8 @@ loopback are used. It reports:
 				return fmt.Errorf("--concurrency %d: want at least 1", o.Concurrency)
 			case o.Batch < 1:
 				return fmt.Errorf("--batch %d: want at least 1", o.Batch)
+			case o.Quiet < 0:
+				return fmt.Errorf("--quiet %s: want 0 or more", o.Quiet)
 			case o.Idle < 0:
 				return fmt.Errorf("--idle %d: want 0 (skip the phase) or more", o.Idle)
 			case o.Idle == 0:
@@ -82,6 +84,7 @@ loopback are used. It reports:
 	f.IntVar(&o.Concurrency, "concurrency", bench.DefaultConcurrency, "the channel's concurrency, and the raw baseline's")
 	f.IntVar(&o.Batch, "batch", bench.DefaultBatch, "the channel's batch_size (fetch, claim and gRPC batch)")
 	f.IntVar(&o.Idle, "idle", bench.DefaultIdle, "single notifications for the idle pick-up phase (0 skips it)")
+	f.DurationVar(&o.Quiet, "quiet", 0, "let the engine poll an empty outbox this long before the burst, as before a daily send")
 	f.StringVar(&pluginsDir, "plugins-dir", "", "directory holding notifyd-plugin-webhook (overrides plugins.dir)")
 	f.StringVarP(&output, "output", "o", "text", "report format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the burst to this file")

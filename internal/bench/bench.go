@@ -66,7 +66,11 @@ type Options struct {
 	Concurrency int // the channel's concurrency, and the raw baseline's
 	Batch       int // the channel's batch_size
 	Idle        int // single notifications for the idle pick-up phase; negative skips it
-	Logger      hclog.Logger
+	// Quiet keeps the engine polling an empty outbox this long before the
+	// burst is written, as it does before the daily send (the raw baseline
+	// that runs first adds its own few seconds).
+	Quiet  time.Duration
+	Logger hclog.Logger
 	// CPUProfile, when set, receives a CPU profile of this process (engine,
 	// sink, inserts) taken during the burst.
 	CPUProfile io.Writer
@@ -97,6 +101,8 @@ func (o *Options) fill() error {
 		return fmt.Errorf("bench: --concurrency %d: want 1 to 10000", o.Concurrency)
 	case o.Batch < 1 || o.Batch > 1000:
 		return fmt.Errorf("bench: --batch %d: want 1 to 1000", o.Batch)
+	case o.Quiet < 0:
+		return fmt.Errorf("bench: --quiet %s: want 0 or more", o.Quiet)
 	}
 	return nil
 }
@@ -154,7 +160,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		Started: time.Now().UTC(),
 		Machine: machine(),
 		Setup: Setup{
-			N: o.N, Concurrency: o.Concurrency, Batch: o.Batch, Idle: o.Idle,
+			N: o.N, Concurrency: o.Concurrency, Batch: o.Batch, Idle: o.Idle, QuietSeconds: o.Quiet.Seconds(),
 			RelayBatch: e.cfg.Delivery.RelayBatch, SettleBatch: e.cfg.Delivery.SettleBatch,
 			PostgresMaxConns: int(e.cfg.Postgres.MaxConns), PluginMaxConcurrency: e.plugin.Info().MaxConcurrency,
 			EnvelopeBytes: len(envelope(int64(o.N), recipient(o.N-1), time.Now().Truncate(time.Microsecond))),
@@ -167,6 +173,10 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		return rep, err
 	}
 	addRaw(&rep.Raw, &rawLat, "before", before, lat)
+	if o.Quiet > 0 {
+		e.progress("quiet: the engine polls an empty outbox for %s", o.Quiet)
+		sleepCtx(ctx, o.Quiet)
+	}
 	if rep.Burst, err = e.burst(ctx); err != nil {
 		return rep, err
 	}

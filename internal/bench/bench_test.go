@@ -158,6 +158,7 @@ func TestRun_badOptions(t *testing.T) {
 		"negative n":       {Options{Config: DefaultConfig(), N: -1}, "-n -1"},
 		"huge batch":       {Options{Config: DefaultConfig(), Batch: 5000}, "--batch 5000"},
 		"zero concurrency": {Options{Config: DefaultConfig(), Concurrency: -3}, "--concurrency -3"},
+		"negative quiet":   {Options{Config: DefaultConfig(), Quiet: -time.Second}, "--quiet -1s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Run(ctx, tc.o)

@@ -76,18 +76,19 @@ type Machine struct {
 
 // Setup is what was measured, and how.
 type Setup struct {
-	N                    int    `json:"n"`
-	Concurrency          int    `json:"concurrency"`
-	Batch                int    `json:"batch"`
-	Idle                 int    `json:"idle"`
-	RelayBatch           int    `json:"relay_batch"`
-	SettleBatch          int    `json:"settle_batch"`
-	PostgresMaxConns     int    `json:"postgres_max_conns"`
-	PluginMaxConcurrency int    `json:"plugin_max_concurrency"`
-	EnvelopeBytes        int    `json:"envelope_bytes"`
-	Schema               string `json:"schema"`
-	RedisPrefix          string `json:"redis_prefix"`
-	Sink                 string `json:"sink"`
+	N                    int     `json:"n"`
+	Concurrency          int     `json:"concurrency"`
+	Batch                int     `json:"batch"`
+	Idle                 int     `json:"idle"`
+	QuietSeconds         float64 `json:"quiet_seconds"`
+	RelayBatch           int     `json:"relay_batch"`
+	SettleBatch          int     `json:"settle_batch"`
+	PostgresMaxConns     int     `json:"postgres_max_conns"`
+	PluginMaxConcurrency int     `json:"plugin_max_concurrency"`
+	EnvelopeBytes        int     `json:"envelope_bytes"`
+	Schema               string  `json:"schema"`
+	RedisPrefix          string  `json:"redis_prefix"`
+	Sink                 string  `json:"sink"`
 }
 
 // Dist summarises a set of durations, in milliseconds.
@@ -145,7 +146,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		s.Concurrency, s.Batch, s.RelayBatch, s.SettleBatch, s.PostgresMaxConns, s.EnvelopeBytes)
 
 	bu := r.Burst
-	fmt.Fprintf(&b, "\nburst:   %s notifications due at one instant T (inserted in %.2fs, one transaction)\n", thousands(bu.N), bu.InsertSeconds)
+	quiet := ""
+	if s.QuietSeconds > 0 {
+		quiet = fmt.Sprintf(", after the engine polled an empty outbox for %gs", s.QuietSeconds)
+	}
+	fmt.Fprintf(&b, "\nburst:   %s notifications due at one instant T (inserted in %.2fs, one transaction%s)\n", thousands(bu.N), bu.InsertSeconds, quiet)
 	fmt.Fprintf(&b, "  delivered      %s of %s, duplicates %d; SENT %s, FAILED %d\n",
 		thousands(bu.Delivered), thousands(bu.N), bu.Duplicates, thousands(int(bu.Sent)), bu.Failed)
 	fmt.Fprintf(&b, "  throughput     %s notifications/s  (first at T+%s, last at T+%s, all SENT committed at T+%s)\n",
