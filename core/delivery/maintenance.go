@@ -70,6 +70,10 @@ func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.
 	for {
 		queued, err := e.store.Relay(ctx, e.now(), batch)
 		if err != nil {
+			// The statement may have committed with its reply lost (pgx
+			// cannot always tell): rows QUEUED in no Redis queue, which
+			// only a resync pass finds before the sweeper does.
+			e.resyncPending.Store(true)
 			return time.Time{}, err
 		}
 		if err := e.pushQueued(ctx, queued); err != nil {

@@ -124,8 +124,8 @@ func (s *settler) flush(batch []settleItem) {
 	}
 
 	type redisOps struct {
-		ack, dead []int64
-		retry     []queue.Item
+		ack, dead, orphan []int64
+		retry             []queue.Item
 	}
 	type target struct {
 		ch *channel
@@ -143,10 +143,15 @@ func (s *settler) flush(batch []settleItem) {
 			byQueue[key] = ops
 		}
 		switch {
-		case !applied[i] || it.s.Result == outbox.ResultSent:
-			// Not applied: a newer claim owns the row (ours was stale). Ack
-			// touches only ids still in this instance's list, so it drops our
-			// copy without disturbing the new owner's.
+		case !applied[i]:
+			// Not applied: a newer claim owns the row (ours was stale), or
+			// an earlier try of this very settle committed and lost its
+			// reply, leaving the row SENT, FAILED or QUEUED for a retry.
+			// Only the row tells which, and so whether the id is done, due
+			// later or dead: leave it in the backup list for the orphan
+			// check, whose claim decides.
+			ops.orphan = append(ops.orphan, it.s.ID)
+		case it.s.Result == outbox.ResultSent:
 			ops.ack = append(ops.ack, it.s.ID)
 		case it.s.Result == outbox.ResultRetry:
 			ops.retry = append(ops.retry, queue.Item{ID: it.s.ID, Due: it.s.NextAttemptAt})
@@ -157,7 +162,7 @@ func (s *settler) flush(batch []settleItem) {
 	ctx := s.ctx
 	for t, ops := range byQueue {
 		ch, q := t.ch, t.q
-		all := append(append(append([]int64{}, ops.ack...), ops.dead...), itemIDs(ops.retry)...)
+		all := append(append(append(append([]int64{}, ops.ack...), ops.dead...), ops.orphan...), itemIDs(ops.retry)...)
 		if hookCrashed(e.hooks.AfterSettle, ch.name, all) {
 			continue
 		}
