@@ -18,7 +18,7 @@ var (
 	seed    = flag.Uint64("chaos.seed", 0, "fault schedule seed (default: random, printed)")
 	every   = flag.Duration("chaos.every", 0, "mean time between faults (default 2.5s short, 3s full)")
 	bin     = flag.String("chaos.bin", "", "notifyd binary to run (default: built from ./cmd/notifyd; e.g. one built with -race)")
-	sweep   = flag.Duration("chaos.sweep_after", 0, "the instances' delivery.sweep_after (default twice the 3s lease); a long one shows what recovers without the sweeper")
+	sweep   = flag.Duration("chaos.sweep_after", 0, "the instances' delivery.sweep_after (default 2m, as in production, so nothing recovers only through the sweeper)")
 	keep    = flag.Bool("chaos.keep", false, "keep the instances' configs and logs (the directory is printed)")
 	enqueue = flag.String("chaos.enqueue", "api", "how notifications are enqueued: api (POST /v1/notifications) or db (outbox.Insert)")
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
@@ -35,8 +36,12 @@ type Setup struct {
 	SinkTransient float64
 	SinkMaxDelay  time.Duration
 	LeaseTTL      time.Duration
-	SweepAfter    time.Duration // 0 = twice the lease
-	Logf          func(format string, args ...any)
+	// SweepAfter is the instances' delivery.sweep_after; 0 = the production
+	// default (2m). The sweeper is the last resort for rows in no Redis
+	// queue: a short one would hide every path that strands rows, since
+	// the sweeper would quietly deliver them a few seconds late.
+	SweepAfter time.Duration
+	Logf       func(format string, args ...any)
 	// KeepLogs leaves the directory with the instances' configs and logs
 	// (and the Postgres log) in place at Close, and names it.
 	KeepLogs bool
@@ -149,7 +154,7 @@ func (c *Cluster) config(id, httpAddr string) string {
 	}
 	lease, sweepAfter := c.Setup.LeaseTTL, c.Setup.SweepAfter
 	if sweepAfter == 0 {
-		sweepAfter = 2 * lease
+		sweepAfter = config.DefaultSweepAfter
 	}
 	fmt.Fprintf(&b, `shutdown: {soft_timeout: 2s, hard_timeout: 5s}
 delivery:

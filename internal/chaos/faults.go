@@ -12,7 +12,10 @@ import (
 // Fault kinds, as the report names them.
 const (
 	KillNotifyd     = "kill -9 notifyd, restart"
+	TermNotifyd     = "SIGTERM notifyd, restart"
+	PauseNotifyd    = "SIGSTOP notifyd, SIGCONT"
 	KillPlugin      = "kill -9 plugin"
+	PausePlugin     = "SIGSTOP plugin, SIGCONT"
 	RedisFlushAll   = "Redis FLUSHALL"
 	RedisRestart    = "Redis kill -9, restart (empty)"
 	PostgresRestart = "Postgres restart -m immediate"
@@ -27,9 +30,16 @@ const (
 // Kinds is every fault kind, the order the schedule cycles through (shuffled
 // per cycle).
 var Kinds = []string{
-	KillNotifyd, KillPlugin, RedisFlushAll, RedisRestart, PostgresRestart,
+	KillNotifyd, TermNotifyd, PauseNotifyd, KillPlugin, PausePlugin, RedisFlushAll, RedisRestart, PostgresRestart,
 	LatencyRedis, LatencyPostgres, TimeoutRedis, TimeoutPostgres, ResetRedis, ResetPostgres,
 }
+
+// BugError is a fault whose handling showed a bug in notifyd (e.g. a
+// graceful stop that never finished), as opposed to a fault that could not
+// be injected.
+type BugError struct{ What string }
+
+func (e *BugError) Error() string { return e.What }
 
 // Event is one injected fault.
 type Event struct {
@@ -109,7 +119,7 @@ func (s *Schedule) target(kind string) string {
 	defer s.mu.Unlock()
 	var candidates []string
 	switch kind {
-	case KillNotifyd, KillPlugin:
+	case KillNotifyd, TermNotifyd, PauseNotifyd, KillPlugin, PausePlugin:
 		for _, in := range s.C.Instances {
 			candidates = append(candidates, in.Name)
 		}
@@ -182,13 +192,49 @@ func (s *Schedule) inject(kind, target string, down time.Duration, pick uint64) 
 		}
 		time.Sleep(down)
 		return detail, time.Now(), in.Start()
-	case KillPlugin:
+	case TermNotifyd:
+		in := c.instance(target)
+		status, took, ok := in.Terminate(30 * time.Second)
+		detail = fmt.Sprintf("stopped in %v (%s), down %v", took.Round(time.Millisecond), status, down.Round(time.Millisecond))
+		var bug error
+		switch {
+		case !ok:
+			bug = &BugError{fmt.Sprintf("graceful stop of %s did not finish in 30s; killed", target)}
+		case status != "exit 0" && status != "not running":
+			bug = &BugError{fmt.Sprintf("graceful stop of %s ended with %s", target, status)}
+		}
+		time.Sleep(down)
+		if err := in.Start(); err != nil {
+			return detail, time.Now(), err
+		}
+		return detail, time.Now(), bug
+	case PauseNotifyd:
+		// Frozen (a long GC pause, a stalled VM) for up to well past the
+		// lease: others reap its backup list while it lives.
+		in := c.instance(target)
+		pause := time.Second + time.Duration(pick%uint64(7*time.Second))
+		if err := in.Signal(syscall.SIGSTOP); err != nil {
+			return "was not running", healed, nil
+		}
+		time.Sleep(pause)
+		return fmt.Sprintf("frozen %v", pause.Round(time.Millisecond)), time.Now(), in.Signal(syscall.SIGCONT)
+	case KillPlugin, PausePlugin:
 		kids := c.instance(target).Children()
 		if len(kids) == 0 {
 			return "no plugin running", healed, nil
 		}
 		pid := kids[pick%uint64(len(kids))]
-		return fmt.Sprintf("pid %d", pid), healed, syscall.Kill(pid, syscall.SIGKILL)
+		if kind == KillPlugin {
+			return fmt.Sprintf("pid %d", pid), healed, syscall.Kill(pid, syscall.SIGKILL)
+		}
+		// A hung plugin: sends hit their deadline; the host may restart it.
+		pause := time.Second + time.Duration(pick%uint64(5*time.Second))
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return "plugin gone", healed, nil
+		}
+		time.Sleep(pause)
+		_ = syscall.Kill(pid, syscall.SIGCONT) // it may have been restarted (killed) meanwhile
+		return fmt.Sprintf("pid %d frozen %v", pid, pause.Round(time.Millisecond)), time.Now(), nil
 	case RedisFlushAll:
 		return "", healed, c.RC.FlushAll(ctx).Err()
 	case RedisRestart:

@@ -35,6 +35,7 @@ type Instance struct {
 	up      bool          // the suite wants it running
 	starts  int
 	exits   []Exit // exits the suite did not cause
+	last    string // exit status of the last run
 	stopped bool
 }
 
@@ -94,18 +95,19 @@ func (in *Instance) launchLocked() error {
 func (in *Instance) wait(cmd *exec.Cmd, done chan struct{}, logf *os.File) {
 	err := cmd.Wait()
 	logf.Close()
+	status := "exit 0"
+	if err != nil {
+		status = err.Error()
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.last = status
 	close(done)
 	if in.cmd == cmd {
 		in.cmd = nil
 	}
 	if !in.up {
-		return // killed by the suite
-	}
-	status := "exit 0"
-	if err != nil {
-		status = err.Error()
+		return // stopped by the suite
 	}
 	in.exits = append(in.exits, Exit{At: time.Now(), Status: status, Last: tail(in.Log, 1)})
 	go func() {
@@ -142,6 +144,41 @@ func (in *Instance) Kill9() bool {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 	return true
+}
+
+// Terminate stops the process gracefully, as a service manager's restart
+// does (SIGTERM), and waits up to limit for it to exit, killing it after
+// that. It stays down until Start. It returns the exit status and how long
+// the stop took; ok is false when it had to be killed.
+func (in *Instance) Terminate(limit time.Duration) (status string, took time.Duration, ok bool) {
+	in.mu.Lock()
+	in.up = false
+	cmd, done := in.cmd, in.done
+	in.mu.Unlock()
+	if cmd == nil {
+		return "not running", 0, true
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		ok = true
+	case <-time.After(limit):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.last, time.Since(start), ok
+}
+
+// Signal sends sig to the notifyd process (e.g. SIGSTOP, SIGCONT).
+func (in *Instance) Signal(sig syscall.Signal) error {
+	pid := in.PID()
+	if pid == 0 {
+		return errors.New("not running")
+	}
+	return syscall.Kill(pid, sig)
 }
 
 // Stop kills the process group for good (cleanup).

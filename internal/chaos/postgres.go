@@ -43,8 +43,15 @@ func StartPostgres(ctx context.Context, port int) (*Postgres, error) {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("postgres: running as root needs a postgres user to run the cluster as: %w", err)
+			// As scripts/services does: Postgres will not run as root.
+			if out, aerr := exec.CommandContext(ctx, "useradd", "--system", "--no-create-home", "postgres").CombinedOutput(); aerr != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("postgres: running as root needs a postgres user to run the cluster as (%v); useradd: %v: %s", err, aerr, out)
+			}
+			if u, err = user.Lookup("postgres"); err != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("postgres: %w", err)
+			}
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -54,11 +61,9 @@ func StartPostgres(ctx context.Context, port int) (*Postgres, error) {
 		}
 		p.runAs = []string{"runuser", "-u", "postgres", "--"}
 	}
-	for _, sub := range []string{"run"} {
-		if err := p.run(ctx, "mkdir", "-p", filepath.Join(dir, sub)); err != nil {
-			p.Remove()
-			return nil, err
-		}
+	if err := p.run(ctx, "mkdir", "-p", filepath.Join(dir, "run")); err != nil {
+		p.Remove()
+		return nil, err
 	}
 	if err := p.run(ctx, filepath.Join(bin, "initdb"), "-D", p.data(), "-U", "postgres", "-A", "trust", "--no-sync"); err != nil {
 		p.Remove()

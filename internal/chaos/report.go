@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -115,6 +116,12 @@ func (r *Report) summarize() {
 	}
 	if r.Accepted != r.N {
 		r.problem("only %d of %d notifications were accepted", r.Accepted, r.N)
+	}
+	for _, ev := range r.Events {
+		var bug *BugError
+		if errors.As(ev.Err, &bug) {
+			r.problem("%s: %s", ev.Kind, bug.What)
+		}
 	}
 	by := map[string]*KindStats{}
 	recov := map[string][]time.Duration{}
