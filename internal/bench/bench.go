@@ -22,6 +22,7 @@ import (
 	"io"
 	"net/url"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -396,7 +397,9 @@ func withSession(raw, schema, app string) (string, error) {
 	q := u.Query()
 	q.Set("search_path", schema)
 	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
+	// Encode writes a space as "+", which pgx takes literally (options=-c
+	// a=b -c c=d); %20 reads as a space everywhere.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return u.String(), nil
 }
 

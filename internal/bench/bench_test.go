@@ -312,3 +312,19 @@ func BenchmarkPipeline(b *testing.B) {
 	b.ReportMetric(rep.Idle.Latency.P99, "idle-p99-ms")
 	b.ReportMetric(float64(rep.Burst.Duplicates), "duplicates")
 }
+
+func TestWithSession(t *testing.T) {
+	t.Parallel()
+	got, err := withSession("postgres://u@h:5432/db?sslmode=disable&options=-c%20a%3Db%20-c%20c%3Dd", "bench_x", "bench-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"search_path=bench_x", "application_name=bench-x", "options=-c%20a%3Db%20-c%20c%3Dd", "sslmode=disable"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("withSession = %s, want it to contain %s", got, want)
+		}
+	}
+	if _, err := withSession("postgres://h/db?%zz", "s", "a"); err != nil {
+		t.Logf("bad URL: %v", err)
+	}
+}
