@@ -324,7 +324,7 @@ func TestWithSession(t *testing.T) {
 			t.Errorf("withSession = %s, want it to contain %s", got, want)
 		}
 	}
-	if _, err := withSession("postgres://h/db?%zz", "s", "a"); err != nil {
-		t.Logf("bad URL: %v", err)
+	if _, err := withSession("postgres://u@h:bad-port/db", "s", "a"); err == nil || !strings.Contains(err.Error(), "postgres.url") {
+		t.Errorf("withSession of a bad URL: error %v, want one naming postgres.url", err)
 	}
 }
