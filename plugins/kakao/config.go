@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -75,7 +74,6 @@ func parseConfig(req sdk.ConfigureRequest) (*config, error) {
 		refreshToken: rc.RefreshToken,
 		clientID:     rc.ClientID,
 		clientSecret: rc.ClientSecret,
-		timeout:      TimeoutDefault,
 		tokenFile:    rc.TokenFile,
 	}
 	switch rc.Mode {
@@ -112,12 +110,8 @@ func parseConfig(req sdk.ConfigureRequest) (*config, error) {
 	if c.authURL, err = baseURL("auth_url", rc.AuthURL, AuthURLDefault); err != nil {
 		return nil, err
 	}
-	if rc.Timeout != "" {
-		d, err := time.ParseDuration(rc.Timeout)
-		if err != nil || d <= 0 {
-			return nil, &ConfigError{Key: "timeout", Reason: fmt.Sprintf("%q is not a positive duration such as \"10s\"", rc.Timeout)}
-		}
-		c.timeout = d
+	if c.timeout, err = sdk.ParseDuration(rc.Timeout, TimeoutDefault); err != nil {
+		return nil, &ConfigError{Key: "timeout", Reason: fmt.Sprintf("%q is not a positive duration such as \"10s\"", rc.Timeout)}
 	}
 	if t := bytes.TrimSpace(rc.Template); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if c.template, err = parseFieldTemplate(t); err != nil {
@@ -132,8 +126,8 @@ func baseURL(key, val, def string) (string, error) {
 	if val == "" {
 		return def, nil
 	}
-	u, err := url.Parse(val)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := sdk.ParseHTTPURL(val)
+	if err != nil {
 		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q is not an absolute http(s) URL", val)}
 	}
 	if u.RawQuery != "" || u.Fragment != "" {

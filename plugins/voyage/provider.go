@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/textproto"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +29,12 @@ const (
 	userAgent             = "notifyd-voyage/" + Version
 	embeddingsPath        = "/v1/embeddings"
 )
+
+// callbackReservedHeaders are set by the plugin on every callback; a
+// callback header may not replace them.
+var callbackReservedHeaders = []string{
+	"Content-Type", "Content-Length", "Idempotency-Key", "Host", "Transfer-Encoding", "Connection",
+}
 
 // provider builds a sender per channel; all channels share one Transport.
 type provider struct {
@@ -90,14 +93,14 @@ func (p *provider) newSender(c config) (*sender, error) {
 	if c.APIKey == "" {
 		return nil, configError("api_key", "is required")
 	}
-	if !validHeaderValue(c.APIKey) {
-		return nil, configError("api_key", "contains characters not allowed in a header value")
+	if err := sdk.CheckHeaderValue(c.APIKey); err != nil {
+		return nil, configError("api_key", err.Error())
 	}
 	base := c.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	u, err := parseHTTPURL(base)
+	u, err := sdk.ParseHTTPURL(base)
 	if err != nil {
 		return nil, configError("base_url", err.Error())
 	}
@@ -120,7 +123,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 		maxBatchTokens: c.MaxBatchTokens,
 		maxResultBytes: c.MaxResultBytes,
 	}
-	if s.timeout, err = parseDuration(c.Timeout, DefaultTimeout); err != nil {
+	if s.timeout, err = sdk.ParseDuration(c.Timeout, DefaultTimeout); err != nil {
 		return nil, configError("timeout", err.Error())
 	}
 	if s.maxBatchTokens < 0 {
@@ -139,26 +142,18 @@ func (p *provider) newSender(c config) (*sender, error) {
 		}
 		return s, nil
 	}
-	cb, err := parseHTTPURL(c.CallbackURL)
+	cb, err := sdk.ParseHTTPURL(c.CallbackURL)
 	if err != nil {
 		return nil, configError("callback_url", err.Error())
 	}
 	s.callback = &callback{url: cb}
-	if s.callback.timeout, err = parseDuration(c.CallbackTimeout, DefaultCallbackTimeout); err != nil {
+	if s.callback.timeout, err = sdk.ParseDuration(c.CallbackTimeout, DefaultCallbackTimeout); err != nil {
 		return nil, configError("callback_timeout", err.Error())
 	}
 	for name, value := range c.CallbackHeaders {
-		key := "callback_headers." + name
-		if !validHeaderName(name) {
-			return nil, configError(key, "is not a valid header name")
-		}
-		canon := textproto.CanonicalMIMEHeaderKey(name)
-		switch canon {
-		case "Content-Type", "Content-Length", "Idempotency-Key", "Host", "Transfer-Encoding", "Connection":
-			return nil, configError(key, "is set by the plugin itself and cannot be overridden")
-		}
-		if !validHeaderValue(value) {
-			return nil, configError(key, "contains characters not allowed in a header value")
+		canon, err := sdk.ParseHeader(name, value, callbackReservedHeaders...)
+		if err != nil {
+			return nil, configError("callback_headers."+name, err.Error())
 		}
 		if s.callback.headers == nil {
 			s.callback.headers = make(http.Header, len(c.CallbackHeaders))
@@ -190,57 +185,6 @@ func (p *provider) client() *http.Client {
 		// A redirected POST would become a GET; the 3xx is the answer.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-}
-
-func parseHTTPURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, errors.New("is not a valid URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, errors.New("must be an http:// or https:// URL")
-	}
-	if u.Host == "" {
-		return nil, errors.New("has no host")
-	}
-	return u, nil
-}
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// parseDuration reads a Go duration ("10s", "1m30s"); empty means def.
-func parseDuration(s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("is %q, not a duration like 30s or 1m30s", s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("is %s; want a positive duration", s)
-	}
-	return d, nil
 }
 
 func configError(key, reason string) error {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/textproto"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +93,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 	}
 	switch {
 	case c.URL != "":
-		u, err := parseHTTPURL(c.URL)
+		u, err := sdk.ParseHTTPURL(c.URL)
 		if err != nil {
 			return nil, configError("url", err.Error())
 		}
@@ -103,14 +101,14 @@ func (p *provider) newSender(c config) (*sender, error) {
 	case !c.AllowRecipientURL:
 		return nil, configError("url", "is required (or set allow_recipient_url: true and send to URL recipients)")
 	}
-	timeout, err := parseDuration(c.Timeout, DefaultTimeout)
+	timeout, err := sdk.ParseDuration(c.Timeout, DefaultTimeout)
 	if err != nil {
 		return nil, configError("timeout", err.Error())
 	}
 	s.timeout = timeout
 	if c.UserAgent != "" {
-		if !validHeaderValue(c.UserAgent) {
-			return nil, configError("user_agent", "contains characters not allowed in a header value")
+		if err := sdk.CheckHeaderValue(c.UserAgent); err != nil {
+			return nil, configError("user_agent", err.Error())
 		}
 		s.userAgent = []string{c.UserAgent}
 	}
@@ -124,18 +122,9 @@ func (p *provider) newSender(c config) (*sender, error) {
 	if len(c.Headers) > 0 {
 		s.headers = make(http.Header, len(c.Headers))
 		for name, value := range c.Headers {
-			key := "headers." + name
-			if !validHeaderName(name) {
-				return nil, configError(key, "is not a valid header name")
-			}
-			canon := textproto.CanonicalMIMEHeaderKey(name)
-			for _, r := range reservedHeaders {
-				if canon == r {
-					return nil, configError(key, "is set by the plugin itself and cannot be overridden")
-				}
-			}
-			if !validHeaderValue(value) {
-				return nil, configError(key, "contains characters not allowed in a header value")
+			canon, err := sdk.ParseHeader(name, value, reservedHeaders...)
+			if err != nil {
+				return nil, configError("headers."+name, err.Error())
 			}
 			s.headers[canon] = []string{value}
 		}
@@ -184,57 +173,6 @@ func decodeSecret(secret string) ([]byte, error) {
 		return nil, errors.New(`the key after "whsec_" is empty`)
 	}
 	return key, nil
-}
-
-func parseHTTPURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, errors.New("is not a valid URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, errors.New("must be an http:// or https:// URL")
-	}
-	if u.Host == "" {
-		return nil, errors.New("has no host")
-	}
-	return u, nil
-}
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// parseDuration reads a Go duration ("10s", "1m30s"); empty means def.
-func parseDuration(s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("is %q, not a duration like 10s or 1m30s", s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("is %s; want a positive duration", s)
-	}
-	return d, nil
 }
 
 func configError(key, reason string) error {
