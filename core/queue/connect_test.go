@@ -90,7 +90,7 @@ func TestConnect(t *testing.T) {
 // Cluster: a script touching a key outside its declared slot fails there.
 func TestQueue_Cluster(t *testing.T) {
 	t.Parallel()
-	addrs := startCluster(t)
+	addrs := testenv.StartRedisCluster(t)
 	c, err := Connect("", addrs, 4)
 	if err != nil {
 		t.Fatal(err)

@@ -44,8 +44,8 @@ func TestQueue_Epoch(t *testing.T) {
 
 	t.Run("server restarted empty", func(t *testing.T) {
 		t.Parallel()
-		srv := startRedisServer(t)
-		c, err := Connect("redis://"+srv.Addr+"/0", nil, 2)
+		srv := testenv.StartRedis(t)
+		c, err := Connect(srv.URL, nil, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,9 @@ func TestQueue_Epoch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv.restart(t)
+		// Stop is a SIGKILL and persistence is off: it comes back empty.
+		srv.Stop()
+		srv.Start()
 		var next string
 		var changed bool
 		// The pool's old connections fail once after the restart.

@@ -3,12 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -139,104 +135,4 @@ func short(ids []int64) string {
 		return fmt.Sprint(ids)
 	}
 	return fmt.Sprintf("%v … %v (%d ids)", ids[:10], ids[len(ids)-5:], len(ids))
-}
-
-// redisServer is a redis-server of a test's own on a free loopback port, for
-// tests that must wipe or restart the whole server.
-type redisServer struct {
-	Addr string
-	args []string
-	cmd  *exec.Cmd
-	dir  string
-}
-
-func startRedisServer(t testing.TB, extra ...string) *redisServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	dir := t.TempDir()
-	s := &redisServer{
-		Addr: addr,
-		dir:  dir,
-		args: append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}, extra...),
-	}
-	s.start(t)
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *redisServer) start(t testing.TB) {
-	t.Helper()
-	s.cmd = exec.Command("redis-server", s.args...)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start redis-server (is it installed?): %v", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s does not answer: %v", s.Addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *redisServer) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
-	}
-}
-
-// restart kills the server (losing everything, as persistence is off) and
-// starts it again on the same port.
-func (s *redisServer) restart(t testing.TB) {
-	t.Helper()
-	s.stop()
-	s.start(t)
-}
-
-// startCluster forms a Redis Cluster of three masters of the test's own.
-func startCluster(t testing.TB) []string {
-	t.Helper()
-	var addrs []string
-	for i := range 3 {
-		s := startRedisServer(t, "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(t.TempDir(), fmt.Sprintf("nodes-%d.conf", i)))
-		addrs = append(addrs, s.Addr)
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		for {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster node %s not ready: %v %s", addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		_ = c.Close()
-	}
-	return addrs
 }
