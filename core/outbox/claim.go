@@ -49,7 +49,7 @@ wake AS (
       FROM (SELECT count(*) < $2 AS drained FROM queued) w
      WHERE wake_wanted <> w.drained
 )
-SELECT id, channel FROM queued ORDER BY due_at, id`, now, limit)
+SELECT id, channel FROM queued ORDER BY due_at, id`, planEachTime, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
@@ -135,7 +135,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
        c.id IS NOT NULL, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts
   FROM notifications n
   LEFT JOIN claimed c ON c.id = n.id
- WHERE n.id = ANY($1::bigint[])`, distinct, now, staleBefore)
+ WHERE n.id = ANY($1::bigint[])`, planEachTime, distinct, now, staleBefore)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}

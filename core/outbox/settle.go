@@ -139,7 +139,7 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 		starts = append(starts, timestamptz(st.StartedAt))
 		finishes = append(finishes, timestamptz(st.FinishedAt))
 	}
-	rows, err := s.pool.Query(ctx, settleSQL,
+	rows, err := s.pool.Query(ctx, settleSQL, planEachTime,
 		ids, attempts, statuses, nexts, errs, pstatuses, pcodes, outputs, outcomes, starts, finishes)
 	if err != nil {
 		return nil, fmt.Errorf("settle %d notifications: %w", len(ids), err)
