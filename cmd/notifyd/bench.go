@@ -18,7 +18,7 @@ func newBenchCmd() *cobra.Command {
 		o                                    bench.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--plugins-dir DIR]",
+		Use:   "bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--instances N] [--partitions K] [--redis-cluster] [--plugins-dir DIR]",
 		Short: "Benchmark delivery end to end: a burst of N notifications, a raw HTTP baseline, idle pick-up latency",
 		Long: `bench runs the real pipeline — Postgres outbox, Redis queues, the webhook plugin —
 against an HTTP sink inside this process, in its own Postgres schema (bench_<random>)
@@ -28,7 +28,14 @@ loopback are used. It reports:
 
   burst         N notifications all due at one instant: throughput, due→delivered p50/p99, duplicates
   raw baseline  plain HTTP POSTs of the same size to the same sink at the same concurrency
-  idle pick-up  single notifications inserted one at a time: insert→received p50/p99`,
+  idle pick-up  single notifications inserted one at a time: insert→received p50/p99
+
+For scale-out, --instances N runs N delivery engines in this one process, each with
+its own instance id, Postgres pool and webhook plugin process, sharing Postgres, Redis
+and this machine's CPUs; --partitions K spreads the bench channel over K queues. With
+redis.cluster_addrs in the config the Redis Cluster client is used; --redis-cluster
+starts a throw-away 3-master cluster on loopback (redis-server and redis-cli on PATH)
+for the run and removes it afterwards.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -44,6 +51,10 @@ loopback are used. It reports:
 				return fmt.Errorf("--quiet %s: want 0 or more", o.Quiet)
 			case o.Idle < 0:
 				return fmt.Errorf("--idle %d: want 0 (skip the phase) or more", o.Idle)
+			case o.Instances < 1 || o.Instances > bench.MaxInstances:
+				return fmt.Errorf("--instances %d: want 1 to %d", o.Instances, bench.MaxInstances)
+			case o.Partitions < 1 || o.Partitions > 256:
+				return fmt.Errorf("--partitions %d: want 1 to 256", o.Partitions)
 			case o.Idle == 0:
 				o.Idle = -1 // Options: negative skips
 			}
@@ -85,6 +96,9 @@ loopback are used. It reports:
 	f.IntVar(&o.Batch, "batch", bench.DefaultBatch, "the channel's batch_size (fetch, claim and gRPC batch)")
 	f.IntVar(&o.Idle, "idle", bench.DefaultIdle, "single notifications for the idle pick-up phase (0 skips it)")
 	f.DurationVar(&o.Quiet, "quiet", 0, "let the engine poll an empty outbox this long before the burst, as before a daily send")
+	f.IntVar(&o.Instances, "instances", bench.DefaultInstances, "delivery engines (instances) sharing the work, each with its own plugin process, all in this process")
+	f.IntVar(&o.Partitions, "partitions", bench.DefaultPartitions, "the bench channel's partitions (queues bench#0..K-1)")
+	f.BoolVar(&o.RedisCluster, "redis-cluster", false, "start a throw-away 3-master Redis Cluster on loopback for the run instead of the config's Redis")
 	f.StringVar(&pluginsDir, "plugins-dir", "", "directory holding notifyd-plugin-webhook (overrides plugins.dir)")
 	f.StringVarP(&output, "output", "o", "text", "report format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the burst to this file")

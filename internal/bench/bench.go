@@ -10,6 +10,12 @@
 //     the same concurrency, and the ratio of the two;
 //   - idle pick-up: single notifications inserted one at a time into an idle
 //     system, insert→received latency.
+//
+// For scale-out it can run several delivery engines (instances) in the one
+// process — each with its own instance id, Postgres pool, plugin host and
+// webhook plugin process, sharing Postgres, Redis and the machine's CPUs —
+// spread the channel over K partitions, and use a Redis Cluster, either the
+// config's redis.cluster_addrs or a throw-away one it starts itself.
 package bench
 
 import (
@@ -45,6 +51,11 @@ const (
 	DefaultConcurrency = 512
 	DefaultBatch       = 256
 	DefaultIdle        = 200
+	DefaultInstances   = 1
+	DefaultPartitions  = 1
+	// MaxInstances bounds --instances: each is an engine, a Postgres pool
+	// and a plugin process.
+	MaxInstances = 16
 	// Channel is the bench's one channel.
 	Channel = "bench"
 	// Plugin is the provider the channel uses.
@@ -77,6 +88,16 @@ type Options struct {
 	CPUProfile io.Writer
 	// Progress, when set, gets a line as each phase starts and ends.
 	Progress io.Writer
+	// Instances is how many delivery engines share the work, each with its
+	// own instance id, Postgres pool, plugin host and plugin process, all in
+	// this process (on one machine they share its CPUs).
+	Instances int
+	// Partitions is the bench channel's partitions (queues bench#0..K-1).
+	Partitions int
+	// RedisCluster starts a throw-away 3-master Redis Cluster on loopback
+	// for the run (redis-server and redis-cli on PATH) and uses it instead
+	// of the config's redis.url or redis.cluster_addrs.
+	RedisCluster bool
 }
 
 func (o *Options) fill() error {
@@ -86,6 +107,8 @@ func (o *Options) fill() error {
 	o.N = cmp.Or(o.N, DefaultN)
 	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
 	o.Batch = cmp.Or(o.Batch, DefaultBatch)
+	o.Instances = cmp.Or(o.Instances, DefaultInstances)
+	o.Partitions = cmp.Or(o.Partitions, DefaultPartitions)
 	switch {
 	case o.Idle == 0:
 		o.Idle = DefaultIdle
@@ -104,6 +127,10 @@ func (o *Options) fill() error {
 		return fmt.Errorf("bench: --batch %d: want 1 to 1000", o.Batch)
 	case o.Quiet < 0:
 		return fmt.Errorf("bench: --quiet %s: want 0 or more", o.Quiet)
+	case o.Instances < 1 || o.Instances > MaxInstances:
+		return fmt.Errorf("bench: --instances %d: want 1 to %d", o.Instances, MaxInstances)
+	case o.Partitions < 1 || o.Partitions > 256:
+		return fmt.Errorf("bench: --partitions %d: want 1 to 256", o.Partitions)
 	}
 	return nil
 }
@@ -118,24 +145,32 @@ func DefaultConfig() *config.Config {
 	return &c
 }
 
-// env is one run's isolated world: schema, key prefix, sink, engine.
+// env is one run's isolated world: schema, key prefix, sink, engines.
 type env struct {
-	o       Options
-	cfg     *config.Config // the engine's: own schema URL, own prefix, one channel
-	admin   *pgxpool.Pool  // on the base URL: creates and drops the schema
-	pool    *pgxpool.Pool  // the engine's
-	app     *pgxpool.Pool  // the "application": inserts and status reads
-	store   *outbox.Store  // on app
-	rc      redis.UniversalClient
-	sink    *Sink
-	host    *pluginhost.Host
-	plugin  *pluginhost.Plugin
-	engine  *delivery.Engine
-	tracer  *tracer
-	schema  string
-	prefix  string
-	runID   string
-	cleanup []func(context.Context) error
+	o         Options
+	cfg       *config.Config // the engines': own schema URL, own prefix, one channel
+	admin     *pgxpool.Pool  // on the base URL: creates and drops the schema
+	app       *pgxpool.Pool  // the "application": inserts and status reads
+	store     *outbox.Store  // on app
+	rc        redis.UniversalClient
+	cluster   *Cluster // the throw-away cluster of --redis-cluster, or nil
+	sink      *Sink
+	instances []*instance
+	tracer    *tracer
+	schema    string
+	prefix    string
+	runID     string
+	cleanup   []func(context.Context) error
+}
+
+// instance is one delivery engine with everything a notifyd process has of
+// its own.
+type instance struct {
+	id     string
+	pool   *pgxpool.Pool
+	host   *pluginhost.Host
+	plugin *pluginhost.Plugin
+	engine *delivery.Engine
 }
 
 // Run sets up the isolated schema, key prefix, sink and engine, runs the
@@ -163,9 +198,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		Setup: Setup{
 			N: o.N, Concurrency: o.Concurrency, Batch: o.Batch, Idle: o.Idle, QuietSeconds: o.Quiet.Seconds(),
 			RelayBatch: e.cfg.Delivery.RelayBatch, SettleBatch: e.cfg.Delivery.SettleBatch,
-			PostgresMaxConns: int(e.cfg.Postgres.MaxConns), PluginMaxConcurrency: e.plugin.Info().MaxConcurrency,
+			PostgresMaxConns: int(e.cfg.Postgres.MaxConns), PluginMaxConcurrency: e.instances[0].plugin.Info().MaxConcurrency,
 			EnvelopeBytes: len(envelope(int64(o.N), recipient(o.N-1), time.Now().Truncate(time.Microsecond))),
 			Schema:        e.schema, RedisPrefix: e.prefix, Sink: e.sink.URL(),
+			Instances: len(e.instances), Partitions: e.partitions(ctx),
+			Redis: e.redisMode(), RedisClusterAddrs: e.cfg.Redis.ClusterAddrs,
 		},
 	}
 	var rawLat []time.Duration
@@ -243,12 +280,8 @@ func (e *env) setUp(ctx context.Context) error {
 	cfg.Schedules = nil
 	e.cfg = &cfg
 
-	if e.pool, err = openPool(ctx, schemaURL, cfg.Postgres.MaxConns); err != nil {
+	if err := e.migrate(ctx); err != nil {
 		return err
-	}
-	e.onClose(func(context.Context) error { e.pool.Close(); return nil })
-	if _, err := outbox.Migrate(ctx, e.pool); err != nil {
-		return fmt.Errorf("bench: migrate schema %s: %w", e.schema, err)
 	}
 	if e.app, err = openPool(ctx, schemaURL, 4); err != nil {
 		return err
@@ -256,15 +289,9 @@ func (e *env) setUp(ctx context.Context) error {
 	e.onClose(func(context.Context) error { e.app.Close(); return nil })
 	e.store = outbox.New(e.app)
 
-	e.rc, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+	if err := e.connectRedis(ctx); err != nil {
+		return err
 	}
-	e.onClose(func(context.Context) error { return e.rc.Close() })
-	if err := e.rc.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("bench: connect to Redis (redis.url): %w", err)
-	}
-	e.onClose(e.deleteKeys)
 
 	if e.sink, err = StartSink(); err != nil {
 		return err
@@ -278,41 +305,132 @@ func (e *env) setUp(ctx context.Context) error {
 		Config:      map[string]any{"url": e.sink.URL() + HookPath, "timeout": "10s"},
 		Concurrency: e.o.Concurrency,
 		BatchSize:   e.o.Batch,
+		Partitions:  e.o.Partitions,
 	})}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 
+	e.tracer = newTracer(e.o.Instances)
+	for i := range e.o.Instances {
+		if err := e.startInstance(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrate creates the outbox tables in the run's schema.
+func (e *env) migrate(ctx context.Context) error {
+	pool, err := openPool(ctx, e.cfg.Postgres.URL, 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := outbox.Migrate(ctx, pool); err != nil {
+		return fmt.Errorf("bench: migrate schema %s: %w", e.schema, err)
+	}
+	return nil
+}
+
+// connectRedis connects the bench's own client (key clean-up) to Redis: a
+// throw-away cluster when Options.RedisCluster, else what the config says.
+func (e *env) connectRedis(ctx context.Context) error {
+	if e.o.RedisCluster {
+		c, err := StartCluster(ctx)
+		if err != nil {
+			return err
+		}
+		e.cluster = c
+		e.onClose(func(context.Context) error { return c.Close() })
+		e.cfg.Redis.URL, e.cfg.Redis.ClusterAddrs = "", c.Addrs
+	}
+	key := "redis.url"
+	if len(e.cfg.Redis.ClusterAddrs) > 0 {
+		key = "redis.cluster_addrs"
+	}
+	var err error
+	e.rc, err = queue.Connect(e.cfg.Redis.URL, e.cfg.Redis.ClusterAddrs, e.cfg.Redis.PoolSize)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	e.onClose(func(context.Context) error { return e.rc.Close() })
+	if err := e.rc.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("bench: connect to Redis (%s): %w", key, err)
+	}
+	e.onClose(e.deleteKeys)
+	return nil
+}
+
+// partitions is how many partitions the first engine runs the channel on
+// (what it did with the config, not what the options asked).
+func (e *env) partitions(ctx context.Context) int {
+	for _, st := range e.instances[0].engine.Channels(ctx) {
+		if st.Name == Channel {
+			return st.Partitions
+		}
+	}
+	return 0
+}
+
+// redisMode names the Redis the run used, for the report.
+func (e *env) redisMode() string {
+	switch {
+	case e.cluster != nil:
+		return fmt.Sprintf("cluster of %d masters started by the bench", clusterMasters)
+	case len(e.cfg.Redis.ClusterAddrs) > 0:
+		return "cluster (redis.cluster_addrs)"
+	default:
+		return "single (redis.url)"
+	}
+}
+
+// startInstance starts delivery engine i as a notifyd process would: its own
+// instance id, Postgres pool, plugin host (and so plugin process) and Redis
+// client state; the one sink and tracer are shared.
+func (e *env) startInstance(ctx context.Context, i int) error {
+	in := &instance{id: fmt.Sprintf("bench-%s-%d", e.runID, i+1)}
+	var err error
+	if in.pool, err = openPool(ctx, e.cfg.Postgres.URL, e.cfg.Postgres.MaxConns); err != nil {
+		return err
+	}
+	e.onClose(func(context.Context) error { in.pool.Close(); return nil })
+
 	log := e.o.Logger
-	e.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))
-	e.onClose(e.host.Close)
-	if e.plugin, err = e.host.Plugin(ctx, Plugin); err != nil {
+	if e.o.Instances > 1 {
+		log = log.With("instance", in.id)
+	}
+	in.host = pluginhost.New(e.cfg.Plugins, log.Named("plugins"))
+	e.onClose(in.host.Close)
+	if in.plugin, err = in.host.Plugin(ctx, Plugin); err != nil {
 		if errors.Is(err, pluginhost.ErrNotFound) {
 			return fmt.Errorf("bench: %w (build it with `make build`, or point --plugins-dir at the directory holding notifyd-plugin-webhook)", err)
 		}
 		return fmt.Errorf("bench: %w", err)
 	}
-	e.tracer = newTracer()
-	e.engine, err = delivery.New(delivery.Options{
-		Config: e.cfg, Store: outbox.New(e.pool), Queue: queue.New(e.rc, e.prefix),
-		Plugins: e.host, Logger: log.Named("delivery"), Hooks: e.tracer.hooks(),
+	// A queue.Queue per engine, as per process: the epoch it last saw is
+	// its own.
+	in.engine, err = delivery.New(delivery.Options{
+		Config: e.cfg, Store: outbox.New(in.pool), Queue: queue.New(e.rc, e.prefix),
+		Plugins: in.host, Logger: log.Named("delivery"), Hooks: e.tracer.hooks(i), Instance: in.id,
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	if err := e.engine.Start(ctx); err != nil {
-		return fmt.Errorf("bench: start the delivery engine: %w", err)
+	if err := in.engine.Start(ctx); err != nil {
+		return fmt.Errorf("bench: start delivery engine %s: %w", in.id, err)
 	}
 	e.onClose(func(ctx context.Context) error {
-		if err := e.engine.Stop(ctx, 10*time.Second); err != nil {
-			e.engine.Kill()
-			return fmt.Errorf("bench: stop the delivery engine: %w", err)
+		if err := in.engine.Stop(ctx, 10*time.Second); err != nil {
+			in.engine.Kill()
+			return fmt.Errorf("bench: stop delivery engine %s: %w", in.id, err)
 		}
 		return nil
 	})
-	for _, st := range e.engine.Channels(ctx) {
+	e.instances = append(e.instances, in)
+	for _, st := range in.engine.Channels(ctx) {
 		if !st.Running {
-			return fmt.Errorf("bench: channel %s did not start: %s", st.Name, st.Error)
+			return fmt.Errorf("bench: channel %s did not start on %s: %s", st.Name, in.id, st.Error)
 		}
 	}
 	return nil
@@ -417,7 +535,11 @@ func (e *env) sampleCPU(ctx context.Context) cpuSample {
 		}
 		rows.Close()
 	}
-	return sampleCPU(e.plugin.PID(), pids)
+	plugins := make([]int, 0, len(e.instances))
+	for _, in := range e.instances {
+		plugins = append(plugins, in.plugin.PID())
+	}
+	return sampleCPU(plugins, pids)
 }
 
 func randHex(n int) string {

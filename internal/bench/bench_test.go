@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -147,6 +148,112 @@ func TestRun(t *testing.T) {
 	})
 }
 
+// TestRun_scaleOut runs two engines on a channel of four partitions on a
+// Redis Cluster the bench starts itself: every notification delivered once,
+// both instances sharing the work, and the cluster gone afterwards.
+func TestRun_scaleOut(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	const n = 300
+	var progress bytes.Buffer
+	rep, err := Run(ctx, Options{Config: testConfig(t), N: n, Concurrency: 16, Batch: 16, Idle: 3,
+		Instances: 2, Partitions: 4, RedisCluster: true, Progress: &progress})
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+
+	t.Run("setup", func(t *testing.T) {
+		s := rep.Setup
+		if s.Instances != 2 || s.Partitions != 4 {
+			t.Errorf("setup: %d instances, %d partitions; want 2, 4", s.Instances, s.Partitions)
+		}
+		if !strings.HasPrefix(s.Redis, "cluster") || len(s.RedisClusterAddrs) != 3 {
+			t.Errorf("setup: redis %q on %v; want a cluster of 3 masters", s.Redis, s.RedisClusterAddrs)
+		}
+	})
+	t.Run("burst", func(t *testing.T) {
+		b := rep.Burst
+		if b.Delivered != n || b.Duplicates != 0 {
+			t.Errorf("burst delivered %d of %d with %d duplicates; want all, 0 duplicates", b.Delivered, n, b.Duplicates)
+		}
+		if b.Sent != n || b.Failed != 0 {
+			t.Errorf("rows SENT %d, FAILED %d; want %d, 0", b.Sent, b.Failed, n)
+		}
+		if len(b.ByInstance) != 2 {
+			t.Fatalf("by instance = %v, want two counts", b.ByInstance)
+		}
+		if b.ByInstance[0]+b.ByInstance[1] < n || b.ByInstance[0] == 0 || b.ByInstance[1] == 0 {
+			t.Errorf("by instance = %v; want both instances to send, %d in all", b.ByInstance, n)
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		if i := rep.Idle; i.K != 3 || i.Latency.Count != 3 || i.Duplicates != 0 {
+			t.Errorf("idle: k %d, samples %d, duplicates %d; want 3, 3, 0", i.K, i.Latency.Count, i.Duplicates)
+		}
+	})
+	t.Run("report", func(t *testing.T) {
+		var text bytes.Buffer
+		if err := rep.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"2 delivery engines in this one process", "partitions 4; redis cluster", "by instance    #1 "} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("text report lacks %q:\n%s", want, text.String())
+			}
+		}
+	})
+	t.Run("cluster stopped", func(t *testing.T) {
+		for _, addr := range rep.Setup.RedisClusterAddrs {
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				t.Errorf("cluster node %s still answers after Run", addr)
+			}
+		}
+	})
+}
+
+func TestStartCluster(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	c, err := StartCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = c.Close()
+		}
+	}()
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	defer rc.Close()
+	// Keys in different slots land on different masters; each must work.
+	for i := range 20 {
+		k := "bench-cluster-test:" + strconv.Itoa(i)
+		if err := rc.Set(ctx, k, i, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+	}
+	var masters int
+	if err := rc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		masters++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if masters != 3 {
+		t.Errorf("masters = %d, want 3", masters)
+	}
+	dir := c.dir
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	closed = true
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s after Close: %v, want it removed", dir, err)
+	}
+}
+
 func TestRun_badOptions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -159,6 +266,8 @@ func TestRun_badOptions(t *testing.T) {
 		"huge batch":       {Options{Config: DefaultConfig(), Batch: 5000}, "--batch 5000"},
 		"zero concurrency": {Options{Config: DefaultConfig(), Concurrency: -3}, "--concurrency -3"},
 		"negative quiet":   {Options{Config: DefaultConfig(), Quiet: -time.Second}, "--quiet -1s"},
+		"many instances":   {Options{Config: DefaultConfig(), Instances: 17}, "--instances 17"},
+		"bad partitions":   {Options{Config: DefaultConfig(), Partitions: 300}, "--partitions 300"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Run(ctx, tc.o)

@@ -42,8 +42,11 @@ type Burst struct {
 	Throughput float64 `json:"throughput_per_s"` // N / (last - T)
 	Latency    Dist    `json:"due_to_delivered"`
 	Stages     Stages  `json:"stages"`
-	Sent       int64   `json:"sent"`   // rows SENT at the end
-	Failed     int64   `json:"failed"` // rows FAILED at the end (should be 0)
+	// ByInstance is how many notifications each instance handed to its
+	// plugin (a retried one counts again).
+	ByInstance []int `json:"by_instance"`
+	Sent       int64 `json:"sent"`   // rows SENT at the end
+	Failed     int64 `json:"failed"` // rows FAILED at the end (should be 0)
 	// CPU is the CPU time each process group used from T until the last
 	// delivery, and how busy the whole machine was meanwhile.
 	CPU  CPUUsage   `json:"cpu"`
@@ -111,7 +114,10 @@ func (e *env) burst(ctx context.Context) (Burst, error) {
 	if err != nil {
 		return b, err
 	}
-	// Settling can only add deliveries if something was retried.
+	// Settling can only add deliveries if something was retried. An
+	// instance counts a batch when its plugin answers, after the sink saw it,
+	// so its counts are read now that every row settled.
+	b.ByInstance = e.tracer.sent()
 	counts = e.sink.Counts()
 	b.Delivered, b.Duplicates = counts.Distinct, counts.Duplicates
 	return b, nil

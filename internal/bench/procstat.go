@@ -21,7 +21,7 @@ const clockTick = 10 * time.Millisecond
 type CPUUsage struct {
 	WallSeconds     float64 `json:"wall_seconds"`
 	Bench           float64 `json:"bench_seconds"`    // this process: engine, sink, raw client
-	Plugin          float64 `json:"plugin_seconds"`   // the webhook plugin process
+	Plugin          float64 `json:"plugin_seconds"`   // the webhook plugin processes (one per instance)
 	Postgres        float64 `json:"postgres_seconds"` // this run's Postgres backends
 	PostgresOther   float64 `json:"postgres_other_seconds"`
 	Redis           float64 `json:"redis_seconds"` // every redis-server process
@@ -56,13 +56,16 @@ type cpuSample struct {
 	busy, total  time.Duration // machine-wide, all CPUs
 }
 
-// sampleCPU reads the counters; pluginPID 0 skips the plugin, backends are
-// the pids of this run's Postgres connections.
-func sampleCPU(pluginPID int, backends []int) cpuSample {
+// sampleCPU reads the counters; plugins are the plugin processes' pids (0
+// skips one), backends the pids of this run's Postgres connections.
+func sampleCPU(plugins []int, backends []int) cpuSample {
 	s := cpuSample{at: time.Now(), ours: map[int]time.Duration{}}
 	s.self, _ = procCPU("self")
-	if pluginPID > 0 {
-		s.plugin, _ = procCPU(strconv.Itoa(pluginPID))
+	for _, pid := range plugins {
+		if pid > 0 {
+			t, _ := procCPU(strconv.Itoa(pid))
+			s.plugin += t
+		}
 	}
 	for _, pid := range backends {
 		if t, ok := procCPU(strconv.Itoa(pid)); ok {

@@ -89,6 +89,14 @@ type Setup struct {
 	Schema               string  `json:"schema"`
 	RedisPrefix          string  `json:"redis_prefix"`
 	Sink                 string  `json:"sink"`
+	// Instances is how many delivery engines ran (in this one process, each
+	// with its own plugin process), Partitions the channel's partitions.
+	Instances  int `json:"instances"`
+	Partitions int `json:"partitions"`
+	// Redis says which Redis: single (redis.url), the config's cluster, or
+	// a cluster the bench started; RedisClusterAddrs its masters.
+	Redis             string   `json:"redis"`
+	RedisClusterAddrs []string `json:"redis_cluster_addrs,omitempty"`
 }
 
 // Dist summarises a set of durations, in milliseconds.
@@ -144,6 +152,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "setup:   channel %q → webhook plugin (gRPC, fan-out %d) → in-process sink %s\n", Channel, s.PluginMaxConcurrency, s.Sink)
 	fmt.Fprintf(&b, "         concurrency %d, batch %d; delivery.relay_batch %d, settle_batch %d; postgres.max_conns %d; envelope ≈%d B\n",
 		s.Concurrency, s.Batch, s.RelayBatch, s.SettleBatch, s.PostgresMaxConns, s.EnvelopeBytes)
+	instances := "1 delivery engine"
+	if s.Instances > 1 {
+		instances = fmt.Sprintf("%d delivery engines in this one process (each its own instance id, Postgres pool and plugin process; concurrency and max_conns are per instance; all share the %d CPUs)",
+			s.Instances, m.CPUs)
+	}
+	fmt.Fprintf(&b, "         %s; partitions %d; redis %s\n", instances, s.Partitions, s.Redis)
 
 	bu := r.Burst
 	quiet := ""
@@ -157,6 +171,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		thousands(int(bu.Throughput+0.5)), msString(bu.FirstMs), msString(bu.LastMs), msString(bu.SettledMs))
 	fmt.Fprintf(&b, "  due→delivered  p50 %s, p90 %s, p99 %s, max %s\n",
 		msString(bu.Latency.P50), msString(bu.Latency.P90), msString(bu.Latency.P99), msString(bu.Latency.Max))
+	if len(bu.ByInstance) > 1 {
+		total := 0
+		for _, n := range bu.ByInstance {
+			total += n
+		}
+		var parts []string
+		for i, n := range bu.ByInstance {
+			parts = append(parts, fmt.Sprintf("#%d %s (%.0f%%)", i+1, thousands(n), 100*float64(n)/float64(max(total, 1))))
+		}
+		fmt.Fprintf(&b, "  by instance    %s sent\n", strings.Join(parts, ", "))
+	}
 	writeCPU(&b, bu.CPU, true)
 	if st := bu.Stages; st.Batches > 0 {
 		fmt.Fprintf(&b, "  stages         %d batches of %.0f on average, first fetched at T+%s; per batch: claim p50 %s p99 %s, send (gRPC + HTTP) p50 %s p99 %s\n",
@@ -213,7 +238,7 @@ func writeCPU(b *strings.Builder, c CPUUsage, pipeline bool) {
 	}
 	fmt.Fprintf(b, "  CPU            machine %.0f%% busy over %.2fs; ", c.MachineBusyPct, c.WallSeconds)
 	if pipeline {
-		fmt.Fprintf(b, "bench process (engine + sink) %.2fs, webhook plugin %.2fs, postgres backends %.2fs,\n"+
+		fmt.Fprintf(b, "bench process (engines + sink) %.2fs, webhook plugins %.2fs, postgres backends %.2fs,\n"+
 			"                 other postgres processes %.2fs (WAL writer, other users), redis %.2fs (shared)\n",
 			c.Bench, c.Plugin, c.Postgres, c.PostgresOther, c.Redis)
 		return

@@ -11,7 +11,8 @@ import (
 // tracer times the pipeline's stages through the engine's hooks, which run
 // once per batch: after fetch, after claim, after the plugin answered, after
 // settle. Per batch it records how long the claim and the send took; per id
-// (only while perID is on, in the idle phase) when each stage was reached.
+// (only while perID is on, in the idle phase) when each stage was reached;
+// per instance how many notifications it sent.
 type tracer struct {
 	mu      sync.Mutex
 	fetched map[int64]time.Time // batch's first id → fetched at
@@ -20,6 +21,7 @@ type tracer struct {
 	sends   []time.Duration     // claimed → plugin answered, per batch
 	sizes   []int               // ids per fetched batch
 	first   time.Time           // first fetch since reset
+	sentBy  []int               // notifications handed to the plugin, per instance
 
 	perID bool
 	ids   map[int64]*idTrace
@@ -27,8 +29,9 @@ type tracer struct {
 
 type idTrace struct{ fetched, claimed, sent, settled time.Time }
 
-func newTracer() *tracer {
-	t := &tracer{}
+// newTracer traces the given number of instances' engines.
+func newTracer(instances int) *tracer {
+	t := &tracer{sentBy: make([]int, instances)}
 	t.reset(false)
 	return t
 }
@@ -40,10 +43,12 @@ func (t *tracer) reset(perID bool) {
 	t.fetched, t.claimed = map[int64]time.Time{}, map[int64]time.Time{}
 	t.claims, t.sends, t.sizes = nil, nil, nil
 	t.first = time.Time{}
+	clear(t.sentBy)
 	t.perID, t.ids = perID, map[int64]*idTrace{}
 }
 
-func (t *tracer) hooks() delivery.Hooks {
+// hooks are instance i's engine hooks.
+func (t *tracer) hooks(i int) delivery.Hooks {
 	return delivery.Hooks{
 		AfterFetch: func(_ string, ids []int64) error {
 			now := time.Now()
@@ -77,6 +82,7 @@ func (t *tracer) hooks() delivery.Hooks {
 				t.sends = append(t.sends, now.Sub(at))
 				delete(t.claimed, ids[0])
 			}
+			t.sentBy[i] += len(ids)
 			t.each(ids, func(x *idTrace) { x.sent = now })
 			return nil
 		},
@@ -132,6 +138,14 @@ func (t *tracer) stages(due time.Time) Stages {
 	slices.Sort(sends)
 	s.Claim, s.Send = distOf(claims), distOf(sends)
 	return s
+}
+
+// sent returns how many notifications each instance handed to its plugin
+// since the last reset (a retried one counts again).
+func (t *tracer) sent() []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.sentBy)
 }
 
 // trace returns the per-id trace of id, if recorded.
