@@ -57,12 +57,11 @@ func WithLogger(l hclog.Logger) Option {
 
 // planEachTime runs a hot batch statement (relay, claim, settle) as the
 // unnamed prepared statement, which Postgres plans at every call with the
-// real parameters. A named (cached) statement switches to a generic plan
-// after five runs, and a generic plan made while the table was empty — an
-// idle outbox at 07:59 — kept the relay on a nested loop over every PENDING
-// row during the 08:00 burst: 5–10× slower. One statement handles up to a
-// thousand rows, so the extra round trip is cheap.
-const planEachTime = pgx.QueryExecModeDescribeExec
+// real parameters, still in one round trip. A named (cached) statement
+// switches to a generic plan after five runs, and a generic plan made while
+// the table was empty — an idle outbox at 07:59 — kept the relay on a nested
+// loop over every PENDING row during the 08:00 burst: 5–10× slower.
+const planEachTime = pgx.QueryExecModeExec
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
