@@ -51,9 +51,11 @@ func TestEngine_ReplyLost(t *testing.T) {
 				c.Delivery.SweepAfter, c.Delivery.SweepInterval = time.Hour, time.Hour
 			})
 			px := startLossyProxy(t, b.dbURL)
-			// The simple protocol sends each statement's text with its
-			// values, in one round trip, so the proxy can tell statements
-			// apart and the one it drops still runs.
+			// Each statement's text must travel with its execution, in one
+			// round trip, so the proxy can tell statements apart and the one
+			// it drops still runs: the simple protocol here, and outbox runs
+			// relay, claim and settle as the unnamed statement (Parse, Bind
+			// and Execute at once) whatever the pool's default.
 			pool, err := pgxpool.New(context.Background(), px.url+"&default_query_exec_mode=simple_protocol")
 			if err != nil {
 				t.Fatal(err)
