@@ -79,7 +79,7 @@ func (in *Instance) launchLocked() error {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir()}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so cleanup can kill it with its plugins.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", in.Name, err)
