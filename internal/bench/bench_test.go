@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,14 +235,14 @@ func TestStartCluster(t *testing.T) {
 			t.Fatalf("SET %s: %v", k, err)
 		}
 	}
-	var masters int
+	var masters atomic.Int32 // ForEachMaster calls in parallel
 	if err := rc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		masters++
+		masters.Add(1)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if masters != 3 {
+	if masters := masters.Load(); masters != 3 {
 		t.Errorf("masters = %d, want 3", masters)
 	}
 	dir := c.dir
