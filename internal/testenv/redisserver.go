@@ -101,7 +101,9 @@ func StartRedisCluster(t testing.TB) []string {
 	t.Helper()
 	var addrs []string
 	for i := range 3 {
-		s := StartRedis(t, "--cluster-enabled", "yes",
+		// The bus port is set explicitly: the default, port+10000, does not
+		// exist for ports above 55535, which the free-port search can return.
+		s := StartRedis(t, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(t)),
 			"--cluster-config-file", fmt.Sprintf("nodes-%d.conf", i), "--cluster-node-timeout", "2000")
 		addrs = append(addrs, s.Addr)
 	}
