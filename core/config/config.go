@@ -79,7 +79,6 @@ type Shutdown struct {
 type Delivery struct {
 	RelayInterval   time.Duration `koanf:"relay_interval"`
 	RelayBatch      int           `koanf:"relay_batch"`
-	SettleInterval  time.Duration `koanf:"settle_interval"`
 	SettleBatch     int           `koanf:"settle_batch"`
 	PromoteInterval time.Duration `koanf:"promote_interval"`
 	SweepInterval   time.Duration `koanf:"sweep_interval"`
@@ -186,7 +185,6 @@ const (
 	DefaultHardTimeout      = 30 * time.Second
 	DefaultRelayInterval    = time.Second
 	DefaultRelayBatch       = 1000
-	DefaultSettleInterval   = 5 * time.Millisecond
 	DefaultSettleBatch      = 1000
 	DefaultPromoteInterval  = 100 * time.Millisecond
 	DefaultSweepInterval    = 30 * time.Second
@@ -211,7 +209,7 @@ func Default() Config {
 		Shutdown: Shutdown{SoftTimeout: DefaultSoftTimeout, HardTimeout: DefaultHardTimeout},
 		Delivery: Delivery{
 			RelayInterval: DefaultRelayInterval, RelayBatch: DefaultRelayBatch,
-			SettleInterval: DefaultSettleInterval, SettleBatch: DefaultSettleBatch,
+			SettleBatch:     DefaultSettleBatch,
 			PromoteInterval: DefaultPromoteInterval, SweepInterval: DefaultSweepInterval,
 			SweepAfter: DefaultSweepAfter, LeaseTTL: DefaultLeaseTTL, EpochInterval: DefaultEpochInterval,
 		},

@@ -65,7 +65,7 @@ func (c *Config) Validate() error {
 	}
 	if err := positive(map[string]time.Duration{
 		"shutdown.soft_timeout": c.Shutdown.SoftTimeout, "shutdown.hard_timeout": c.Shutdown.HardTimeout,
-		"delivery.relay_interval": c.Delivery.RelayInterval, "delivery.settle_interval": c.Delivery.SettleInterval,
+		"delivery.relay_interval":   c.Delivery.RelayInterval,
 		"delivery.promote_interval": c.Delivery.PromoteInterval, "delivery.sweep_interval": c.Delivery.SweepInterval,
 		"delivery.sweep_after": c.Delivery.SweepAfter, "delivery.lease_ttl": c.Delivery.LeaseTTL,
 		"delivery.epoch_interval": c.Delivery.EpochInterval, "jobs.heartbeat": c.Jobs.Heartbeat,
