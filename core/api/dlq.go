@@ -47,8 +47,8 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 }
 
 // dlqReplay: POST /v1/dlq/replay {"ids": [...]} | {"channel": "..."}.
-// Postgres first (FAILED → QUEUED, attempts reset), then Redis (push to
-// ready, drop from the dead list). A crash or Redis error between the two
+// Postgres first (FAILED → QUEUED, attempts reset), then Redis through
+// Engine.Revive (off the dead list, onto ready). A crash or Redis error between the two
 // loses nothing: the rows are QUEUED, and the sweeper pushes QUEUED rows it
 // does not see moving.
 func (s *Server) dlqReplay(w http.ResponseWriter, r *http.Request) error {
@@ -84,33 +84,13 @@ func (s *Server) dlqReplay(w http.ResponseWriter, r *http.Request) error {
 	for i, q := range replayed {
 		out.IDs[i] = q.ID
 	}
-	if err := s.requeue(context.WithoutCancel(ctx), replayed); err != nil {
+	if err := s.engine.Revive(context.WithoutCancel(ctx), replayed); err != nil {
 		s.log.Warn("DLQ replay: rows are QUEUED but the Redis push failed; the sweeper will queue them", "rows", len(replayed), "error", err)
 		out.Warning = fmt.Sprintf("replayed in Postgres, but queueing in Redis failed (%v); the sweeper queues them within delivery.sweep_after (%s)",
 			err, s.cfg.Delivery.SweepAfter)
 	}
 	sort.Slice(out.IDs, func(i, j int) bool { return out.IDs[i] < out.IDs[j] })
 	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// requeue pushes replayed rows into their channels' queues (each into its
-// partition) and then takes them off the dead lists. Push first: an id is
-// never in neither.
-func (s *Server) requeue(ctx context.Context, rows []outbox.Queued) error {
-	if err := s.engine.Requeue(ctx, rows); err != nil {
-		return err
-	}
-	byChannel := map[string][]int64{}
-	for _, q := range rows {
-		byChannel[q.Channel] = append(byChannel[q.Channel], q.ID)
-	}
-	for ch, ids := range byChannel {
-		if err := s.engine.DeadRemove(ctx, ch, ids); err != nil {
-			// Harmless: a stale dead-list entry; the row is queued.
-			s.log.Warn("DLQ replay: remove from the Redis dead list", "channel", ch, "error", err)
-		}
-	}
 	return nil
 }
 

@@ -67,7 +67,7 @@ const (
 type Engine interface {
 	Channels(ctx context.Context) []delivery.ChannelState
 	Stats(ctx context.Context, channel string) (queue.Stats, error)
-	Requeue(ctx context.Context, rows []outbox.Queued) error
+	Revive(ctx context.Context, rows []outbox.Queued) error
 	DeadRemove(ctx context.Context, channel string, ids []int64) error
 	Pause(ctx context.Context, channel, reason string) error
 	Resume(ctx context.Context, channel string) error

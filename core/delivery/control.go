@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -78,10 +79,27 @@ func (e *Engine) Stats(ctx context.Context, channel string) (queue.Stats, error)
 	return total, nil
 }
 
-// Requeue pushes rows that are QUEUED in the outbox (a DLQ replay) into
-// their channels' queues, each into its partition.
-func (e *Engine) Requeue(ctx context.Context, rows []outbox.Queued) error {
-	return e.pushQueued(ctx, rows)
+// Revive queues rows a dead-letter replay has just moved FAILED → QUEUED in
+// Postgres: it takes them off their channels' dead lists, then pushes them
+// (each into its partition). Dead lists first: a row pushed first could fail
+// again and be dead-listed anew before the removal wiped that entry. Between
+// the two steps a row is in neither list, which loses nothing: it is QUEUED
+// in Postgres, and the sweeper pushes it if the push never comes.
+func (e *Engine) Revive(ctx context.Context, rows []outbox.Queued) error {
+	byChannel := map[string][]int64{}
+	for _, q := range rows {
+		byChannel[q.Channel] = append(byChannel[q.Channel], q.ID)
+	}
+	var errs []error
+	for ch, ids := range byChannel {
+		if err := e.DeadRemove(ctx, ch, ids); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := e.pushQueued(ctx, rows); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // DeadRemove drops ids from a channel's dead-letter lists (after a replay

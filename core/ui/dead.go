@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -225,38 +224,12 @@ func (s *server) replayIDs(ctx context.Context, ids []int64) (replayResult, erro
 		return res, err
 	}
 	res.replayed = len(qs)
-	res.redisErr = s.requeue(ctx, qs)
+	res.redisErr = s.d.Engine.Revive(ctx, qs)
 	if res.redisErr != nil {
 		s.log.Warn("replay: rows QUEUED in Postgres, Redis push failed; the sweeper will push them",
 			"rows", len(qs), "error", res.redisErr)
 	}
 	return res, nil
-}
-
-// requeue drops replayed rows from their channel's dead list, then pushes
-// them ready (each into its partition). Dead list first: nobody else pushes
-// a row between its replay commit and this (the sweeper waits for
-// sweep_after), so the row cannot have failed again and been dead-listed
-// anew by the time it is removed; if the push fails, the row is QUEUED in
-// Postgres and the sweeper pushes it.
-func (s *server) requeue(ctx context.Context, qs []outbox.Queued) error {
-	if len(qs) == 0 {
-		return nil
-	}
-	byChannel := map[string][]int64{}
-	for _, q := range qs {
-		byChannel[q.Channel] = append(byChannel[q.Channel], q.ID)
-	}
-	var errs []error
-	for ch, ids := range byChannel {
-		if err := s.d.Engine.DeadRemove(ctx, ch, ids); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := s.d.Engine.Requeue(ctx, qs); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // replayAll replays every FAILED row of channels in keyset passes: each row

@@ -41,7 +41,7 @@ type Engine interface {
 	Instance() string
 	Channels(ctx context.Context) []delivery.ChannelState
 	Stats(ctx context.Context, channel string) (queue.Stats, error)
-	Requeue(ctx context.Context, rows []outbox.Queued) error
+	Revive(ctx context.Context, rows []outbox.Queued) error
 	DeadRemove(ctx context.Context, channel string, ids []int64) error
 }
 
