@@ -12,7 +12,8 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
-	"unicode/utf8"
+
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // payloadTemplate is a payload compiled once per job: the JSON encoding of the
@@ -163,7 +164,7 @@ func (p *payloadTemplate) render(buf []byte, vars map[string]any, out *strings.B
 				return buf, fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
 			}
 		}
-		buf = appendJSONString(buf, out.String())
+		buf = sdk.AppendJSONString(buf, out.String())
 	}
 	return buf, nil
 }
@@ -275,50 +276,6 @@ func mentionsData(n parse.Node) bool {
 		return mentionsData(n.Pipe) || mentionsData(n.List) || mentionsData(n.ElseList)
 	}
 	return false
-}
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 replaced.
-func appendJSONString(buf []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				buf = append(buf, '\\', c)
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }
 
 // dataDecoder turns recipients' JSON data into what templates see. One

@@ -125,19 +125,3 @@ func TestMentionsData(t *testing.T) {
 		}
 	}
 }
-
-func TestAppendJSONString(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"", "plain", "\"\\\n\r\t\x00\x1f", "é한😀", "bad \xff utf8", "\u2028"} {
-		got := appendJSONString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Errorf("appendJSONString(%q) = %s: invalid JSON: %v", s, got, err)
-			continue
-		}
-		want := strings.ToValidUTF8(s, "\ufffd")
-		if back != want {
-			t.Errorf("appendJSONString(%q) round-trips to %q, want %q", s, back, want)
-		}
-	}
-}

@@ -571,25 +571,3 @@ func TestAppendEnvelope(t *testing.T) {
 		t.Errorf("envelope is %d bytes, over its size estimate %d: building it reallocates", len(got), n)
 	}
 }
-
-// FuzzAppendJSONString checks the hand-written escaper against encoding/json.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", `"q"`, `\`, "\n\r\t\b\f", "\x00\x1f\x7f", "\u2028\u2029", "\xff\xfe", "é😀", "a\xc3"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got := appendJSONString(nil, s)
-		var decoded string
-		if err := json.Unmarshal(got, &decoded); err != nil {
-			t.Fatalf("appendJSONString(%q) = %q, not a JSON string: %v", s, got, err)
-		}
-		ref, _ := json.Marshal(s)
-		var want string
-		if err := json.Unmarshal(ref, &want); err != nil {
-			t.Fatal(err)
-		}
-		if decoded != want {
-			t.Errorf("appendJSONString(%q) decodes to %q; encoding/json gives %q", s, decoded, want)
-		}
-	})
-}
