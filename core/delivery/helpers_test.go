@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -205,11 +206,23 @@ func (b *bundle) engine(instance string, hooks delivery.Hooks) *delivery.Engine 
 // own Queue, as each process has: the epoch it last saw is its own.
 func (b *bundle) engineHost(instance string, hooks delivery.Hooks) (*delivery.Engine, *pluginhost.Host) {
 	b.t.Helper()
-	host := pluginhost.New(b.cfg.Plugins, b.log.Named("plugins"))
-	e, err := delivery.New(delivery.Options{
-		Config: b.cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Plugins: host,
-		Logger: b.log, Hooks: hooks, Instance: instance,
-	})
+	return b.start(delivery.Options{Instance: instance, Hooks: hooks})
+}
+
+// start starts an engine with o, the bundle filling what o leaves zero (a
+// test that needs its own store, Redis client or logger sets just that), and
+// a plugin host of its own; both stop when the test ends.
+func (b *bundle) start(o delivery.Options) (*delivery.Engine, *pluginhost.Host) {
+	b.t.Helper()
+	o.Config = cmp.Or(o.Config, b.cfg)
+	o.Store = cmp.Or(o.Store, b.store)
+	o.Queue = cmp.Or(o.Queue, queue.New(b.rc, b.prefix))
+	if o.Logger == nil {
+		o.Logger = b.log
+	}
+	host := pluginhost.New(b.cfg.Plugins, o.Logger.Named("plugins"))
+	o.Plugins = host
+	e, err := delivery.New(o)
 	if err != nil {
 		b.t.Fatal(err)
 	}

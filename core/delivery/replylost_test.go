@@ -15,8 +15,6 @@ import (
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
-	"github.com/notifyd/notifyd/core/queue"
 )
 
 // A statement that commits while its reply is lost (a connection reset at
@@ -61,22 +59,7 @@ func TestEngine_ReplyLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
-			host := pluginhost.New(b.cfg.Plugins, b.log.Named("plugins"))
-			e, err := delivery.New(delivery.Options{
-				Config: b.cfg, Store: outbox.New(pool), Queue: queue.New(b.rc, b.prefix), Plugins: host, Logger: b.log,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = e.Stop(ctx, 5*time.Second)
-				_ = host.Close(ctx)
-			})
+			b.start(delivery.Options{Store: outbox.New(pool)})
 			time.Sleep(300 * time.Millisecond)
 
 			px.arm(tt.marker)

@@ -19,7 +19,6 @@ import (
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -53,22 +52,7 @@ func TestEngine_ResyncRetriedAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	host := pluginhost.New(b.cfg.Plugins, b.log.Named("plugins"))
-	e, err := delivery.New(delivery.Options{
-		Config: b.cfg, Store: outbox.New(pool), Queue: queue.New(rc, b.prefix), Plugins: host, Logger: b.log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx, 5*time.Second)
-		_ = host.Close(ctx)
-	})
+	b.start(delivery.Options{Store: outbox.New(pool), Queue: queue.New(rc, b.prefix)})
 	time.Sleep(300 * time.Millisecond) // the start resync (of nothing) is done
 
 	px.Stop() // Postgres is unreachable for the engine
@@ -126,22 +110,7 @@ func TestEngine_RelayRetriesFailedPush(t *testing.T) {
 			once.Do(func() { close(failed) })
 		}
 	})})
-	host := pluginhost.New(b.cfg.Plugins, log.Named("plugins"))
-	e, err := delivery.New(delivery.Options{
-		Config: b.cfg, Store: b.store, Queue: queue.New(rc, b.prefix), Plugins: host, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx, 5*time.Second)
-		_ = host.Close(ctx)
-	})
+	b.start(delivery.Options{Queue: queue.New(rc, b.prefix), Logger: log})
 	time.Sleep(300 * time.Millisecond)
 
 	px.Stop() // Redis is unreachable for the engine
