@@ -289,26 +289,37 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		return
 	}
 	var send []outbox.Claimed
-	var skip []int64
+	var skip, failed []int64
 	var deferred []queue.Item
 	for _, cl := range claimed {
-		switch cl.Kind {
-		case outbox.ClaimSend:
+		switch {
+		case cl.Kind == outbox.ClaimSend:
 			send = append(send, cl)
-		case outbox.ClaimDefer:
+		case cl.Kind == outbox.ClaimDefer:
 			deferred = append(deferred, queue.Item{ID: cl.ID, Due: cl.NotBefore})
+		case cl.Status == outbox.StatusFailed:
+			failed = append(failed, cl.ID)
 		default:
 			skip = append(skip, cl.ID)
 		}
 	}
 	rctx := context.WithoutCancel(ctx)
-	// Already SENT/FAILED/CANCELLED (or gone): the claim is the idempotency
-	// check, so the row is only acked, never sent again.
+	// Already SENT/CANCELLED (or gone): the claim is the idempotency check,
+	// so the row is only acked, never sent again. A FAILED one is
+	// dead-lettered: it is here because the dead-letter step after its
+	// commit was lost (a crash, a Redis error), and acking it would keep it
+	// out of the dead list for good.
 	for q, ids := range c.byQueue(skip) {
 		if err := e.queue.Ack(rctx, q, e.instance, ids); err != nil {
 			c.log.Warn("ack skipped", "error", err)
 		}
 	}
+	for q, ids := range c.byQueue(failed) {
+		if err := e.queue.Dead(rctx, q, e.instance, ids); err != nil {
+			c.log.Warn("dead-letter skipped FAILED", "error", err)
+		}
+	}
+	skip = append(skip, failed...)
 	for q, items := range c.itemsByQueue(deferred) {
 		if err := e.queue.Retry(rctx, q, e.instance, items); err != nil {
 			c.log.Warn("defer not-yet-claimable", "error", err)

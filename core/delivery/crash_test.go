@@ -255,3 +255,47 @@ channels:
 		len(ids), time.Since(killed).Round(time.Millisecond), dups)
 	b.queueEmpty()
 }
+
+// FAILED committed, then the crash before the Redis dead-letter step: the
+// restarted instance finds the id in its backup list, the claim skips the
+// FAILED row, and the id must land in the dead list — not be acked away.
+func TestEngine_CrashAfterFailedBeforeDead(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, respondByRecipient)
+	b := setup(t, s)
+	hit := make(chan []int64, 1)
+	a := b.engine("first", delivery.Hooks{AfterSettle: once(hit)})
+	id := b.send("reject", "")
+	select {
+	case <-hit:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the crash point was never reached")
+	}
+	a.Kill()
+	if n := b.wait(id, time.Second); n.Status != outbox.StatusFailed {
+		t.Fatalf("status %s, want FAILED committed before the crash", n.Status)
+	}
+
+	b.engine("first", delivery.Hooks{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		dead, err := b.queue.DeadList(context.Background(), testChannel, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contains(dead, id) {
+			if len(dead) != 1 {
+				t.Errorf("dead list %v, want %d once", dead, id)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead list %v lacks %d after the restart", dead, id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := len(s.deliveries("reject")); got != 1 {
+		t.Errorf("sink saw %d deliveries, want 1 (a FAILED row is never sent again)", got)
+	}
+	b.queueEmpty()
+}
