@@ -128,3 +128,12 @@ func (e *Engine) queueOf(channel string, id int64) string {
 	}
 	return channel
 }
+
+// allQueues is every configured channel's queue names.
+func (e *Engine) allQueues() []string {
+	var out []string
+	for _, ch := range e.channels {
+		out = append(out, ch.queues...)
+	}
+	return out
+}

@@ -213,7 +213,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.settler.start()
 	// The first epoch read remembers the current one; a resync at start
 	// re-pushes anything a crash left between Postgres and Redis.
-	if _, _, err := e.queue.Epoch(ctx); err != nil {
+	if _, err := e.queue.Epoch(ctx, e.allQueues()...); err != nil {
 		e.log.Warn("read Redis epoch", "error", err)
 	}
 	e.goBackground(e.relayLoop)

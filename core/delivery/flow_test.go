@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/outbox"
@@ -247,5 +249,61 @@ func TestEngine_RedisCluster(t *testing.T) {
 	}
 	if _, dups := s.distinct(); dups != 0 {
 		t.Errorf("%d duplicates on the cluster", dups)
+	}
+}
+
+// One shard of the cluster loses its data alone (FLUSHALL on one master
+// that does not hold the prefix's global epoch) while thousands are in
+// flight: the epoch in each queue's own slot notices and the resync
+// delivers everything. The sweeper is pushed far out, so only the epoch
+// can recover the lost ids in time.
+func TestEngine_RedisClusterShardLost(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Int64
+	s := newSink(t, func(string, int, http.Header) (int, string) {
+		seen.Add(1)
+		time.Sleep(time.Millisecond)
+		return http.StatusOK, ""
+	})
+	b := setupCluster(t, s, func(c *config.Config, ch *config.Channel) {
+		ch.Partitions, ch.Concurrency, ch.BatchSize = 4, 32, 32
+		c.Delivery.SweepAfter = time.Hour
+	})
+	b.engine("a", delivery.Hooks{})
+	const n = 4000
+	b.sendMany(n, func(i int) string { return fmt.Sprintf("r%d", i) })
+	for seen.Load() < 400 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx := context.Background()
+	cc := b.rc.(*redis.ClusterClient)
+	global, err := cc.MasterForKey(ctx, b.prefix+":epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *redis.Client
+	for _, q := range delivery.QueueNames(testChannel, 4) {
+		m, err := cc.MasterForKey(ctx, b.prefix+":{ch:"+q+"}:ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr != global.Options().Addr {
+			victim = m
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatal("every partition shares the global epoch's shard; choose other partition names")
+	}
+	if err := victim.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("FLUSHALL on shard %s after %d deliveries", victim.Options().Addr, seen.Load())
+	counts := b.waitAll(120 * time.Second)
+	if counts[outbox.StatusSent] != n {
+		t.Fatalf("statuses %v, want all %d SENT", counts, n)
+	}
+	if ids, _ := s.distinct(); ids != n {
+		t.Errorf("sink saw %d distinct notifications, want %d", ids, n)
 	}
 }

@@ -182,14 +182,13 @@ func (e *Engine) promote(ctx context.Context) {
 }
 
 func (e *Engine) checkEpoch(ctx context.Context) {
-	_, changed, err := e.queue.Epoch(ctx)
-	if err != nil {
-		return // Redis is down; the next tick asks again
-	}
+	changed, err := e.queue.Epoch(ctx, e.allQueues()...)
 	switch {
 	case changed:
 		e.log.Warn("Redis lost its data (epoch changed); resyncing from Postgres")
 		e.resync(ctx, "epoch")
+	case err != nil:
+		return // Redis (or one shard) is down; the next tick asks again
 	case e.resyncPending.Load():
 		e.resync(ctx, "retry")
 	}

@@ -165,7 +165,7 @@ func TestQueue_Cluster(t *testing.T) {
 		wantIDs(t, "woken fetch", <-done, []int64{1, 2})
 	})
 
-	_, _, err = q.Epoch(ctx)
+	_, err = q.Epoch(ctx)
 	if err != nil {
 		t.Fatalf("Epoch: %v", err)
 	}

@@ -14,6 +14,7 @@
 //	<prefix>:{ch:<channel>}:instances             ZSET, instance -> lease expiry in Unix ms
 //	<prefix>:{ch:<channel>}:members               SET, every id in ready, delayed or a processing list
 //	<prefix>:{ch:<channel>}:dead                  LIST, newest first
+//	<prefix>:{ch:<channel>}:epoch                 STRING, random; a new value means this slot's shard lost its data
 //	<prefix>:epoch                                STRING, random; a new value means Redis lost its data
 //
 // Ids are Postgres notification ids, kept in Redis as decimal strings. Times
@@ -48,8 +49,8 @@ type Queue struct {
 	c      redis.UniversalClient
 	prefix string
 
-	mu    sync.Mutex
-	epoch string // last epoch this Queue saw; "" before the first Epoch call
+	mu     sync.Mutex
+	epochs map[string]string // epoch key -> the value this Queue last saw
 }
 
 // New returns the queues under prefix on c.
