@@ -26,9 +26,18 @@ var (
 // TestChaos runs notifyd under the fault schedule and fails on any lost
 // notification or stray state; see package chaos. Short mode (the default,
 // part of `go test ./...`) takes about two minutes; -chaos.full is `make chaos`.
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { runChaos(t, false) }
+
+// TestChaosRedisCluster is TestChaos on a real 3-master Redis Cluster of
+// the suite's own, the channel spread over 4 partitions (hash slots), Redis
+// faults hitting one master at a time. The same flags apply;
+// `make chaos CHAOSTEST=TestChaosRedisCluster` is its full mode.
+func TestChaosRedisCluster(t *testing.T) { runChaos(t, true) }
+
+func runChaos(t *testing.T, redisCluster bool) {
 	o := chaos.Options{
 		Setup: chaos.Setup{
+			RedisCluster:  redisCluster,
 			PluginDir:     t.TempDir(),
 			Instances:     3,
 			SinkTransient: 0.01,

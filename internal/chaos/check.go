@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/redis/go-redis/v9"
 )
 
-// queueState is the channel's queue in Redis.
+// queueState is the channel's queues in Redis, summed over its partitions.
 type queueState struct {
 	Ready, Delayed, Members, Processing int64
 	ProcessingLists                     int
@@ -22,33 +24,66 @@ func (q queueState) empty() bool {
 
 func (c *Cluster) queueState(ctx context.Context) (queueState, error) {
 	var q queueState
-	base := Prefix + ":{ch:" + Channel + "}:"
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var err error
-	if q.Ready, err = c.RC.LLen(ctx, base+"ready").Result(); err != nil {
-		return q, err
-	}
-	if q.Delayed, err = c.RC.ZCard(ctx, base+"delayed").Result(); err != nil {
-		return q, err
-	}
-	if q.Members, err = c.RC.SCard(ctx, base+"members").Result(); err != nil {
-		return q, err
-	}
-	iter := c.RC.Scan(ctx, 0, base+"processing:*", 1000).Iterator()
-	for iter.Next(ctx) {
-		n, err := c.RC.LLen(ctx, iter.Val()).Result()
+	for _, name := range c.Queues() {
+		ready, err := c.RC.LLen(ctx, queueKey(name, "ready")).Result()
 		if err != nil {
 			return q, err
 		}
-		q.Processing += n
-		q.ProcessingLists++
+		delayed, err := c.RC.ZCard(ctx, queueKey(name, "delayed")).Result()
+		if err != nil {
+			return q, err
+		}
+		members, err := c.RC.SCard(ctx, queueKey(name, "members")).Result()
+		if err != nil {
+			return q, err
+		}
+		dead, err := c.RC.LRange(ctx, queueKey(name, "dead"), 0, -1).Result()
+		if err != nil {
+			return q, err
+		}
+		q.Ready += ready
+		q.Delayed += delayed
+		q.Members += members
+		q.Dead = append(q.Dead, dead...)
 	}
-	if err := iter.Err(); err != nil {
-		return q, err
-	}
-	q.Dead, err = c.RC.LRange(ctx, base+"dead", 0, -1).Result()
+	// Processing lists are named by instance: found by SCAN, which on a
+	// cluster covers one node, so every master is scanned.
+	var mu sync.Mutex
+	err := c.forEachShard(ctx, func(ctx context.Context, rc *redis.Client) error {
+		for _, name := range c.Queues() {
+			iter := rc.Scan(ctx, 0, queueKey(name, "processing:*"), 1000).Iterator()
+			for iter.Next(ctx) {
+				n, err := rc.LLen(ctx, iter.Val()).Result()
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				q.Processing += n
+				q.ProcessingLists++
+				mu.Unlock()
+			}
+			if err := iter.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	return q, err
+}
+
+// forEachShard calls fn with a client of the one Redis server, or (in
+// cluster mode, concurrently) of every master.
+func (c *Cluster) forEachShard(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+	switch rc := c.RC.(type) {
+	case *redis.ClusterClient:
+		return rc.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, rc)
+	default:
+		return fmt.Errorf("chaos: unexpected Redis client %T", c.RC)
+	}
 }
 
 // row is one notification as the suite reads it at the end.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
@@ -26,6 +28,10 @@ const Token = "chaos-suite-api-token"
 
 // Prefix is the instances' Redis key prefix.
 const Prefix = "chaos"
+
+// ClusterPartitions is the channel's partitions in cluster mode: queues
+// chaos#0..#3, each its own hash slot, spread over the masters.
+const ClusterPartitions = 4
 
 // Setup says what to build.
 type Setup struct {
@@ -42,6 +48,12 @@ type Setup struct {
 	// the sweeper would quietly deliver them a few seconds late.
 	SweepAfter time.Duration
 	Logf       func(format string, args ...any)
+	// RedisCluster runs a real 3-master Redis Cluster (three redis-servers
+	// of the suite's own, each behind its own proxy) instead of one
+	// server, and spreads the channel over ClusterPartitions queues so the
+	// work lands on every shard. Redis faults then hit one master at a
+	// time.
+	RedisCluster bool
 	// KeepLogs leaves the directory with the instances' configs and logs
 	// (and the Postgres log) in place at Close, and names it.
 	KeepLogs bool
@@ -50,19 +62,23 @@ type Setup struct {
 // Cluster is everything the suite runs: Postgres and Redis of its own,
 // toxiproxy in front of both, the sink, and the notifyd instances.
 type Cluster struct {
-	Setup     Setup
-	Dir       string // configs and logs
-	Postgres  *Postgres
-	Redis     *RedisServer
+	Setup    Setup
+	Dir      string // configs and logs
+	Postgres *Postgres
+	// Redis is the one server, or the cluster's masters; RedisPx the proxy
+	// in front of each, in the same order.
+	Redis     []*RedisServer
 	PGProxy   *Proxy
-	RedisPx   *Proxy
+	RedisPx   []*Proxy
 	Sink      *Sink
 	Instances []*Instance
 
 	// DB and RC talk to Postgres and Redis directly (not through the
-	// proxies): the suite's own view, for snapshots and checks.
+	// proxies): the suite's own view, for snapshots and checks. In cluster
+	// mode RC is a ClusterClient whose dialer maps each announced (proxy)
+	// address to its node's own.
 	DB    *pgxpool.Pool
-	RC    *redis.Client
+	RC    redis.UniversalClient
 	DBURL string // direct URL of the notifyd database
 
 	toxi *toxiproxy.ApiServer
@@ -86,10 +102,17 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 	if c.Dir, err = os.MkdirTemp("", "notifyd-chaos-"); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2 + s.Instances)
+	// Postgres, the instances' HTTP listeners, then per Redis server its
+	// port (and in cluster mode its bus port and its proxy's port).
+	nRedis, perRedis := 1, 1
+	if s.RedisCluster {
+		nRedis, perRedis = redisClusterMasters, 3
+	}
+	ports, err := freePorts(1 + s.Instances + nRedis*perRedis)
 	if err != nil {
 		return nil, err
 	}
+	redisPorts := ports[1+s.Instances:]
 	start := time.Now()
 	if c.Postgres, err = StartPostgres(ctx, ports[0]); err != nil {
 		return nil, err
@@ -105,17 +128,26 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 	if _, err := outbox.Migrate(ctx, c.DB); err != nil {
 		return nil, fmt.Errorf("chaos: migrate: %w", err)
 	}
-	if c.Redis, err = StartRedis(ports[1]); err != nil {
-		return nil, err
-	}
-	c.RC = redis.NewClient(&redis.Options{Addr: c.Redis.Addr})
-
 	c.toxi = NewProxyServer()
-	if c.PGProxy, err = StartProxy(c.toxi, "postgres", fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
+	if c.PGProxy, err = StartProxy(c.toxi, "postgres", "", fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
 		return nil, err
 	}
-	if c.RedisPx, err = StartProxy(c.toxi, "redis", c.Redis.Addr); err != nil {
-		return nil, err
+	if s.RedisCluster {
+		if err := c.startRedisCluster(ctx, redisPorts); err != nil {
+			return nil, err
+		}
+	} else {
+		rs, err := StartRedis("redis", redisPorts[0])
+		if err != nil {
+			return nil, err
+		}
+		c.Redis = []*RedisServer{rs}
+		c.RC = redis.NewClient(&redis.Options{Addr: rs.Addr})
+		px, err := StartProxy(c.toxi, "redis", "", rs.Addr)
+		if err != nil {
+			return nil, err
+		}
+		c.RedisPx = []*Proxy{px}
 	}
 	if c.Sink, err = StartSink(s.SinkTransient, s.SinkMaxDelay); err != nil {
 		return nil, err
@@ -126,7 +158,7 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 		if i == s.Instances-1 && s.Instances > 1 {
 			id = "" // a fresh id per run: its old backup list comes back through the reaper
 		}
-		httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[2+i])
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[1+i])
 		cfg := filepath.Join(c.Dir, name+".yaml")
 		if err := os.WriteFile(cfg, []byte(c.config(id, httpAddr)), 0o600); err != nil {
 			return nil, err
@@ -140,12 +172,86 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 	return c, nil
 }
 
+// startRedisCluster starts the cluster's masters, a proxy in front of each
+// on the port the node announces, creates the cluster and connects RC
+// straight to the nodes. ports holds three per node: its own, its bus
+// port, its proxy's.
+func (c *Cluster) startRedisCluster(ctx context.Context, ports []int) error {
+	start := time.Now()
+	var triples [][3]int
+	for i := range redisClusterMasters {
+		triples = append(triples, [3]int{ports[3*i], ports[3*i+1], ports[3*i+2]})
+	}
+	nodes, err := startRedisCluster(triples)
+	c.Redis = nodes // stopped at Close, also on error
+	if err != nil {
+		return err
+	}
+	direct := map[string]string{}
+	var addrs []string
+	for i, n := range nodes {
+		px, err := StartProxy(c.toxi, n.Name, fmt.Sprintf("127.0.0.1:%d", triples[i][2]), n.Addr)
+		if err != nil {
+			return err
+		}
+		c.RedisPx = append(c.RedisPx, px)
+		direct[px.Addr] = n.Addr
+		addrs = append(addrs, n.Addr)
+	}
+	if err := createRedisCluster(ctx, nodes); err != nil {
+		return err
+	}
+	c.RC = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Dialer: directDialer(direct)})
+	// The suite's client must see the announced topology it will route by.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	slots, err := c.RC.ClusterSlots(sctx).Result()
+	if err != nil {
+		return fmt.Errorf("chaos: CLUSTER SLOTS: %w", err)
+	}
+	for _, sl := range slots {
+		for _, n := range sl.Nodes {
+			if _, ok := direct[n.Addr]; !ok {
+				return fmt.Errorf("chaos: CLUSTER SLOTS names %s for slots %d-%d, not a proxy: clients would bypass toxiproxy", n.Addr, sl.Start, sl.End)
+			}
+		}
+	}
+	var desc []string
+	for i, n := range nodes {
+		desc = append(desc, fmt.Sprintf("%s %s (proxy %s)", n.Name, n.Addr, c.RedisPx[i].Addr))
+	}
+	c.Setup.Logf("chaos: Redis Cluster of %d masters up in %v: %s", len(nodes), time.Since(start).Round(time.Millisecond), strings.Join(desc, ", "))
+	return nil
+}
+
+// Partitions is how many queues the channel is spread over.
+func (c *Cluster) Partitions() int {
+	if c.Setup.RedisCluster {
+		return ClusterPartitions
+	}
+	return 1
+}
+
+// Queues are the channel's Redis queues.
+func (c *Cluster) Queues() []string { return delivery.QueueNames(Channel, c.Partitions()) }
+
+// queueKey is a key of queue name, e.g. queueKey("chaos#2", "ready").
+func queueKey(name, suffix string) string { return Prefix + ":{ch:" + name + "}:" + suffix }
+
 // config is one instance's YAML: everything through the proxies, short
 // leases and sweeps and fast retries, so recovery is quick.
 func (c *Cluster) config(id, httpAddr string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "postgres: {url: %q, max_conns: 8}\n", c.Postgres.DatabaseURL(c.PGProxy.Addr, "notifyd"))
-	fmt.Fprintf(&b, "redis: {url: %q, prefix: %s}\n", "redis://"+c.RedisPx.Addr+"/0", Prefix)
+	if c.Setup.RedisCluster {
+		var addrs []string
+		for _, px := range c.RedisPx {
+			addrs = append(addrs, strconv.Quote(px.Addr))
+		}
+		fmt.Fprintf(&b, "redis: {cluster_addrs: [%s], prefix: %s}\n", strings.Join(addrs, ", "), Prefix)
+	} else {
+		fmt.Fprintf(&b, "redis: {url: %q, prefix: %s}\n", "redis://"+c.RedisPx[0].Addr+"/0", Prefix)
+	}
 	fmt.Fprintf(&b, "plugins: {dir: %q, health_interval: 1s}\n", c.Setup.PluginDir)
 	fmt.Fprintf(&b, "http: {listen: %q, tokens: [%s]}\n", httpAddr, Token)
 	b.WriteString("log: {level: info, format: text}\n")
@@ -172,7 +278,8 @@ channels:
     batch_size: 16
     timeout: 3s
     retry: {max_attempts: 25, base: 100ms, max: 1s, jitter: full}
-`, lease, sweepAfter, Channel, c.Sink.URL)
+    partitions: %d
+`, lease, sweepAfter, Channel, c.Sink.URL, c.Partitions())
 	return b.String()
 }
 
@@ -187,12 +294,22 @@ func (c *Cluster) Running() []string {
 	return out
 }
 
-// Heal ends every fault: toxics removed, Redis and every instance running.
+// Heal ends every fault: toxics removed, Redis (every node, the cluster
+// back to cluster_state:ok) and every instance running.
 func (c *Cluster) Heal() error {
 	c.PGProxy.Clear()
-	c.RedisPx.Clear()
-	if err := c.Redis.Start(); err != nil {
-		return err
+	for _, px := range c.RedisPx {
+		px.Clear()
+	}
+	for _, rs := range c.Redis {
+		if err := rs.Start(); err != nil {
+			return err
+		}
+	}
+	if c.Setup.RedisCluster {
+		if err := waitClusterOK(context.Background(), c.Redis, 60*time.Second); err != nil {
+			return err
+		}
 	}
 	for _, in := range c.Instances {
 		if err := in.Start(); err != nil {
@@ -214,8 +331,8 @@ func (c *Cluster) Close() {
 	if c.PGProxy != nil {
 		c.PGProxy.Stop()
 	}
-	if c.RedisPx != nil {
-		c.RedisPx.Stop()
+	for _, px := range c.RedisPx {
+		px.Stop()
 	}
 	if c.RC != nil {
 		_ = c.RC.Close()
@@ -223,8 +340,8 @@ func (c *Cluster) Close() {
 	if c.DB != nil {
 		c.DB.Close()
 	}
-	if c.Redis != nil {
-		c.Redis.Remove()
+	for _, rs := range c.Redis {
+		rs.Remove()
 	}
 	if c.Setup.KeepLogs && c.Dir != "" && c.Postgres != nil {
 		if b, err := os.ReadFile(c.Postgres.Log()); err == nil {

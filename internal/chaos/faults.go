@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -124,11 +125,17 @@ func (s *Schedule) target(kind string) string {
 			candidates = append(candidates, in.Name)
 		}
 	case RedisFlushAll, RedisRestart:
-		candidates = []string{"redis"}
+		// The server, or in cluster mode one master ("redis-2").
+		for _, rs := range s.C.Redis {
+			candidates = append(candidates, rs.Name)
+		}
 	case PostgresRestart:
 		candidates = []string{"postgres"}
 	case LatencyRedis, TimeoutRedis, ResetRedis:
-		candidates = []string{"redis-proxy"}
+		// The proxy in front of the server, or of one master.
+		for _, rs := range s.C.Redis {
+			candidates = append(candidates, rs.Name+"-proxy")
+		}
 	default:
 		candidates = []string{"postgres-proxy"}
 	}
@@ -236,20 +243,30 @@ func (s *Schedule) inject(kind, target string, down time.Duration, pick uint64) 
 		_ = syscall.Kill(pid, syscall.SIGCONT) // it may have been restarted (killed) meanwhile
 		return fmt.Sprintf("pid %d frozen %v", pid, pause.Round(time.Millisecond)), time.Now(), nil
 	case RedisFlushAll:
-		return "", healed, c.RC.FlushAll(ctx).Err()
+		rs := c.redisServer(target)
+		if c.Setup.RedisCluster {
+			detail = fmt.Sprintf("master %s only: its slots' keys gone", rs.Addr)
+		}
+		return detail, healed, rs.FlushAll(ctx)
 	case RedisRestart:
-		c.Redis.Kill()
+		rs := c.redisServer(target)
+		rs.Kill()
 		time.Sleep(down)
-		err := c.Redis.Start()
-		return fmt.Sprintf("down %v", down.Round(time.Millisecond)), time.Now(), err
+		err := rs.Start()
+		detail = fmt.Sprintf("down %v", down.Round(time.Millisecond))
+		if c.Setup.RedisCluster {
+			detail = fmt.Sprintf("master %s down %v, rejoined empty", rs.Addr, down.Round(time.Millisecond))
+		}
+		return detail, time.Now(), err
 	case PostgresRestart:
 		err := c.Postgres.RestartImmediate(ctx)
 		return "", time.Now(), err
 	}
-	// Network faults, through the proxy in front of the service.
-	px := c.RedisPx
-	if target == "postgres-proxy" {
-		px = c.PGProxy
+	// Network faults, through the proxy in front of the service (in
+	// cluster mode: of one master; the target names it).
+	px := c.PGProxy
+	if target != "postgres-proxy" {
+		px = c.redisProxy(target)
 	}
 	var t Toxic
 	last := 2*time.Second + time.Duration(pick%uint64(3*time.Second))
@@ -270,6 +287,9 @@ func (s *Schedule) inject(kind, target string, down time.Duration, pick uint64) 
 		detail = fmt.Sprintf("every connection reset for %v", last.Round(time.Millisecond))
 	default:
 		return "", healed, fmt.Errorf("unknown fault kind %q", kind)
+	}
+	if c.Setup.RedisCluster && target != "postgres-proxy" {
+		detail += ", " + strings.TrimSuffix(target, "-proxy") + " only"
 	}
 	name, err := px.Add(t)
 	if err != nil {
@@ -329,6 +349,27 @@ func (s *Schedule) Track(ctx context.Context) {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// redisServer is the Redis server (cluster mode: master) a target names.
+func (c *Cluster) redisServer(name string) *RedisServer {
+	for _, rs := range c.Redis {
+		if rs.Name == name {
+			return rs
+		}
+	}
+	panic("chaos: no Redis server " + name)
+}
+
+// redisProxy is the proxy in front of the server a target ("redis-2-proxy")
+// names.
+func (c *Cluster) redisProxy(target string) *Proxy {
+	for i, rs := range c.Redis {
+		if rs.Name+"-proxy" == target {
+			return c.RedisPx[i]
+		}
+	}
+	panic("chaos: no Redis proxy " + target)
 }
 
 func (c *Cluster) instance(name string) *Instance {

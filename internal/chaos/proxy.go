@@ -38,9 +38,13 @@ func NewProxyServer() *toxiproxy.ApiServer {
 	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 }
 
-// StartProxy listens on a free loopback port and forwards to upstream.
-func StartProxy(server *toxiproxy.ApiServer, name, upstream string) (*Proxy, error) {
-	p := toxiproxy.NewProxy(server, name, "127.0.0.1:0", upstream)
+// StartProxy listens on listen ("" = a free loopback port) and forwards to
+// upstream.
+func StartProxy(server *toxiproxy.ApiServer, name, listen, upstream string) (*Proxy, error) {
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	p := toxiproxy.NewProxy(server, name, listen, upstream)
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("proxy %s: start: %w", name, err)
 	}

@@ -17,6 +17,10 @@ type Report struct {
 	Rate       float64
 	FaultEvery time.Duration
 	Enqueuer   string
+	// RedisCluster: a 3-master Redis Cluster; the channel over Partitions
+	// queues.
+	RedisCluster bool
+	Partitions   int
 
 	Accepted         int
 	EnqueueRetries   int64
@@ -167,6 +171,12 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "chaos run: %s\n", verdict)
 	fmt.Fprintf(&b, "  notifications  N=%d (accepted %d) via %s at %.0f/s over %v; %d notifyd instances; seed %d\n",
 		r.N, r.Accepted, r.Enqueuer, r.Rate, r.LoadTime.Round(time.Second), r.Instances, r.Seed)
+	if r.RedisCluster {
+		fmt.Fprintf(&b, "  Redis          a %d-master Redis Cluster, each master behind its own proxy; the channel over %d partitions\n",
+			redisClusterMasters, r.Partitions)
+	} else {
+		fmt.Fprintf(&b, "  Redis          one server; the channel in one queue\n")
+	}
 	fmt.Fprintf(&b, "  outcome        SENT %d, FAILED %d (refused by the sink: %d), wrongly FAILED %d, lost %d\n",
 		r.Sent, r.Failed, r.Refused, r.WronglyFailed, r.Lost)
 	fmt.Fprintf(&b, "  statuses       %v\n", sortedMap(r.Statuses))

@@ -43,7 +43,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := c.waitLeases(ctx, 90*time.Second); err != nil {
 		return nil, err
 	}
-	r := &Report{N: o.N, Seed: o.Seed, Instances: o.Instances, Rate: o.Rate, FaultEvery: o.FaultEvery}
+	r := &Report{N: o.N, Seed: o.Seed, Instances: o.Instances, Rate: o.Rate, FaultEvery: o.FaultEvery,
+		RedisCluster: o.RedisCluster, Partitions: c.Partitions()}
 
 	var enq Enqueuer
 	switch o.Enqueue {
@@ -130,14 +131,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// waitLeases waits until every instance holds a lease on the channel: all
-// are up and delivering.
+// waitLeases waits until every instance holds a lease on each of the
+// channel's queues: all are up and delivering.
 func (c *Cluster) waitLeases(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
-	key := Prefix + ":{ch:" + Channel + "}:instances"
 	for {
-		n, err := c.RC.ZCard(ctx, key).Result()
-		if err == nil && int(n) >= len(c.Instances) {
+		// The fewest leases any queue has.
+		least, err := int64(-1), error(nil)
+		for _, name := range c.Queues() {
+			var k int64
+			k, err = c.RC.ZCard(ctx, queueKey(name, "instances")).Result()
+			if err != nil {
+				break
+			}
+			if least < 0 || k < least {
+				least = k
+			}
+		}
+		if err == nil && int(least) >= len(c.Instances) {
 			return nil
 		}
 		failing := false
@@ -147,7 +158,7 @@ func (c *Cluster) waitLeases(ctx context.Context, d time.Duration) error {
 			}
 		}
 		if failing || time.Now().After(deadline) {
-			msg := fmt.Sprintf("chaos: only %d of %d instances took a lease within %v", n, len(c.Instances), d)
+			msg := fmt.Sprintf("chaos: only %d of %d instances took a lease on every queue within %v (%v)", max(least, 0), len(c.Instances), d, err)
 			for _, in := range c.Instances {
 				msg += fmt.Sprintf("\n--- %s ---\n%s", in.Name, in.Tail(30))
 			}
