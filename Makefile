@@ -38,8 +38,13 @@ test: services vet build
 # kill -9, Redis wipes, Postgres restarts and network faults; ~10 minutes).
 # It needs no services: it starts its own Postgres and Redis. The short mode
 # runs inside `make test`. See docs/reliability.md.
+# CHAOSTEST picks the test: TestChaos (one Redis server, the default),
+# TestChaosRedisCluster (a 3-master Redis Cluster of its own), or both:
+#   make chaos CHAOSTEST=TestChaosRedisCluster
+#   make chaos CHAOSTEST='TestChaos|TestChaosRedisCluster'
+CHAOSTEST ?= TestChaos
 chaos:
-	$(GO) test ./internal/chaos -run TestChaos -count=1 -chaos.full -timeout 90m -v $(CHAOSFLAGS)
+	$(GO) test ./internal/chaos -run '^($(CHAOSTEST))$$' -count=1 -chaos.full -timeout 90m -v $(CHAOSFLAGS)
 
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
