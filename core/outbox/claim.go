@@ -154,8 +154,11 @@ func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 		return nil, nil
 	}
 	staleBefore := now.Add(-staleAfter)
-	// n is the statement's snapshot, i.e. the rows as they were before the
-	// UPDATE: for the rows it did not claim, that is the state to report.
+	// The claimed rows come from the UPDATE's RETURNING. Only the ids it did
+	// not claim are read again, from the statement's snapshot (the rows as
+	// they were before the UPDATE: the state to report for them); in the
+	// common batch every id is claimed and that second part reads nothing,
+	// which saves an index lookup per row.
 	rows, err := s.pool.Query(ctx, `
 WITH claimed AS (
     UPDATE notifications n
@@ -165,11 +168,15 @@ WITH claimed AS (
          OR (n.status = 'PROCESSING' AND n.updated_at < $3))
     RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts
 )
+SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
+       true, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts
+  FROM claimed c
+UNION ALL
 SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
-       c.id IS NOT NULL, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts
+       false, NULL, NULL, NULL, NULL::jsonb, NULL, NULL
   FROM notifications n
-  LEFT JOIN claimed c ON c.id = n.id
- WHERE n.id = ANY($1::bigint[])`, planEachTime, distinct, now, staleBefore)
+ WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`,
+		planEachTime, distinct, now, staleBefore)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
