@@ -184,7 +184,12 @@ func (c *channel) acquireUpTo(ctx context.Context, max int) int {
 	case <-ctx.Done():
 		return 0
 	}
-	n := 1
+	return 1 + c.tryAcquire(max-1)
+}
+
+// tryAcquire takes up to max slots that are free now, without blocking.
+func (c *channel) tryAcquire(max int) int {
+	n := 0
 	for n < max {
 		select {
 		case c.slots <- struct{}{}:
@@ -217,8 +222,8 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			c.refund(allowed)
 			return
 		}
-		ids, err := c.e.queue.Fetch(ctx, q, c.e.instance, n, time.Second)
-		c.release(n - len(ids))
+		ids, held, err := c.fetch(ctx, q, n, allowed)
+		c.release(held - len(ids))
 		c.refund(allowed - len(ids))
 		if errors.Is(err, queue.ErrNoLease) {
 			// Redis lost the lease (a wipe, or we were presumed dead):
@@ -246,6 +251,36 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			c.handle(ctx, ids)
 		}
 	}
+}
+
+// fetch takes up to n ids that are ready now, holding n send slots. When
+// there are none it waits for a push (up to a second) holding a single slot,
+// so a fetcher idling on an empty queue - one of a channel's partitions -
+// never sits on the slots the others need; once an id arrives it takes as
+// many more as there are free slots, up to max. It returns the ids and the
+// slots it holds (at least one per id).
+func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64, held int, err error) {
+	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, n, 0)
+	if err != nil || len(ids) > 0 {
+		return ids, n, err
+	}
+	c.release(n - 1)
+	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, 1, time.Second)
+	if err != nil || len(ids) == 0 || max <= 1 {
+		return ids, 1, err
+	}
+	more := c.tryAcquire(max - 1)
+	if more == 0 {
+		return ids, 1, nil
+	}
+	rest, err := c.e.queue.Fetch(ctx, q, c.e.instance, more, 0)
+	if err != nil {
+		// The id in hand is in the backup list and gets handled; the next
+		// fetch meets this error again and reports it.
+		c.log.Debug("fetch after wake-up", "error", err)
+	}
+	c.release(more - len(rest))
+	return append(ids, rest...), 1 + len(rest), nil
 }
 
 // handBack returns fetched, unclaimed ids to the front of the ready list.

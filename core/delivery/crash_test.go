@@ -22,7 +22,8 @@ import (
 // abandons the batch at that point, the engine is killed (nothing settled,
 // acked or handed back, as after kill -9), and a second engine recovers —
 // under the same instance id (a restart resuming its own backup list) or
-// another (the reaper taking over an expired lease).
+// another (the reaper taking over an expired lease). On one Redis and on a
+// real Redis Cluster.
 func TestEngine_CrashWindows(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -53,51 +54,53 @@ func TestEngine_CrashWindows(t *testing.T) {
 			return h
 		}, true, 1, 1},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			s := newSink(t, nil)
-			b := setup(t, s)
-			hit := make(chan []int64, 1)
-			a := b.engine("first", tt.hook(delivery.Hooks{}, once(hit)))
-			id := b.send("carol", "")
-			select {
-			case got := <-hit:
-				if !contains(got, id) {
-					t.Fatalf("crash hook saw %v, want %d", got, id)
+	for _, mode := range redisModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				s := newSink(t, nil)
+				b := mode.setup(t, s)
+				hit := make(chan []int64, 1)
+				a := b.engine("first", tt.hook(delivery.Hooks{}, once(hit)))
+				id := b.send("carol", "")
+				select {
+				case got := <-hit:
+					if !contains(got, id) {
+						t.Fatalf("crash hook saw %v, want %d", got, id)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the crash point was never reached")
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the crash point was never reached")
-			}
-			a.Kill()
+				a.Kill()
 
-			next := "second"
-			if tt.sameInstance {
-				next = "first"
-			}
-			b.engine(next, delivery.Hooks{})
-			n := b.wait(id, 20*time.Second)
-			if n.Status != outbox.StatusSent {
-				t.Fatalf("status %s (%s), want SENT", n.Status, n.LastError)
-			}
-			time.Sleep(200 * time.Millisecond) // a late second delivery would show now
-			got := s.deliveries("carol")
-			if len(got) != tt.wantDeliveries {
-				t.Errorf("sink saw %d deliveries, want %d", len(got), tt.wantDeliveries)
-			}
-			for _, d := range got {
-				if d.webhookID != got[0].webhookID {
-					t.Errorf("webhook-id changed between deliveries: %q vs %q", d.webhookID, got[0].webhookID)
+				next := "second"
+				if tt.sameInstance {
+					next = "first"
 				}
-			}
-			if n.AttemptCount != tt.wantAttempts {
-				t.Errorf("attempts = %d, want %d", n.AttemptCount, tt.wantAttempts)
-			}
-			if tt.wantDeliveries > 1 {
-				t.Logf("the allowed duplicate: %d deliveries with webhook-id %s", len(got), got[0].webhookID)
-			}
-			b.queueEmpty()
-		})
+				b.engine(next, delivery.Hooks{})
+				n := b.wait(id, 20*time.Second)
+				if n.Status != outbox.StatusSent {
+					t.Fatalf("status %s (%s), want SENT", n.Status, n.LastError)
+				}
+				time.Sleep(200 * time.Millisecond) // a late second delivery would show now
+				got := s.deliveries("carol")
+				if len(got) != tt.wantDeliveries {
+					t.Errorf("sink saw %d deliveries, want %d", len(got), tt.wantDeliveries)
+				}
+				for _, d := range got {
+					if d.webhookID != got[0].webhookID {
+						t.Errorf("webhook-id changed between deliveries: %q vs %q", d.webhookID, got[0].webhookID)
+					}
+				}
+				if n.AttemptCount != tt.wantAttempts {
+					t.Errorf("attempts = %d, want %d", n.AttemptCount, tt.wantAttempts)
+				}
+				if tt.wantDeliveries > 1 {
+					t.Logf("the allowed duplicate: %d deliveries with webhook-id %s", len(got), got[0].webhookID)
+				}
+				b.queueEmpty()
+			})
+		}
 	}
 }
 

@@ -307,3 +307,30 @@ func TestEngine_RedisClusterShardLost(t *testing.T) {
 		t.Errorf("sink saw %d distinct notifications, want %d", ids, n)
 	}
 }
+
+// Regression: a fetcher blocked on an empty partition held every free send
+// slot for its whole one-second wait, so a notification in another
+// partition of the same channel sat in Redis until that wait ended (up to a
+// second per notification on an idle channel; seen as retry gaps of ~1 s on
+// the cluster). A waiting fetcher now holds one slot. Sent one at a time,
+// each notification must go out well inside that second.
+func TestEngine_PartitionsIdleFetcherHoldsOneSlot(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) { ch.Partitions, ch.Concurrency = 4, 8 })
+	b.engine("", delivery.Hooks{})
+	time.Sleep(300 * time.Millisecond) // every fetcher is waiting on its empty queue
+	var slowest time.Duration
+	for i := range 16 {
+		start := time.Now()
+		id := b.send(fmt.Sprintf("r%d", i), "")
+		if n := b.wait(id, 10*time.Second); n.Status != outbox.StatusSent {
+			t.Fatalf("notification %d %s, want SENT", id, n.Status)
+		}
+		slowest = max(slowest, time.Since(start))
+	}
+	if slowest > 400*time.Millisecond {
+		t.Errorf("slowest of 16 single sends over 4 partitions took %v; a fetcher waiting on an empty partition holds the slots", slowest)
+	}
+	t.Logf("slowest single send over 4 partitions: %v", slowest)
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -143,6 +144,25 @@ func setupCluster(t *testing.T, s *sink, opts ...option) *bundle {
 	return setupRedis(t, s, rc, "", "cl", append([]option{func(c *config.Config, _ *config.Channel) {
 		c.Redis.ClusterAddrs = addrs
 	}}, opts...)...)
+}
+
+// redisModes are the Redis deployments the end-to-end tests run on: one
+// server, and a real 3-master cluster with the channel over 4 partitions.
+var redisModes = []struct {
+	name  string
+	setup func(*testing.T, *sink, ...option) *bundle
+}{
+	{"single", setup},
+	{"cluster", func(t *testing.T, s *sink, opts ...option) *bundle {
+		t.Helper()
+		parts := func(_ *config.Config, ch *config.Channel) { ch.Partitions = 4 }
+		return setupCluster(t, s, append([]option{parts}, opts...)...)
+	}},
+}
+
+// queues are the test channel's Redis queues.
+func (b *bundle) queues() []string {
+	return delivery.QueueNames(testChannel, b.cfg.Channels[testChannel].Partitions)
 }
 
 // setupRedis is setup on a Redis of the test's choosing (a private server
@@ -330,19 +350,25 @@ func (b *bundle) queueEmpty() {
 	b.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, err := b.queue.Stats(context.Background(), testChannel)
-		if err != nil {
-			b.t.Fatal(err)
+		held := ""
+		for _, q := range b.queues() {
+			st, err := b.queue.Stats(context.Background(), q)
+			if err != nil {
+				b.t.Fatal(err)
+			}
+			members, err := b.rc.SCard(context.Background(), b.prefix+":{ch:"+q+"}:members").Result()
+			if err != nil {
+				b.t.Fatal(err)
+			}
+			if st.Ready+st.Delayed+st.Processing+members != 0 {
+				held += fmt.Sprintf(" %s: %+v, members %d;", q, st, members)
+			}
 		}
-		members, err := b.rc.SCard(context.Background(), b.prefix+":{ch:"+testChannel+"}:members").Result()
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		if st.Ready+st.Delayed+st.Processing+members == 0 {
+		if held == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("Redis still holds ids: %+v, members %d", st, members)
+			b.t.Fatalf("Redis still holds ids:%s", held)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
