@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ type queueState struct {
 	Ready, Delayed, Members, Processing int64
 	ProcessingLists                     int
 	Dead                                []string
+	deadQueue                           map[string]string // id → the queue whose dead list holds it
 }
 
 func (q queueState) empty() bool {
@@ -23,7 +25,7 @@ func (q queueState) empty() bool {
 }
 
 func (c *Cluster) queueState(ctx context.Context) (queueState, error) {
-	var q queueState
+	q := queueState{deadQueue: map[string]string{}}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, name := range c.Queues() {
@@ -47,6 +49,9 @@ func (c *Cluster) queueState(ctx context.Context) (queueState, error) {
 		q.Delayed += delayed
 		q.Members += members
 		q.Dead = append(q.Dead, dead...)
+		for _, id := range dead {
+			q.deadQueue[id] = name
+		}
 	}
 	// Processing lists are named by instance: found by SCAN, which on a
 	// cluster covers one node, so every master is scanned.
@@ -98,7 +103,7 @@ type row struct {
 
 // check reads the outcome from Postgres, Redis and the sink and fills the
 // report's figures and problems.
-func (c *Cluster) check(ctx context.Context, r *Report, keyPrefix string, n int) error {
+func (c *Cluster) check(ctx context.Context, r *Report, keyPrefix string, n int, strict bool) error {
 	rows, err := c.DB.Query(ctx, `
 SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), recipient
   FROM notifications WHERE idempotency_key LIKE $1 || '%'`, keyPrefix)
@@ -185,15 +190,40 @@ SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), 
 			r.problem("Redis holds stray ids: ready %d, delayed %d, members %d, %d in %d processing lists",
 				q.Ready, q.Delayed, q.Members, q.Processing, q.ProcessingLists)
 		}
-		dup := map[string]bool{}
+		dup := map[string]int{}
+		var order []string
 		for _, id := range q.Dead {
+			if dup[id] == 0 {
+				order = append(order, id)
+			}
+			dup[id]++
+		}
+		var t0 time.Time
+		if len(r.Events) > 0 {
+			t0 = r.Events[0].At
+		}
+		explained := 0
+		for _, id := range order {
 			if !failedIDs[id] {
-				r.problem("dead list holds %s, which is not a FAILED notification", id)
+				r.problem("dead list of %s holds %s, which is not a FAILED notification", q.deadQueue[id], id)
 			}
-			if dup[id] {
-				r.problem("dead list holds %s twice", id)
+			if dup[id] > 1 {
+				// Known: a FAILED id that comes through the queue again
+				// is dead-lettered again, and Queue.Dead pushes it onto
+				// the dead list even when it is there already. On a
+				// cluster it comes back often: a relay (or resync) push
+				// that failed on one shard is retried whole, so ids
+				// already pushed to the healthy shards, and finished
+				// since, are queued again on every retry. See
+				// docs/reliability.md, "Redis Cluster".
+				r.DeadRepeats += dup[id] - 1
+				why := ""
+				if n, err := strconv.ParseInt(id, 10, 64); err == nil && explained < 3 {
+					explained++
+					why = ": " + c.explain(ctx, n, t0)
+				}
+				r.knownIssue(strict, "dead list of %s holds %s %d times%s", q.deadQueue[id], id, dup[id], why)
 			}
-			dup[id] = true
 		}
 		if !r.redisWiped() && len(dup) != len(failedIDs) {
 			r.problem("dead list holds %d ids, want the %d FAILED ones (Redis was never wiped)", len(dup), len(failedIDs))
