@@ -10,6 +10,13 @@
 // (and seen by the sink) or FAILED where the sink refused it, none lost,
 // nothing left in flight in Postgres or Redis, duplicates counted.
 //
-// chaos_test.go runs it: a short mode inside `go test ./...`, the full one
-// with `make chaos`. docs/reliability.md records a full run.
+// With Setup.RedisCluster the Redis is a real 3-master Redis Cluster of the
+// suite's own instead, each master behind its own proxy (the nodes announce
+// the proxies' addresses), the channel spread over 4 partitions, and the
+// Redis faults hit one master at a time.
+//
+// chaos_test.go runs it: TestChaos (one Redis server) and
+// TestChaosRedisCluster, each in a short mode inside `go test ./...`, the
+// full one with `make chaos` (CHAOSTEST picks the test).
+// docs/reliability.md records the runs.
 package chaos
