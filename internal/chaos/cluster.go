@@ -152,6 +152,15 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 	if c.Sink, err = StartSink(s.SinkTransient, s.SinkMaxDelay); err != nil {
 		return nil, err
 	}
+	// The instances' TMPDIR, inside the suite's directory so what kill -9
+	// leaves there goes with it. Plugins put Unix sockets in it (at most
+	// 108 bytes a path), so a long path falls back to the test's TMPDIR.
+	tmpDir := filepath.Join(c.Dir, "tmp")
+	if len(tmpDir) > 48 {
+		tmpDir = ""
+	} else if err := os.Mkdir(tmpDir, 0o700); err != nil {
+		return nil, err
+	}
 	for i := range s.Instances {
 		name := fmt.Sprintf("n%d", i+1)
 		id := name
@@ -163,7 +172,7 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 		if err := os.WriteFile(cfg, []byte(c.config(id, httpAddr)), 0o600); err != nil {
 			return nil, err
 		}
-		in, err := StartInstance(name, id, s.Bin, cfg, filepath.Join(c.Dir, name+".log"), httpAddr)
+		in, err := StartInstance(name, id, s.Bin, cfg, filepath.Join(c.Dir, name+".log"), httpAddr, tmpDir)
 		if err != nil {
 			return nil, err
 		}

@@ -26,6 +26,10 @@ type Instance struct {
 	HTTPAddr string
 	Config   string // path of its YAML
 	Log      string // stdout+stderr of every run, appended
+	// TmpDir is its TMPDIR: the plugins' socket directories (go-plugin's
+	// plugin-dir*), which a kill -9 leaves behind, go there and are
+	// removed with the suite's directory. "" = the test's own.
+	TmpDir string
 
 	bin string
 
@@ -47,8 +51,8 @@ type Exit struct {
 }
 
 // StartInstance launches bin serve --config cfg and supervises it.
-func StartInstance(name, id, bin, cfg, log, httpAddr string) (*Instance, error) {
-	in := &Instance{Name: name, ID: id, HTTPAddr: httpAddr, Config: cfg, Log: log, bin: bin}
+func StartInstance(name, id, bin, cfg, log, httpAddr, tmpDir string) (*Instance, error) {
+	in := &Instance{Name: name, ID: id, HTTPAddr: httpAddr, Config: cfg, Log: log, TmpDir: tmpDir, bin: bin}
 	return in, in.Start()
 }
 
@@ -76,7 +80,11 @@ func (in *Instance) launchLocked() error {
 	cmd := exec.Command(in.bin, "serve", "--config", in.Config, "--no-migrate")
 	// A clean environment: the test's own NOTIFYD_* variables must not
 	// override the instance's config.
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir()}
+	tmp := in.TmpDir
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "TMPDIR=" + tmp}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so cleanup can kill it with its plugins.
 	cmd.SysProcAttr = sysProcAttr()
