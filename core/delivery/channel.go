@@ -341,16 +341,18 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 	rctx := context.WithoutCancel(ctx)
 	// Already SENT/CANCELLED (or gone): the claim is the idempotency check,
 	// so the row is only acked, never sent again. A FAILED one is
-	// dead-lettered: it is here because the dead-letter step after its
+	// dead-lettered: it may be here because the dead-letter step after its
 	// commit was lost (a crash, a Redis error), and acking it would keep it
-	// out of the dead list for good.
+	// out of the dead list for good; or because it was pushed again after
+	// it failed (a relay or resync racing its settle), when it is on the
+	// dead list already and must not be listed twice.
 	for q, ids := range c.byQueue(skip) {
 		if err := e.queue.Ack(rctx, q, e.instance, ids); err != nil {
 			c.log.Warn("ack skipped", "error", err)
 		}
 	}
 	for q, ids := range c.byQueue(failed) {
-		if err := e.queue.Dead(rctx, q, e.instance, ids); err != nil {
+		if err := e.queue.DeadOnce(rctx, q, e.instance, ids); err != nil {
 			c.log.Warn("dead-letter skipped FAILED", "error", err)
 		}
 	}

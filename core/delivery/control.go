@@ -96,7 +96,7 @@ func (e *Engine) Revive(ctx context.Context, rows []outbox.Queued) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := e.pushQueued(ctx, rows); err != nil {
+	if _, err := e.pushQueued(ctx, rows); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -59,12 +59,19 @@ func (e *Engine) relayLoop(ctx context.Context) {
 // *unpushed and pushed first on the next pass rather than left to the
 // sweeper (sweep_after), and relaying more into a Redis that is down would
 // only strand more. If the process dies meanwhile, the sweeper has them.
+//
+// Only the rows whose own queue's push failed are kept: on a Redis Cluster
+// one shard can refuse while the others take theirs, and pushing the taken
+// ones again on every pass would queue again those delivered meanwhile (the
+// claim skips them, but each costs a claim, and a FAILED one came back to
+// the dead list each time).
 func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.Time, error) {
 	if len(*unpushed) > 0 {
-		if err := e.pushQueued(ctx, *unpushed); err != nil {
-			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(*unpushed), err)
+		failed, err := e.pushQueued(ctx, *unpushed)
+		*unpushed = failed
+		if err != nil {
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(failed), err)
 		}
-		*unpushed = nil
 	}
 	batch := e.cfg.Delivery.RelayBatch
 	for {
@@ -76,9 +83,9 @@ func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.
 			e.resyncPending.Store(true)
 			return time.Time{}, err
 		}
-		if err := e.pushQueued(ctx, queued); err != nil {
-			*unpushed = queued
-			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(queued), err)
+		if failed, err := e.pushQueued(ctx, queued); err != nil {
+			*unpushed = failed
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(failed), err)
 		}
 		if len(queued) < batch {
 			break
@@ -88,23 +95,32 @@ func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.
 }
 
 // pushQueued pushes outbox rows into their channels' queues (idempotent),
-// each with its next_attempt_at so a retry keeps its backoff.
-func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) error {
+// each with its next_attempt_at so a retry keeps its backoff. It returns the
+// rows of the queues whose push failed, and the first error.
+func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) ([]outbox.Queued, error) {
 	if len(rows) == 0 {
-		return nil
+		return nil, nil
 	}
-	byQueue := map[string][]queue.Item{}
+	byQueue := map[string][]outbox.Queued{}
 	for _, r := range rows {
 		q := e.queueOf(r.Channel, r.ID)
-		byQueue[q] = append(byQueue[q], queue.Item{ID: r.ID, Due: r.NextAttemptAt})
+		byQueue[q] = append(byQueue[q], r)
 	}
+	var failed []outbox.Queued
 	var firstErr error
-	for q, items := range byQueue {
-		if _, err := e.queue.Push(ctx, q, items); err != nil && firstErr == nil {
-			firstErr = err
+	for q, rs := range byQueue {
+		items := make([]queue.Item, len(rs))
+		for i, r := range rs {
+			items[i] = queue.Item{ID: r.ID, Due: r.NextAttemptAt}
+		}
+		if _, err := e.queue.Push(ctx, q, items); err != nil {
+			failed = append(failed, rs...)
+			if firstErr == nil {
+				firstErr = err
+			}
 		}
 	}
-	return firstErr
+	return failed, firstErr
 }
 
 // maintenanceLoop runs the timers that keep the queues honest: lease renewal
@@ -225,7 +241,7 @@ func (e *Engine) pushNonTerminal(ctx context.Context, olderThan time.Time, why s
 		if len(rows) == 0 {
 			break
 		}
-		if err := e.pushQueued(ctx, rows); err != nil {
+		if _, err := e.pushQueued(ctx, rows); err != nil {
 			e.log.Warn("re-push rows", "why", why, "error", err)
 			return err
 		}

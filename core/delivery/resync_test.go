@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,6 +132,110 @@ func TestEngine_RelayRetriesFailedPush(t *testing.T) {
 	if counts[outbox.StatusSent] != int64(len(ids)) {
 		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids))
 	}
+}
+
+// One queue's push fails while the channel's others succeed (on a Redis
+// Cluster: one shard down). The relay must keep only the failed queue's rows
+// for its next pass: pushing the others again on every pass queued again
+// those delivered meanwhile, and a FAILED one landed on the dead list once
+// per pass (found by the chaos suite's cluster mode: one id listed 19
+// times). Here partition 1's pushes are refused for a while; partition 0's
+// rows must be pushed once, and everything delivered after.
+func TestEngine_RelayRetriesOnlyTheFailedQueue(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(c *config.Config, ch *config.Channel) {
+		ch.Partitions = 2
+		c.Delivery.SweepAfter, c.Delivery.SweepInterval = time.Hour, time.Hour
+	})
+	hook := &pushFaults{refuse: b.prefix + ":{ch:" + testChannel + "#1}:members"}
+	hook.failing.Store(true)
+	rc := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(b.cfg.Redis.URL, "redis://"), "/0")})
+	rc.AddHook(hook)
+	t.Cleanup(func() { _ = rc.Close() })
+	b.start(delivery.Options{Queue: queue.New(rc, b.prefix)})
+
+	ids := b.sendMany(20, func(i int) string { return fmt.Sprintf("r%d", i) })
+	deadline := time.Now().Add(10 * time.Second)
+	for hook.refused.Load() < 3 { // three relay passes met the refusal
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 1's push was refused %d times in 10 s; want relay passes retrying it", hook.refused.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := hook.pushes(b.prefix + ":{ch:" + testChannel + "#0}:members"); got != 1 {
+		t.Errorf("partition 0's rows were pushed %d times while partition 1 failed; want once", got)
+	}
+	hook.failing.Store(false)
+	counts := b.waitAll(15 * time.Second)
+	if counts[outbox.StatusSent] != int64(len(ids)) {
+		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids))
+	}
+}
+
+// pushFaults is a go-redis hook on a real client: it refuses the queue push
+// script (KEYS members, ready, delayed) for one queue while failing is set,
+// and counts the pushes that went through, by queue.
+type pushFaults struct {
+	refuse  string // the refused queue's members key
+	failing atomic.Bool
+	refused atomic.Int64
+	mu      sync.Mutex
+	ok      map[string]int
+}
+
+func (h *pushFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pushFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *pushFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		members := pushQueue(cmd)
+		if members == "" {
+			return next(ctx, cmd)
+		}
+		if members == h.refuse && h.failing.Load() {
+			h.refused.Add(1)
+			err := fmt.Errorf("test: push to %s refused", members)
+			cmd.SetErr(err)
+			return err
+		}
+		err := next(ctx, cmd)
+		if err == nil {
+			h.mu.Lock()
+			if h.ok == nil {
+				h.ok = map[string]int{}
+			}
+			h.ok[members]++
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (h *pushFaults) pushes(members string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ok[members]
+}
+
+// pushQueue is the members key of a push script call (EVAL or EVALSHA with
+// KEYS members, ready, delayed), "" for any other command.
+func pushQueue(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 6 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return ""
+	}
+	k := make([]string, 3)
+	for i := range k {
+		k[i], _ = args[3+i].(string)
+	}
+	if strings.HasSuffix(k[0], ":members") && strings.HasSuffix(k[1], ":ready") && strings.HasSuffix(k[2], ":delayed") {
+		return k[0]
+	}
+	return ""
 }
 
 // startProxy starts a TCP proxy to upstream that the test can stop (every

@@ -122,6 +122,7 @@ func TestQueue_Cluster(t *testing.T) {
 			must("Ack", q.Ack(ctx, channel, "a", got[:500]))
 			must("Retry", q.Retry(ctx, channel, "a", items(got[500:600], now.Add(time.Hour))))
 			must("Dead", q.Dead(ctx, channel, "a", got[600:700]))
+			must("DeadOnce", q.DeadOnce(ctx, channel, "a", got[700:710]))
 			_, err = q.Promote(ctx, channel, now.Add(2*time.Hour), 1000)
 			must("Promote", err)
 			_, err = q.Reap(ctx, channel, now.Add(time.Second))

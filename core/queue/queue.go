@@ -352,6 +352,24 @@ func (q *Queue) Dead(ctx context.Context, channel, instance string, ids []int64)
 	return nil
 }
 
+// DeadOnce is Dead for ids whose dead-letter step may have happened already
+// (a FAILED row met again by a claim): an id already on the dead list is only
+// taken out of the processing list, not listed twice. It scans the dead
+// list once per id, so keep it off the hot path.
+func (q *Queue) DeadOnce(ctx context.Context, channel, instance string, ids []int64) error {
+	if err := check(channel, instance); err != nil {
+		return fmt.Errorf("queue: dead: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	k := q.keys(channel)
+	if _, err := q.runChunks(ctx, scriptDeadOnce, []string{k.processing(instance), k.members(), k.dead()}, idArgs(ids), 1); err != nil {
+		return fmt.Errorf("queue: dead-letter %d ids of %s on %s: %w", len(ids), instance, channel, err)
+	}
+	return nil
+}
+
 // Promote moves up to max delayed ids due at or before now to ready, earliest
 // first, and returns how many moved.
 func (q *Queue) Promote(ctx context.Context, channel string, now time.Time, max int) (int, error) {

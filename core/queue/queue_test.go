@@ -469,6 +469,36 @@ func TestQueue_Promote(t *testing.T) {
 	})
 }
 
+// DeadOnce lists an id only if it is not on the dead list already: a FAILED
+// row pushed again after it was dead-lettered (a relay or resync racing its
+// settle) is taken out of processing without being listed twice.
+func TestQueue_DeadOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	k := b.q.keys(ch)
+	b.push(t, ch, 1, 2, 3)
+	b.renew(t, ch, "a")
+	b.fetch(t, ch, "a", 3)
+	if err := b.q.Dead(b.ctx, ch, "a", []int64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	b.push(t, ch, 1, 2) // pushed again after they failed
+	b.fetch(t, ch, "a", 2)
+	if err := b.q.DeadOnce(b.ctx, ch, "a", []int64{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.q.DeadList(b.ctx, ch, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, "dead, each once", sorted(got), []int64{1, 2, 3})
+	wantIDs(t, "processing", b.list(t, k.processing("a")), []int64{})
+	wantIDs(t, "members", b.set(t, k.members()), []int64{})
+	if err := b.q.DeadOnce(b.ctx, ch, "", []int64{1}); err == nil {
+		t.Error("DeadOnce with no instance: no error")
+	}
+}
+
 func TestQueue_Dead(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

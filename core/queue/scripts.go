@@ -151,6 +151,21 @@ bulk('LPUSH', KEYS[3], found)
 return #found
 `)
 
+// scriptDeadOnce: scriptDead, but an id already on the dead list (LPOS: a
+// scan from the newest end) is not listed again.
+var scriptDeadOnce = redis.NewScript(luaLib + `
+local found = remove_ids(KEYS[1], ARGV)
+bulk('SREM', KEYS[2], found)
+local fresh = {}
+for _, id in ipairs(found) do
+  if not redis.call('LPOS', KEYS[3], id) then
+    fresh[#fresh + 1] = id
+  end
+end
+bulk('LPUSH', KEYS[3], fresh)
+return #found
+`)
+
 // scriptPromote: KEYS delayed, ready; ARGV now ms, max. Earliest due first.
 var scriptPromote = redis.NewScript(luaLib + `
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
