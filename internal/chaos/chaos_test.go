@@ -20,7 +20,6 @@ var (
 	bin     = flag.String("chaos.bin", "", "notifyd binary to run (default: built from ./cmd/notifyd; e.g. one built with -race)")
 	sweep   = flag.Duration("chaos.sweep_after", 0, "the instances' delivery.sweep_after (default 2m, as in production, so nothing recovers only through the sweeper)")
 	keep    = flag.Bool("chaos.keep", false, "keep the instances' configs and logs (the directory is printed)")
-	strict  = flag.Bool("chaos.strict", false, "fail on findings of known, reported notifyd bugs too (the report's KNOWN lines)")
 	enqueue = flag.String("chaos.enqueue", "api", "how notifications are enqueued: api (POST /v1/notifications) or db (outbox.Insert)")
 )
 
@@ -50,7 +49,7 @@ func runChaos(t *testing.T, redisCluster bool) {
 		},
 		N: 5000, Rate: 125, FaultEvery: 2500 * time.Millisecond,
 		RefuseEach: 100, Quiesce: 90 * time.Second, Enqueue: *enqueue,
-		Seed: *seed, Strict: *strict,
+		Seed: *seed,
 	}
 	if *full {
 		o.N, o.Rate, o.FaultEvery, o.Quiesce = 100_000, 250, 3*time.Second, 10*time.Minute

@@ -103,7 +103,7 @@ type row struct {
 
 // check reads the outcome from Postgres, Redis and the sink and fills the
 // report's figures and problems.
-func (c *Cluster) check(ctx context.Context, r *Report, keyPrefix string, n int, strict bool) error {
+func (c *Cluster) check(ctx context.Context, r *Report, keyPrefix string, n int) error {
 	rows, err := c.DB.Query(ctx, `
 SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), recipient
   FROM notifications WHERE idempotency_key LIKE $1 || '%'`, keyPrefix)
@@ -208,21 +208,16 @@ SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), 
 				r.problem("dead list of %s holds %s, which is not a FAILED notification", q.deadQueue[id], id)
 			}
 			if dup[id] > 1 {
-				// Known: a FAILED id that comes through the queue again
-				// is dead-lettered again, and Queue.Dead pushes it onto
-				// the dead list even when it is there already. On a
-				// cluster it comes back often: a relay (or resync) push
-				// that failed on one shard is retried whole, so ids
-				// already pushed to the healthy shards, and finished
-				// since, are queued again on every retry. See
-				// docs/reliability.md, "Redis Cluster".
+				// A FAILED id is dead-listed once, however often it comes
+				// through the queue again (Queue.DeadOnce; a failed push
+				// retries only its own queue's rows).
 				r.DeadRepeats += dup[id] - 1
 				why := ""
 				if n, err := strconv.ParseInt(id, 10, 64); err == nil && explained < 3 {
 					explained++
 					why = ": " + c.explain(ctx, n, t0)
 				}
-				r.knownIssue(strict, "dead list of %s holds %s %d times%s", q.deadQueue[id], id, dup[id], why)
+				r.problem("dead list of %s holds %s %d times%s", q.deadQueue[id], id, dup[id], why)
 			}
 		}
 		if !r.redisWiped() && len(dup) != len(failedIDs) {

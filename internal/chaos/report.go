@@ -51,11 +51,8 @@ type Report struct {
 	Problems   []string
 	LogTails   []string
 	Stragglers []string // the slowest recovery of each kind, explained
-	// Known are findings of a notifyd bug already reported and not yet
-	// fixed: printed, but they fail the run only with Options.Strict.
-	Known []string
 	// DeadRepeats is how many dead-list entries repeat an id already
-	// there (one of the Known findings).
+	// there (each one is also a problem).
 	DeadRepeats int
 }
 
@@ -84,16 +81,6 @@ func percentiles(ds []time.Duration) Percentiles {
 	slices.Sort(ds)
 	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
 	return Percentiles{N: len(ds), P50: at(0.5), P99: at(0.99), P999: at(0.999), Max: ds[len(ds)-1]}
-}
-
-// knownIssue records a finding of a known, reported notifyd bug: a
-// problem under Options.Strict, else listed as KNOWN.
-func (r *Report) knownIssue(strict bool, format string, args ...any) {
-	if strict {
-		r.problem(format, args...)
-	} else if len(r.Known) < 20 {
-		r.Known = append(r.Known, fmt.Sprintf(format, args...))
-	}
 }
 
 func (r *Report) problem(format string, args ...any) {
@@ -214,9 +201,6 @@ func (r *Report) String() string {
 	for _, k := range r.Kinds {
 		fmt.Fprintf(&b, "    %-34s %5d %6d %9d %9v %10v %10v\n", k.Kind, k.Count, k.Failed, k.InFlight,
 			k.Duration.Round(10*time.Millisecond), k.Median.Round(10*time.Millisecond), k.Max.Round(10*time.Millisecond))
-	}
-	for _, k := range r.Known {
-		fmt.Fprintf(&b, "  KNOWN (a reported notifyd bug; -chaos.strict fails on it): %s\n", k)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  PROBLEM: %s\n", p)

@@ -20,9 +20,6 @@ type Options struct {
 	Seed       uint64        // the fault schedule's seed
 	RefuseEach int           // every RefuseEach-th notification goes to a refused recipient
 	Quiesce    time.Duration // how long the pipeline may take to finish after healing
-	// Strict fails the run on findings of known, reported notifyd bugs
-	// too (Report.Known), not only on new problems.
-	Strict bool
 	// Enqueue is "api" (POST /v1/notifications on a random running
 	// instance) or "db" (outbox.Insert straight into Postgres).
 	Enqueue string
@@ -121,7 +118,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	stopTrack()
 	r.Events = sched.Events()
-	if err := c.check(ctx, r, fmt.Sprintf("chaos-%s-", runID), o.N, o.Strict); err != nil {
+	if err := c.check(ctx, r, fmt.Sprintf("chaos-%s-", runID), o.N); err != nil {
 		return r, err
 	}
 	r.summarize()
