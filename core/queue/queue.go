@@ -339,17 +339,7 @@ func (q *Queue) Retry(ctx context.Context, channel, instance string, items []Ite
 // the queue; call it once FAILED is committed. Ids not in that list are left
 // alone.
 func (q *Queue) Dead(ctx context.Context, channel, instance string, ids []int64) error {
-	if err := check(channel, instance); err != nil {
-		return fmt.Errorf("queue: dead: %w", err)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	k := q.keys(channel)
-	if _, err := q.runChunks(ctx, scriptDead, []string{k.processing(instance), k.members(), k.dead()}, idArgs(ids), 1); err != nil {
-		return fmt.Errorf("queue: dead-letter %d ids of %s on %s: %w", len(ids), instance, channel, err)
-	}
-	return nil
+	return q.dead(ctx, scriptDead, channel, instance, ids)
 }
 
 // DeadOnce is Dead for ids whose dead-letter step may have happened already
@@ -357,6 +347,11 @@ func (q *Queue) Dead(ctx context.Context, channel, instance string, ids []int64)
 // taken out of the processing list, not listed twice. It scans the dead
 // list once per id, so keep it off the hot path.
 func (q *Queue) DeadOnce(ctx context.Context, channel, instance string, ids []int64) error {
+	return q.dead(ctx, scriptDeadOnce, channel, instance, ids)
+}
+
+// dead runs a dead-letter script (KEYS processing, members, dead; ARGV ids).
+func (q *Queue) dead(ctx context.Context, script *redis.Script, channel, instance string, ids []int64) error {
 	if err := check(channel, instance); err != nil {
 		return fmt.Errorf("queue: dead: %w", err)
 	}
@@ -364,7 +359,7 @@ func (q *Queue) DeadOnce(ctx context.Context, channel, instance string, ids []in
 		return nil
 	}
 	k := q.keys(channel)
-	if _, err := q.runChunks(ctx, scriptDeadOnce, []string{k.processing(instance), k.members(), k.dead()}, idArgs(ids), 1); err != nil {
+	if _, err := q.runChunks(ctx, script, []string{k.processing(instance), k.members(), k.dead()}, idArgs(ids), 1); err != nil {
 		return fmt.Errorf("queue: dead-letter %d ids of %s on %s: %w", len(ids), instance, channel, err)
 	}
 	return nil
