@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Epoch reads the epochs of the Redis data, creating any that is missing,
@@ -28,22 +30,31 @@ func (q *Queue) Epoch(ctx context.Context, queues ...string) (changed bool, err 
 		}
 		keys = append(keys, q.keys(name).base+"epoch")
 	}
+	// One pipeline: one round trip (per node, on a cluster) however many
+	// queues. EVAL rather than EVALSHA, since a pipeline cannot fall back on
+	// NOSCRIPT; the script is a few bytes.
+	pipe := q.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(keys))
+	for i, key := range keys {
+		cmds[i] = scriptEpoch.Eval(ctx, pipe, []string{key}, newEpoch())
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is read below
 	var errs []error
-	for _, key := range keys {
-		epoch, err := scriptEpoch.Run(ctx, q.c, []string{key}, newEpoch()).Text()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.epochs == nil {
+		q.epochs = map[string]string{}
+	}
+	for i, key := range keys {
+		epoch, err := cmds[i].Text()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("queue: read epoch %s: %w", key, err))
 			continue
-		}
-		q.mu.Lock()
-		if q.epochs == nil {
-			q.epochs = map[string]string{}
 		}
 		if prev, seen := q.epochs[key]; seen && prev != epoch {
 			changed = true
 		}
 		q.epochs[key] = epoch
-		q.mu.Unlock()
 	}
 	return changed, errors.Join(errs...)
 }
