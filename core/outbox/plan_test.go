@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/core/outbox"
@@ -89,15 +90,8 @@ func TestStore_RelayPlanWalksThePendingIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
-	}
-	if err := rows.Err(); err != nil {
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
 	plan := strings.Join(lines, "\n")
@@ -110,7 +104,8 @@ func TestStore_RelayPlanWalksThePendingIndex(t *testing.T) {
 		}
 	}
 	// Below the LIMIT only one index scan runs: no sort of the due rows.
-	if i := strings.Index(plan, "LockRows"); i < 0 || strings.Contains(plan[i:strings.Index(plan, "Update on")], "Sort") {
-		t.Errorf("relay plan sorts the due rows:\n%s", plan)
+	lock, update := strings.Index(plan, "LockRows"), strings.Index(plan, "Update on")
+	if lock < 0 || update < lock || strings.Contains(plan[lock:update], "Sort") {
+		t.Errorf("relay plan sorts the due rows (or lacks LockRows before the UPDATE):\n%s", plan)
 	}
 }
