@@ -65,7 +65,7 @@ schedules:
 		t.Fatal(err)
 	}
 	log := hclog.NewNullLogger()
-	store := outbox.New(db.Pool)
+	store := testenv.Store(t, db.Pool)
 	host := pluginhost.New(cfg.Plugins, log)
 	t.Cleanup(func() { _ = host.Close(context.Background()) })
 	engine, err := delivery.New(delivery.Options{Config: cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log})

@@ -34,6 +34,7 @@ func newStatusCmd() *cobra.Command {
 			}
 			defer pool.Close()
 			store := outbox.New(pool)
+			defer store.Close()
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
 			for _, a := range args {

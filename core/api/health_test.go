@@ -11,7 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 
@@ -63,7 +63,7 @@ func TestServer_Readyz(t *testing.T) {
 		pool, err := pgxpool.New(context.Background(), b.db.URL)
 		must(t, err)
 		pool.Close()
-		srv, err := api.New(api.Options{Config: b.cfg, Store: outbox.New(pool), Engine: b.engine, Redis: b.rds.Client})
+		srv, err := api.New(api.Options{Config: b.cfg, Store: testenv.Store(t, pool), Engine: b.engine, Redis: b.rds.Client})
 		must(t, err)
 		got := decode[client.Readiness](t, wantStatus(t, serve(t, srv, "GET", "/readyz", "", ""), 503))
 		if got.Checks["postgres"] != "failed" || got.Checks["redis"] != "ok" {

@@ -117,7 +117,7 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	log := hclog.New(&hclog.LoggerOptions{Name: "api-test", Level: hclog.Warn, Output: testWriter{t}})
 	b := &bundle{
 		t: t, ctx: testenv.Context(t), cfg: cfg, db: db, rds: rds,
-		store: outbox.New(db.Pool), queue: queue.New(rds.Client, rds.Prefix),
+		store: testenv.Store(t, db.Pool), queue: queue.New(rds.Client, rds.Prefix),
 		metrics: metrics.New("test"),
 	}
 	b.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))

@@ -203,7 +203,7 @@ func setupRedis(t *testing.T, s *sink, rc redis.UniversalClient, url, prefix str
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: testWriter{t}})
 	return &bundle{
-		t: t, cfg: &cfg, store: outbox.New(db.Pool), rc: rc, queue: queue.New(rc, prefix),
+		t: t, cfg: &cfg, store: testenv.Store(t, db.Pool), rc: rc, queue: queue.New(rc, prefix),
 		sink: s, log: log, prefix: prefix, dbURL: db.URL,
 	}
 }

@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"context"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
 )
 
 // A statement that commits while its reply is lost (a connection reset at
@@ -49,17 +51,17 @@ func TestEngine_ReplyLost(t *testing.T) {
 				c.Delivery.SweepAfter, c.Delivery.SweepInterval = time.Hour, time.Hour
 			})
 			px := startLossyProxy(t, b.dbURL)
-			// Each statement's text must travel with its execution, in one
-			// round trip, so the proxy can tell statements apart and the one
-			// it drops still runs: the simple protocol here, and outbox runs
-			// relay, claim and settle as the unnamed statement (Parse, Bind
-			// and Execute at once) whatever the pool's default.
+			// The proxy must tell statements apart and let the one it drops
+			// still run: the simple protocol here carries each statement's
+			// text with it; outbox's hot path runs relay, claim and settle as
+			// prepared statements on pools of its own, and the proxy knows
+			// them by the name their Parse gave them.
 			pool, err := pgxpool.New(context.Background(), px.url+"&default_query_exec_mode=simple_protocol")
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
-			b.start(delivery.Options{Store: outbox.New(pool)})
+			b.start(delivery.Options{Store: testenv.Store(t, pool)})
 			time.Sleep(300 * time.Millisecond)
 
 			px.arm(tt.marker)
@@ -88,6 +90,7 @@ type lossyProxy struct {
 
 	mu     sync.Mutex
 	marker []byte
+	parsed map[string][]byte // prepared statement name → its text, from Parse messages
 }
 
 func startLossyProxy(t *testing.T, dbURL string) *lossyProxy {
@@ -103,7 +106,7 @@ func startLossyProxy(t *testing.T, dbURL string) *lossyProxy {
 	}
 	t.Cleanup(func() { ln.Close() })
 	u.Host = ln.Addr().String()
-	p := &lossyProxy{url: u.String(), fired: make(chan struct{})}
+	p := &lossyProxy{url: u.String(), fired: make(chan struct{}), parsed: map[string][]byte{}}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -122,11 +125,30 @@ func (p *lossyProxy) arm(marker string) {
 	p.mu.Unlock()
 }
 
-// take reports whether chunk is the armed statement, disarming the proxy.
+// take reports whether chunk runs the armed statement, disarming the proxy:
+// its text is in the chunk (a simple query, or a Parse sent with its
+// execution), or the chunk binds a prepared statement whose Parse, seen
+// earlier on any connection, had the text.
 func (p *lossyProxy) take(chunk []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.marker == nil || !bytes.Contains(chunk, p.marker) {
+	hit := p.marker != nil && bytes.Contains(chunk, p.marker)
+	// Frontend messages: a type byte, a length (itself included), a body.
+	for b := chunk; len(b) >= 5; {
+		n := int(binary.BigEndian.Uint32(b[1:5])) + 1
+		if n < 5 || n > len(b) {
+			break // split across reads; the statements of interest are small
+		}
+		fields := bytes.SplitN(b[5:n], []byte{0}, 3)
+		switch {
+		case b[0] == 'P' && len(fields) >= 2 && len(fields[0]) > 0: // Parse: name, text
+			p.parsed[string(fields[0])] = append([]byte(nil), fields[1]...)
+		case b[0] == 'B' && len(fields) >= 2 && p.marker != nil: // Bind: portal, statement
+			hit = hit || bytes.Contains(p.parsed[string(fields[1])], p.marker)
+		}
+		b = b[n:]
+	}
+	if !hit {
 		return false
 	}
 	p.marker = nil

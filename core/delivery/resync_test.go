@@ -53,7 +53,7 @@ func TestEngine_ResyncRetriedAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	b.start(delivery.Options{Store: outbox.New(pool), Queue: queue.New(rc, b.prefix)})
+	b.start(delivery.Options{Store: testenv.Store(t, pool), Queue: queue.New(rc, b.prefix)})
 	time.Sleep(300 * time.Millisecond) // the start resync (of nothing) is done
 
 	px.Stop() // Postgres is unreachable for the engine

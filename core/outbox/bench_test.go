@@ -28,7 +28,7 @@ var benchSizes = []int{1, 100, 1000}
 func benchSetup(b *testing.B) *bundle {
 	b.Helper()
 	db := testenv.NewDB(b)
-	return &bundle{ctx: context.Background(), db: db, store: outbox.New(db.Pool)}
+	return &bundle{ctx: context.Background(), db: db, store: testenv.Store(b, db.Pool)}
 }
 
 func reportRows(b *testing.B, size int) {

@@ -29,30 +29,17 @@ func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, 
 	if limit <= 0 {
 		return nil, fmt.Errorf("relay: limit %d, want > 0", limit)
 	}
-	// The statement runs in a transaction of its own whose first command
-	// rules out the planner's other choices (see relayPlan). BEGIN and the
-	// settings go in one round trip (a multi-statement simple query), so the
-	// transaction costs two more round trips than a bare statement, not three.
-	// A connection released while still in the transaction (an error, a
-	// cancelled ctx) is closed by the pool, which rolls it back.
-	conn, err := s.pool.Acquire(ctx)
+	_, relay, err := s.hotPools()
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "BEGIN; "+relayPlan); err != nil {
-		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
-	}
-	rows, err := conn.Query(ctx, relaySQL, planEachTime, now, limit)
+	rows, err := relay.Query(ctx, relaySQL, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
 	out, err := scanQueued(rows, false)
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
-	}
-	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-		return nil, fmt.Errorf("relay up to %d notifications: commit: %w", limit, err)
 	}
 	return out, nil
 }
@@ -69,8 +56,7 @@ WITH due AS (
 queued AS (
     UPDATE notifications n
        SET status = 'QUEUED', next_attempt_at = NULL, updated_at = $1
-      FROM due
-     WHERE n.id = due.id AND n.status = 'PENDING'
+     WHERE n.id = ANY(ARRAY(SELECT id FROM due))
     RETURNING n.id, n.channel, n.due_at
 ),
 wake AS (
@@ -80,26 +66,10 @@ wake AS (
 )
 SELECT id, channel FROM queued ORDER BY due_at, id`
 
-// relayPlan leaves the relay one plan: walk notifications_pending_due in
-// (due_at, id) order and stop after limit rows. Planned with the burst's
-// real parameters but statistics from before it (an idle outbox at 07:59,
-// and no ANALYZE has run since a million rows were inserted at 08:00), the
-// planner expects a few hundred due rows and prefers a bitmap scan of
-// every due row followed by a sort, once per call: at 100,000 PENDING rows
-// that is 40-70 ms per 800 rows relayed instead of 6, quadratic in the
-// size of the burst. Disabling sorts and bitmap scans for this one
-// transaction takes the misestimate out of play; the ordered index scan is
-// the right plan at any table size. JIT goes too: the penalty that disables
-// a plan node also lifts the statement's cost past jit_above_cost, and
-// compiling it took 180 ms per call.
-//
-// The commit does not wait for its WAL flush (synchronous_commit off): a
-// relay lost in a Postgres crash leaves its rows PENDING, so the claim skips
-// their ids (it only sends QUEUED rows) and the next relay queues them
-// again. Nothing is lost or sent twice, and the wake-up path of a single
-// notification no longer includes an fsync.
-const relayPlan = `SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off;
-SET LOCAL synchronous_commit = off`
+// The UPDATE names its rows by primary key only: due locked them as PENDING
+// in this statement, so they still are, and a status test here would let the
+// planner walk notifications_pending_due instead (it did, on the estimates of
+// an empty outbox: every PENDING row once per call).
 
 // ClaimKind says what the caller does with a claimed id.
 type ClaimKind int
@@ -166,7 +136,11 @@ func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	// they were before the UPDATE: the state to report for them); in the
 	// common batch every id is claimed and that second part reads nothing,
 	// which saves an index lookup per row.
-	rows, err := s.pool.Query(ctx, `
+	hot, _, err := s.hotPools()
+	if err != nil {
+		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
+	}
+	rows, err := hot.Query(ctx, `
 WITH claimed AS (
     UPDATE notifications n
        SET status = 'PROCESSING', attempts = n.attempts + 1, next_attempt_at = NULL, updated_at = $2
@@ -183,7 +157,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
        false, NULL, NULL, NULL, NULL::jsonb, NULL, NULL
   FROM notifications n
  WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`,
-		planEachTime, distinct, now, staleBefore)
+		distinct, now, staleBefore)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}

@@ -21,7 +21,7 @@ type bundle struct {
 func setup(t testing.TB) *bundle {
 	t.Helper()
 	db := testenv.NewDB(t)
-	return &bundle{ctx: testenv.Context(t), db: db, store: outbox.New(db.Pool)}
+	return &bundle{ctx: testenv.Context(t), db: db, store: testenv.Store(t, db.Pool)}
 }
 
 // notif builds a NewNotification due in the past, so a relay takes it.

@@ -139,7 +139,11 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 		starts = append(starts, timestamptz(st.StartedAt))
 		finishes = append(finishes, timestamptz(st.FinishedAt))
 	}
-	rows, err := s.pool.Query(ctx, settleSQL, planEachTime,
+	hot, _, err := s.hotPools()
+	if err != nil {
+		return nil, fmt.Errorf("settle %d notifications: %w", len(ids), err)
+	}
+	rows, err := hot.Query(ctx, settleSQL,
 		ids, attempts, statuses, nexts, errs, pstatuses, pcodes, outputs, outcomes, starts, finishes)
 	if err != nil {
 		return nil, fmt.Errorf("settle %d notifications: %w", len(ids), err)
@@ -177,7 +181,7 @@ WITH settled AS (
                   $6::int[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[])
            AS i(id, attempt, status, next_attempt_at, error, provider_status, provider_code, output,
                 outcome, started_at, finished_at)
-     WHERE n.id = i.id AND n.attempts = i.attempt AND n.status = 'PROCESSING'
+     WHERE n.id = ANY($1::bigint[]) AND n.id = i.id AND n.attempts = i.attempt AND n.status = 'PROCESSING'
     RETURNING n.id, i.attempt, i.started_at, i.finished_at, i.outcome, i.provider_status, i.provider_code, i.error
 ),
 logged AS (

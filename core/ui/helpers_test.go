@@ -119,7 +119,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	}
 	b := &bundle{t: t, ctx: testenv.Context(t), sink: newSink(t)}
 	b.db = testenv.NewDB(t)
-	b.store = outbox.New(b.db.Pool)
+	b.store = testenv.Store(t, b.db.Pool)
 	var redisURL string
 	if o.redisURL != "" {
 		ropts, err := redis.ParseURL(o.redisURL)

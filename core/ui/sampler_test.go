@@ -119,7 +119,7 @@ func TestPerSec(t *testing.T) {
 func TestSampler_Sample(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	store := outbox.New(db.Pool)
+	store := testenv.Store(t, db.Pool)
 	ctx := testenv.Context(t)
 	s := newSampler(store, time.Second, 10, hclog.NewNullLogger())
 	sent := func(channel string, n int) {

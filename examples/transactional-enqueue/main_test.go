@@ -78,7 +78,7 @@ func TestShop_PlaceOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := outbox.New(db.Pool)
+	store := testenv.Store(t, db.Pool)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, err := store.Get(ctx, id)
@@ -128,7 +128,7 @@ channels:
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
 	host := pluginhost.New(cfg.Plugins, log)
 	engine, err := delivery.New(delivery.Options{
-		Config: cfg, Store: outbox.New(db.Pool), Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log,
+		Config: cfg, Store: testenv.Store(t, db.Pool), Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

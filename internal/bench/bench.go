@@ -288,6 +288,7 @@ func (e *env) setUp(ctx context.Context) error {
 	}
 	e.onClose(func(context.Context) error { e.app.Close(); return nil })
 	e.store = outbox.New(e.app)
+	e.onClose(func(context.Context) error { e.store.Close(); return nil })
 
 	if err := e.connectRedis(ctx); err != nil {
 		return err
@@ -410,8 +411,10 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 	}
 	// A queue.Queue per engine, as per process: the epoch it last saw is
 	// its own.
+	store := outbox.New(in.pool)
+	e.onClose(func(context.Context) error { store.Close(); return nil })
 	in.engine, err = delivery.New(delivery.Options{
-		Config: e.cfg, Store: outbox.New(in.pool), Queue: queue.New(e.rc, e.prefix),
+		Config: e.cfg, Store: store, Queue: queue.New(e.rc, e.prefix),
 		Plugins: in.host, Logger: log.Named("delivery"), Hooks: e.tracer.hooks(i), Instance: in.id,
 	})
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 // BenchmarkStages takes the pipeline apart: each stage of DESIGN §4 runs on
 // its own over N rows (NOTIFYD_BENCH_N, default 20,000), at the batch sizes
 // the engine uses, and reports its wall time per row and — for Postgres —
-// the CPU its one backend spent per row, so a slow burst can be traced to
+// the CPU its backends spent per row, so a slow burst can be traced to
 // the stage that costs. Run with
 //
 //	go test ./internal/bench -run '^$' -bench Stages -benchtime 1x
@@ -43,17 +43,38 @@ func BenchmarkStages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pc.MaxConns = 1 // one backend, so its CPU is the stage's
+	// One connection per pool (the Store's hot-path pools copy this config),
+	// all named so that their backends' CPU is the stage's.
+	const appName = "notifyd-bench-stages"
+	pc.MaxConns = 1
+	pc.ConnConfig.RuntimeParams["application_name"] = appName
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	var backend int
-	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-		b.Fatal(err)
+	store := testenv.Store(b, pool)
+	backendCPU := func() time.Duration {
+		// The hot-path pools connect on first use, so list the backends
+		// each time; one that appears during a stage started within it.
+		rows, err := db.Pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, appName)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var total time.Duration
+		for rows.Next() {
+			var pid int
+			if err := rows.Scan(&pid); err != nil {
+				b.Fatal(err)
+			}
+			c, _ := procCPU(strconv.Itoa(pid))
+			total += c
+		}
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
+		return total
 	}
-	store := outbox.New(pool)
 	r := testenv.NewRedis(b)
 	q := queue.New(r.Client, r.Prefix)
 	const inst = "stages"
@@ -65,11 +86,11 @@ func BenchmarkStages(b *testing.B) {
 	}
 	var results []result
 	stage := func(name string, rows int, f func()) {
-		c0, _ := procCPU(strconv.Itoa(backend))
+		c0 := backendCPU()
 		t0 := time.Now()
 		f()
 		wall := time.Since(t0)
-		c1, _ := procCPU(strconv.Itoa(backend))
+		c1 := backendCPU()
 		results = append(results, result{name, rows, wall, c1 - c0})
 	}
 

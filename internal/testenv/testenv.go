@@ -208,3 +208,12 @@ func Context(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Store returns an outbox.Store on pool whose hot-path pools are closed when
+// the test ends.
+func Store(t testing.TB, pool *pgxpool.Pool) *outbox.Store {
+	t.Helper()
+	s := outbox.New(pool)
+	t.Cleanup(s.Close)
+	return s
+}

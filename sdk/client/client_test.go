@@ -114,7 +114,7 @@ func setupTx(t *testing.T) *txBundle {
 	if _, err := db.Pool.Exec(ctx, `CREATE TABLE shop_orders (id bigint PRIMARY KEY, item text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	return &txBundle{ctx: ctx, db: db, store: outbox.New(db.Pool)}
+	return &txBundle{ctx: ctx, db: db, store: testenv.Store(t, db.Pool)}
 }
 
 func (b *txBundle) count(t *testing.T, sql string) int {
