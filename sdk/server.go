@@ -26,6 +26,9 @@ type server struct {
 
 	mu      sync.RWMutex
 	senders map[string]Sender
+
+	// idle hands a send to a worker goroutine waiting for one (see run).
+	idle chan func()
 }
 
 func newServer(p Provider, info Info, log hclog.Logger) *server {
@@ -35,6 +38,7 @@ func newServer(p Provider, info Info, log hclog.Logger) *server {
 		limit:   cmpOr(info.MaxConcurrency, DefaultMaxConcurrency),
 		log:     log,
 		senders: map[string]Sender{},
+		idle:    make(chan func()),
 	}
 }
 
