@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -56,25 +58,50 @@ func BenchmarkSender_Send(b *testing.B) {
 }
 
 // BenchmarkRawPost is the baseline: a plain POST of a same-sized body to the
-// same sink, on a transport tuned the same way.
+// same sink, with fasthttp's client (what Send uses) and with net/http's.
 func BenchmarkRawPost(b *testing.B) {
-	srv := benchSink(b)
 	m := testMessage()
 	body, _ := appendEnvelope(nil, &m)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxIdleConnsPerHost, IdleConnTimeout: 90 * time.Second}}
-	b.SetParallelism(16)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := client.Post(srv.URL+"/hook", "application/json", bytes.NewReader(body))
-			if err != nil {
-				b.Error(err)
-				return
+	b.Run("fasthttp", func(b *testing.B) {
+		srv := benchSink(b)
+		client := &fasthttp.Client{MaxConnsPerHost: maxConnsPerHost, MaxConnWaitTimeout: time.Minute}
+		b.SetParallelism(16)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			for pb.Next() {
+				req.Reset()
+				req.SetRequestURI(srv.URL + "/hook")
+				req.Header.SetMethod(fasthttp.MethodPost)
+				req.Header.SetContentType("application/json")
+				req.SetBodyRaw(body)
+				if err := client.DoTimeout(req, resp, 10*time.Second); err != nil {
+					b.Error(err)
+					return
+				}
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
+		})
+	})
+	b.Run("net/http", func(b *testing.B) {
+		srv := benchSink(b)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxConnsPerHost, IdleConnTimeout: 90 * time.Second}}
+		b.SetParallelism(16)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := client.Post(srv.URL+"/hook", "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	})
 }
 

@@ -17,19 +17,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/notifyd/notifyd/sdk"
 )
 
 // sender delivers one channel's notifications. It is immutable after
 // Configure, so Send is safe for any number of goroutines.
 type sender struct {
-	client            *http.Client
+	clients           *clients
 	url               *url.URL // nil when only recipient URLs are used
+	rawURL            string   // url, as sent
+	urlProxied        bool     // url goes through a proxy (clients.std)
 	allowRecipientURL bool
 	retryAllNon2xx    bool
 	timeout           time.Duration
 	userAgent         []string
 	headers           http.Header // extra static headers, canonical keys, shared read-only
+	headerList        [][2]string // the same, as name/value pairs
 	// macs pools HMAC-SHA256 states keyed with the secret; nil when unsigned.
 	macs *sync.Pool
 }
@@ -42,6 +47,7 @@ const (
 	hdrIdempotencyKey   = "Idempotency-Key"
 	hdrContentType      = "Content-Type"
 	hdrUserAgent        = "User-Agent"
+	hdrRetryAfter       = "Retry-After"
 )
 
 // maxDrainBytes bounds how much of a response is read (and dropped) so its
@@ -49,6 +55,17 @@ const (
 const maxDrainBytes = 64 << 10
 
 var contentTypeJSON = []string{"application/json"}
+
+// post is one request: where it goes and what it carries.
+type post struct {
+	target     *url.URL
+	rawURL     string // target, as sent
+	body       []byte
+	msgID, ts  string
+	signature  string // "" when unsigned
+	deadline   time.Time
+	ctxBounded bool // deadline is the message's, not the channel timeout's
+}
 
 // Send POSTs m's envelope and classifies the answer.
 func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
@@ -60,17 +77,87 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	if err != nil {
 		return sdk.Permanent(fmt.Sprintf("notification %d: %v", m.ID, err))
 	}
-
-	msgID := m.IdempotencyKey
-	if msgID == "" {
-		msgID = strconv.FormatInt(m.ID, 10)
+	p := post{target: target, body: body, msgID: m.IdempotencyKey}
+	if p.msgID == "" {
+		p.msgID = strconv.FormatInt(m.ID, 10)
+	} else if sdk.CheckHeaderValue(p.msgID) != nil {
+		// It goes in two headers; no retry can make it fit there.
+		return sdk.Permanent(fmt.Sprintf("notification %d: the idempotency key holds a control character, which an HTTP header cannot", m.ID))
 	}
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	now := time.Now()
+	p.ts = strconv.FormatInt(now.Unix(), 10)
+	if s.macs != nil {
+		p.signature = s.sign(p.msgID, p.ts, body)
+	}
+	p.deadline = now.Add(s.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(p.deadline) {
+		p.deadline, p.ctxBounded = d, true
+	}
+	if err := ctx.Err(); err != nil {
+		// Never send once the host has given up on the message.
+		return s.failed(&p, err)
+	}
 
+	if target == s.url {
+		p.rawURL = s.rawURL
+		if s.urlProxied {
+			return s.sendStd(ctx, &p)
+		}
+	} else {
+		p.rawURL = target.String()
+		if s.clients.proxied != nil && s.clients.proxied(target) {
+			return s.sendStd(ctx, &p)
+		}
+	}
+	return s.sendFast(&p)
+}
+
+// sendFast sends p with fasthttp's client, directly to the receiver.
+//
+// The deadline bounds the whole send (waiting for a connection, dialing,
+// writing, reading the answer); a host's cancellation that is not a
+// deadline does not interrupt a request already under way — the SDK has
+// answered for the message by then, and the request ends by its deadline.
+func (s *sender) sendFast(p *post) sdk.Verdict {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+
+	req.SetRequestURI(p.rawURL)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	for _, h := range s.headerList {
+		req.Header.Set(h[0], h[1])
+	}
+	req.Header.SetContentType(contentTypeJSON[0])
+	req.Header.SetUserAgent(s.userAgent[0])
+	req.Header.Set(hdrWebhookID, p.msgID)
+	req.Header.Set(hdrWebhookTimestamp, p.ts)
+	req.Header.Set(hdrIdempotencyKey, p.msgID)
+	if p.signature != "" {
+		req.Header.Set(hdrWebhookSignature, p.signature)
+	}
+	req.SetBodyRaw(p.body) // not copied: p.body outlives the request
+
+	if err := s.clients.fast.DoDeadline(req, resp, p.deadline); err != nil {
+		return s.failed(p, err)
+	}
+	// A nil stream is an answer without a body (204, 304, Content-Length: 0).
+	// CloseBodyStream pools the connection when the body was read to its
+	// end, and closes it otherwise.
+	defer resp.CloseBodyStream() //nolint:errcheck // nothing to do about it
+	var retryAfter string
+	if ra := resp.Header.Peek(hdrRetryAfter); len(ra) > 0 {
+		retryAfter = string(ra)
+	}
+	return s.answered(p, resp.StatusCode(), retryAfter, resp.BodyStream())
+}
+
+// sendStd sends p with net/http's client, for a target behind a proxy.
+func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	// One backing array for every per-request header value: one allocation
 	// instead of one per header.
-	vals := make([]string, 4)
-	vals[0], vals[1], vals[2] = msgID, ts, msgID
+	vals := []string{p.msgID, p.ts, p.signature}
 	h := make(http.Header, 6+len(s.headers))
 	for k, v := range s.headers {
 		h[k] = v
@@ -79,45 +166,100 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	h[hdrUserAgent] = s.userAgent
 	h[hdrWebhookID] = vals[0:1:1]
 	h[hdrWebhookTimestamp] = vals[1:2:2]
-	h[hdrIdempotencyKey] = vals[2:3:3]
-	if s.macs != nil {
-		vals[3] = s.sign(msgID, ts, body)
-		h[hdrWebhookSignature] = vals[3:4:4]
+	h[hdrIdempotencyKey] = vals[0:1:1]
+	if p.signature != "" {
+		h[hdrWebhookSignature] = vals[2:3:3]
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithDeadline(ctx, p.deadline)
 	defer cancel()
+	body := p.body
 	req := (&http.Request{
 		Method:        http.MethodPost,
-		URL:           target,
-		Host:          target.Host,
+		URL:           p.target,
+		Host:          p.target.Host,
 		Header:        h,
 		Body:          bodyReader(body),
 		GetBody:       func() (io.ReadCloser, error) { return bodyReader(body), nil },
 		ContentLength: int64(len(body)),
 	}).WithContext(ctx)
 
-	resp, err := s.client.Do(req)
+	resp, err := s.clients.std.Do(req)
 	if err != nil {
-		v := sdk.ClassifyHTTP(nil, redactURLError(err))
-		v.Detail = printable(v.Detail)
-		return v
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // failed wraps it again, with the URL redacted
+		}
+		return s.failed(p, err)
 	}
 	defer resp.Body.Close()
-	v := sdk.ClassifyHTTP(resp, nil)
-	// Drain (a bounded amount) so the keep-alive connection is reused.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrainBytes))
+	return s.answered(p, resp.StatusCode, resp.Header.Get(hdrRetryAfter), resp.Body)
+}
+
+// answered classifies an answer (sdk.ClassifyStatus, ClassifyHTTP's rules)
+// and drains a bounded part of its body so the connection can be reused.
+// body may be nil.
+func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) sdk.Verdict {
+	v := sdk.ClassifyStatus(code, "", nil)
 	if v.Outcome == sdk.OutcomeSuccess {
+		drain(body, maxDrainBytes)
 		return v
 	}
-	// The detail quotes the receiver's body; make sure it is one clean line
-	// (a NUL byte, say, cannot be stored in a Postgres text column).
-	v.Detail = "webhook " + redactURL(target) + ": " + printable(v.Detail)
+	// The detail quotes the start of the receiver's body.
+	var start []byte
+	if body != nil {
+		start = make([]byte, sdk.ClassifyBodyPrefix)
+		n, _ := io.ReadFull(body, start)
+		start = start[:n]
+	}
+	v = sdk.ClassifyStatus(code, retryAfter, start)
+	drain(body, maxDrainBytes-len(start))
+	// Make sure the detail is one clean line (a NUL byte, say, cannot be
+	// stored in a Postgres text column).
+	v.Detail = "webhook " + redactURL(p.target) + ": " + printable(v.Detail)
 	if s.retryAllNon2xx && v.Outcome == sdk.OutcomePermanent {
 		v.Outcome = sdk.OutcomeTransient
 	}
 	return v
 }
+
+// drain reads and drops at most n bytes of body (nil is an empty body).
+func drain(body io.Reader, n int) {
+	if body != nil && n > 0 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, int64(n)))
+	}
+}
+
+// failed is the verdict of a send that got no answer: TRANSIENT, with a
+// detail shaped as net/http's (Post "<url>": <error>), the URL without its
+// query or user info.
+func (s *sender) failed(p *post, err error) sdk.Verdict {
+	if errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		err = &timeoutError{timeout: s.timeout, message: p.ctxBounded}
+	}
+	v := sdk.ClassifyHTTP(nil, &url.Error{Op: "Post", URL: redactURL(p.target), Err: err})
+	v.Detail = printable(v.Detail)
+	return v
+}
+
+// timeoutError is a send cut by its deadline. It reads as a timeout (a
+// net.Error whose Timeout is true, and context.DeadlineExceeded to errors.Is)
+// and says which deadline it was.
+type timeoutError struct {
+	timeout time.Duration
+	message bool // the message's deadline, before the channel timeout
+}
+
+func (e *timeoutError) Error() string {
+	if e.message {
+		return "no answer by the message's deadline (context deadline exceeded)"
+	}
+	return "no answer within the channel timeout of " + e.timeout.String() + " (context deadline exceeded)"
+}
+
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+func (e *timeoutError) Unwrap() error   { return context.DeadlineExceeded }
 
 // target is where m goes: the recipient when it is an http(s) URL and the
 // channel allows that, the channel's url otherwise.
@@ -185,17 +327,6 @@ func printable(s string) string {
 		sb.WriteRune(r)
 	}
 	return strings.TrimSpace(sb.String())
-}
-
-// redactURLError keeps the shape of a *url.Error (so timeouts still read as
-// timeouts) but drops the URL's query and user info: webhook URLs often carry
-// a token there, and details end up in logs and the outbox.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return &url.Error{Op: ue.Op, URL: redactString(ue.URL), Err: ue.Err}
-	}
-	return err
 }
 
 // redactURL prints u without user info or query.

@@ -27,6 +27,7 @@ const testSecret = "whsec_" + "c2VjcmV0LWtleS1mb3Itbm90aWZ5ZC13ZWJob29rLXRlc3Q="
 // received is one request the fake receiver saw.
 type received struct {
 	method, path, query string
+	requestURI          string // the request target as sent
 	header              http.Header
 	body                []byte
 }
@@ -43,7 +44,7 @@ func newReceiver(t *testing.T, respond http.HandlerFunc) *receiver {
 	r := &receiver{got: make(chan received, 64)}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		r.got <- received{req.Method, req.URL.Path, req.URL.RawQuery, req.Header.Clone(), body}
+		r.got <- received{req.Method, req.URL.Path, req.URL.RawQuery, req.RequestURI, req.Header.Clone(), body}
 		if respond == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -245,6 +246,19 @@ func TestSender_Send(t *testing.T) {
 		}
 	})
 
+	t.Run("an idempotency key that cannot be a header value is permanent and never sent", func(t *testing.T) {
+		t.Parallel()
+		r := newReceiver(t, nil)
+		s := configure(t, &provider{}, map[string]any{"url": r.URL})
+		m := testMessage()
+		m.IdempotencyKey = "order-42\r\nX-Injected: 1"
+		v := s.Send(context.Background(), m)
+		if v.Outcome != sdk.OutcomePermanent || !strings.Contains(v.Detail, "idempotency key") {
+			t.Errorf("verdict = %v %q; want PERMANENT naming the idempotency key", v.Outcome, v.Detail)
+		}
+		r.none(t)
+	})
+
 	t.Run("a payload that is not JSON is permanent and never sent", func(t *testing.T) {
 		t.Parallel()
 		r := newReceiver(t, nil)
@@ -392,6 +406,9 @@ func TestSender_Send_badReceivers(t *testing.T) {
 		if took := time.Since(start); took > 3*time.Second {
 			t.Errorf("send took %v; want it cut at the 150ms timeout", took)
 		}
+		if !strings.Contains(v.Detail, "timeout of 150ms") || !strings.Contains(v.Detail, "deadline exceeded") {
+			t.Errorf("detail = %q; want it to name the 150ms timeout", v.Detail)
+		}
 	})
 
 	t.Run("the message deadline also bounds the send", func(t *testing.T) {
@@ -407,8 +424,13 @@ func TestSender_Send_badReceivers(t *testing.T) {
 		s := configure(t, &provider{}, map[string]any{"url": r.URL, "timeout": "1m"})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		if v := s.Send(ctx, testMessage()); v.Outcome != sdk.OutcomeTransient {
-			t.Errorf("outcome = %v (%s); want TRANSIENT", v.Outcome, v.Detail)
+		start := time.Now()
+		v := s.Send(ctx, testMessage())
+		if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "message's deadline") {
+			t.Errorf("verdict = %v %q; want TRANSIENT naming the message's deadline", v.Outcome, v.Detail)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("send took %v; want it cut at the 100ms deadline", took)
 		}
 	})
 
@@ -427,6 +449,9 @@ func TestSender_Send_badReceivers(t *testing.T) {
 		}
 		if strings.Contains(v.Detail, "s3cr3t-query") {
 			t.Errorf("detail %q echoes the URL's query", v.Detail)
+		}
+		if want := `Post "http://` + addr + `/hook": dial tcp`; !strings.Contains(v.Detail, want) || !strings.Contains(v.Detail, "refused") {
+			t.Errorf("detail = %q; want it to contain %q and say the connection was refused", v.Detail, want)
 		}
 	})
 

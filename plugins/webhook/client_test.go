@@ -1,0 +1,391 @@
+package main
+
+// Tests of what the HTTP client does under Send: connection reuse, replay on
+// a dead keep-alive connection, TLS, proxies, URL handling.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// countConns counts the TCP connections srv accepts.
+func countConns(srv *httptest.Server) *atomic.Int64 {
+	var n atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			n.Add(1)
+		}
+	}
+	return &n
+}
+
+func TestSender_Send_reusesConnections(t *testing.T) {
+	t.Parallel()
+	// Answers of every shape leave the connection reusable: no body, a
+	// short body, a chunked body, an error with a body.
+	answers := []func(http.ResponseWriter){
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) },
+		func(w http.ResponseWriter) { io.WriteString(w, `{"ok":true}`) },
+		func(w http.ResponseWriter) {
+			io.WriteString(w, "part one,")
+			w.(http.Flusher).Flush() // chunked
+			io.WriteString(w, "part two")
+		},
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest); io.WriteString(w, "bad") },
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) },
+	}
+	var i atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		answers[int(i.Add(1)-1)%len(answers)](w)
+	}))
+	conns := countConns(srv)
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	s := configure(t, &provider{}, map[string]any{"url": srv.URL, "secret": testSecret})
+	for n := range 3 * len(answers) {
+		v := s.Send(context.Background(), testMessage())
+		if want := []int{204, 200, 200, 400, 503}[n%len(answers)]; v.ProviderStatus != want {
+			t.Fatalf("send %d: status %d (%s); want %d", n, v.ProviderStatus, v.Detail, want)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("%d sends one after another opened %d connections; want 1, kept alive", 3*len(answers), got)
+	}
+}
+
+func TestSender_Send_largeBodies(t *testing.T) {
+	t.Parallel()
+
+	t.Run("an error body is quoted from its start, and not read whole", func(t *testing.T) {
+		t.Parallel()
+		wrote := make(chan int64, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			chunk := []byte(strings.Repeat("e", 64<<10))
+			var n int64
+			for range 1600 { // 100 MB, far past what may be read
+				k, err := w.Write(chunk)
+				n += int64(k)
+				if err != nil {
+					break
+				}
+			}
+			wrote <- n
+		}))
+		t.Cleanup(srv.Close)
+		s := configure(t, &provider{}, map[string]any{"url": srv.URL})
+		v := s.Send(context.Background(), testMessage())
+		if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "HTTP 500 Internal Server Error: eeee") ||
+			!strings.HasSuffix(v.Detail, "…") || len(v.Detail) > 700 {
+			t.Errorf("verdict = %v %.80q… (%d bytes); want TRANSIENT quoting the body's start", v.Outcome, v.Detail, len(v.Detail))
+		}
+		select {
+		case n := <-wrote:
+			if n >= 100<<20 {
+				t.Errorf("the receiver could write all %d bytes: the body was read whole", n)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the receiver is still writing: the connection was not closed")
+		}
+	})
+
+	t.Run("response headers up to 16 KB", func(t *testing.T) {
+		t.Parallel()
+		r := newReceiver(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-Big", strings.Repeat("h", 12<<10))
+			w.WriteHeader(http.StatusAccepted)
+		})
+		s := configure(t, &provider{}, map[string]any{"url": r.URL})
+		if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess || v.ProviderStatus != 202 {
+			t.Errorf("verdict = %v %d (%s); want SUCCESS 202", v.Outcome, v.ProviderStatus, v.Detail)
+		}
+	})
+}
+
+// TestSender_Send_staleConnection: a receiver that closes a keep-alive
+// connection between two sends (as any does after its idle timeout) costs no
+// failed send: the second goes again on a new connection.
+func TestSender_Send_staleConnection(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	closed := make(chan struct{}, 8)
+	var requests atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { c.Close(); closed <- struct{}{} }()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				requests.Add(1)
+				// Keep-alive as far as the client can tell; then gone.
+				io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+			}()
+		}
+	}()
+	s := configure(t, &provider{}, map[string]any{"url": "http://" + ln.Addr().String() + "/hook"})
+	for n := range 3 {
+		if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess {
+			t.Fatalf("send %d: %v (%s); want SUCCESS on a fresh connection", n, v.Outcome, v.Detail)
+		}
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the receiver did not close the connection")
+		}
+		time.Sleep(20 * time.Millisecond) // let the FIN arrive
+	}
+	if got := requests.Load(); got != 3 {
+		t.Errorf("receiver answered %d requests; want 3", got)
+	}
+}
+
+func TestSender_Send_canceled(t *testing.T) {
+	t.Parallel()
+	r := newReceiver(t, nil)
+	s := configure(t, &provider{}, map[string]any{"url": r.URL})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if v := s.Send(ctx, testMessage()); v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "canceled") {
+		t.Errorf("verdict = %v %q; want TRANSIENT, canceled", v.Outcome, v.Detail)
+	}
+	r.none(t)
+}
+
+func TestSender_Send_url(t *testing.T) {
+	t.Parallel()
+
+	t.Run("the request target is the URL's path and query as written, without fragment", func(t *testing.T) {
+		t.Parallel()
+		r := newReceiver(t, nil)
+		raw := r.URL + "/a%2Fb/./c%20d/?x=1%202&y=%C3%A9&z#frag"
+		s := configure(t, &provider{}, map[string]any{"url": raw})
+		if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess {
+			t.Fatalf("%v (%s)", v.Outcome, v.Detail)
+		}
+		u, _ := url.Parse(raw)
+		if got, want := r.next(t).requestURI, u.RequestURI(); got != want {
+			t.Errorf("request target = %q; want %q (what net/http sends)", got, want)
+		}
+	})
+
+	t.Run("user info becomes basic auth and is never echoed", func(t *testing.T) {
+		t.Parallel()
+		r := newReceiver(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) })
+		s := configure(t, &provider{}, map[string]any{"url": strings.Replace(r.URL, "://", "://hook-user:hook%20pass@", 1) + "/h"})
+		v := s.Send(context.Background(), testMessage())
+		want := "Basic " + base64.StdEncoding.EncodeToString([]byte("hook-user:hook pass"))
+		if got := r.next(t).header.Get("Authorization"); got != want {
+			t.Errorf("Authorization = %q; want %q", got, want)
+		}
+		if v.Outcome != sdk.OutcomePermanent || strings.Contains(v.Detail, "hook-user") || strings.Contains(v.Detail, "pass") {
+			t.Errorf("verdict = %v %q; want PERMANENT without the user info", v.Outcome, v.Detail)
+		}
+	})
+
+	t.Run("an explicit Authorization header wins over user info", func(t *testing.T) {
+		t.Parallel()
+		r := newReceiver(t, nil)
+		s := configure(t, &provider{}, map[string]any{
+			"url":     strings.Replace(r.URL, "://", "://u:p@", 1),
+			"headers": map[string]any{"Authorization": "Bearer t"},
+		})
+		s.Send(context.Background(), testMessage())
+		if got := r.next(t).header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer t" {
+			t.Errorf("Authorization = %q; want just the configured one", got)
+		}
+	})
+
+	t.Run("IPv6 receiver", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		r := &receiver{got: make(chan received, 4)}
+		r.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			r.got <- received{method: req.Method, path: req.URL.Path, header: req.Header.Clone(), body: body}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		r.Listener.Close()
+		r.Listener = ln
+		r.Start()
+		t.Cleanup(r.Close)
+		s := configure(t, &provider{}, map[string]any{"allow_recipient_url": true})
+		m := testMessage()
+		m.Recipient = r.URL + "/v6"
+		if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomeSuccess {
+			t.Fatalf("send to %s: %v (%s)", m.Recipient, v.Outcome, v.Detail)
+		}
+		if got := r.next(t); got.path != "/v6" {
+			t.Errorf("path = %q; want /v6", got.path)
+		}
+	})
+}
+
+func TestSender_Send_tls(t *testing.T) {
+	t.Parallel()
+	var sawTLS atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.TLS != nil && r.Header.Get("Webhook-Id") != "" {
+			sawTLS.Store(true)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+
+	t.Run("a trusted certificate", func(t *testing.T) {
+		t.Parallel()
+		roots := x509.NewCertPool()
+		roots.AddCert(srv.Certificate())
+		p := &provider{tlsConfig: &tls.Config{RootCAs: roots}}
+		s := configure(t, p, map[string]any{"url": srv.URL + "/hook", "secret": testSecret})
+		// The certificate is for 127.0.0.1 and example.com: both the IP and
+		// a name (the TLS server name comes from the URL) must verify.
+		if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess {
+			t.Fatalf("%v (%s)", v.Outcome, v.Detail)
+		}
+		if !sawTLS.Load() {
+			t.Error("the receiver saw no request over TLS")
+		}
+	})
+
+	t.Run("an untrusted certificate is transient and names the reason", func(t *testing.T) {
+		t.Parallel()
+		s := configure(t, &provider{}, map[string]any{"url": srv.URL + "/hook?token=s3cr3t"})
+		v := s.Send(context.Background(), testMessage())
+		if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "certificate") || strings.Contains(v.Detail, "s3cr3t") {
+			t.Errorf("verdict = %v %q; want TRANSIENT naming the certificate, without the query", v.Outcome, v.Detail)
+		}
+	})
+
+	t.Run("the handshake is bounded by the send's timeout", func(t *testing.T) {
+		t.Parallel()
+		// A listener that accepts and never speaks TLS.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		s := configure(t, &provider{}, map[string]any{"url": "https://" + ln.Addr().String() + "/", "timeout": "200ms"})
+		start := time.Now()
+		v := s.Send(context.Background(), testMessage())
+		if took := time.Since(start); v.Outcome != sdk.OutcomeTransient || took > 3*time.Second {
+			t.Errorf("verdict = %v %q after %v; want TRANSIENT at about 200ms", v.Outcome, v.Detail, took)
+		}
+	})
+}
+
+// TestSender_Send_proxy: a target the proxy settings send through a proxy
+// goes there the way net/http always sent it (absolute-form request to an
+// http proxy), every header and the signature intact.
+func TestSender_Send_proxy(t *testing.T) {
+	t.Parallel()
+	direct := newReceiver(t, nil)
+	viaProxy := make(chan received, 4)
+	proxySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		viaProxy <- received{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, requestURI: r.RequestURI, header: r.Header.Clone(), body: body}
+		w.Header().Set("Retry-After", "4")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+
+	p := &provider{proxy: func(u *url.URL) (*url.URL, error) {
+		if u.Host == "hooks.example.com" { // as NO_PROXY would leave the rest alone
+			return proxyURL, nil
+		}
+		return nil, nil
+	}}
+	s := configure(t, p, map[string]any{"url": "http://hooks.example.com/in?k=v", "secret": testSecret, "allow_recipient_url": true})
+
+	v := s.Send(context.Background(), testMessage())
+	if v.Outcome != sdk.OutcomeTransient || v.ProviderStatus != 503 || v.RetryAfter != 4*time.Second {
+		t.Errorf("verdict = %v %d %v (%s); want TRANSIENT 503, retry after 4s", v.Outcome, v.ProviderStatus, v.RetryAfter, v.Detail)
+	}
+	var got received
+	select {
+	case got = <-viaProxy:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy got no request")
+	}
+	if got.method != http.MethodPost || got.requestURI != "http://hooks.example.com/in?k=v" {
+		t.Errorf("proxy got %s %s; want POST http://hooks.example.com/in?k=v", got.method, got.requestURI)
+	}
+	if err := verifySignature(testSecret, got.header, got.body); err != nil {
+		t.Errorf("signature through the proxy: %v", err)
+	}
+	if got.header.Get("Idempotency-Key") != "order-42-shipped" || got.header.Get("User-Agent") != DefaultUserAgent {
+		t.Errorf("headers through the proxy = %v", got.header)
+	}
+
+	// A recipient the proxy settings leave alone is reached directly.
+	m := testMessage()
+	m.Recipient = direct.URL + "/direct"
+	if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomeSuccess {
+		t.Errorf("direct recipient: %v (%s)", v.Outcome, v.Detail)
+	}
+	if got := direct.next(t); got.path != "/direct" {
+		t.Errorf("direct path = %q", got.path)
+	}
+	select {
+	case got := <-viaProxy:
+		t.Errorf("the proxy got %s %s; want the direct recipient reached directly", got.method, got.requestURI)
+	default:
+	}
+}
+
+func TestProxyConfigured(t *testing.T) {
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"} {
+		t.Setenv(k, "")
+	}
+	if proxyConfigured() {
+		t.Error("no proxy variable set: proxyConfigured() = true")
+	}
+	t.Setenv("NO_PROXY", "example.com")
+	if proxyConfigured() {
+		t.Error("only NO_PROXY set: proxyConfigured() = true")
+	}
+	t.Setenv("https_proxy", "http://proxy.internal:3128")
+	if !proxyConfigured() {
+		t.Error("https_proxy set: proxyConfigured() = false")
+	}
+}
