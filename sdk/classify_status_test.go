@@ -3,8 +3,6 @@ package sdk_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +14,7 @@ import (
 // answers received for real: same outcome, status, retry hint and detail.
 func TestClassifyStatus(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
-		if ra := r.URL.Query().Get("retry_after"); ra != "" {
-			w.Header().Set("Retry-After", ra)
-		}
-		w.WriteHeader(code)
-		io.WriteString(w, r.URL.Query().Get("body"))
-	}))
-	t.Cleanup(srv.Close)
+	srv := answerServer(t)
 
 	future := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
 	for _, query := range []string{

@@ -13,8 +13,10 @@ import (
 	"github.com/notifyd/notifyd/sdk"
 )
 
-func TestClassifyHTTP(t *testing.T) {
-	t.Parallel()
+// answerServer answers each request as its query says: code, retry_after
+// (the Retry-After header), body, and sleep (wait 500 ms first).
+func answerServer(t *testing.T) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
 		if ra := r.URL.Query().Get("retry_after"); ra != "" {
@@ -27,6 +29,12 @@ func TestClassifyHTTP(t *testing.T) {
 		io.WriteString(w, r.URL.Query().Get("body"))
 	}))
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestClassifyHTTP(t *testing.T) {
+	t.Parallel()
+	srv := answerServer(t)
 
 	tests := []struct {
 		query      string
