@@ -78,6 +78,11 @@ func TestStore_Listen(t *testing.T) {
 		// A full batch: the relay will call again at once, so inserts stop
 		// notifying (and stop serialising on NOTIFY's commit lock).
 		b.insertN(t, 5)
+		// The relay is idle until the next call, so these wake it; wait for
+		// that wake here, or it may arrive after the drain below and pass for
+		// one the busy relay should not get (it did, once the relay took one
+		// round trip instead of three).
+		waitWake(t, wake, "insert while the relay is idle")
 		if q, err := b.store.Relay(b.ctx, time.Now(), 2); err != nil || len(q) != 2 {
 			t.Fatalf("Relay = %d rows, %v; want a full batch of 2", len(q), err)
 		}
