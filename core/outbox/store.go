@@ -93,8 +93,9 @@ var hotSettings = map[string]string{
 	"jit":               "off",
 }
 
-// relayConns bounds the relay's pool: one relay runs at a time per engine,
-// and a second connection covers a concurrent Sweep or a test's extra call.
+// relayConns bounds the relay's pool: an engine runs one relay at a time,
+// and a second connection covers an overlapping call (a second engine on
+// the same Store, a test).
 const relayConns = 2
 
 // hotPools returns the hot path's pools, making them on first use from the
