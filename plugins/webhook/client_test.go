@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -387,5 +388,42 @@ func TestProxyConfigured(t *testing.T) {
 	t.Setenv("https_proxy", "http://proxy.internal:3128")
 	if !proxyConfigured() {
 		t.Error("https_proxy set: proxyConfigured() = false")
+	}
+}
+
+// A receiver that sends its status and headers, then stalls in the middle
+// of the body: the send still ends by its timeout (the body is streamed, and
+// the connection's deadline bounds its reads too), with the answer it got.
+func TestSender_Send_stalledBody(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			r := newReceiver(t, func(w http.ResponseWriter, req *http.Request) {
+				w.Header().Set("Content-Length", "100000")
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte("partial"))
+				w.(http.Flusher).Flush()
+				select {
+				case <-release:
+				case <-req.Context().Done():
+				}
+			})
+			defer close(release)
+			s := configure(t, &provider{}, map[string]any{"url": r.URL, "timeout": "300ms"})
+			start := time.Now()
+			v := s.Send(context.Background(), testMessage())
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("send took %v; want it cut at the 300ms timeout", took)
+			}
+			want := sdk.OutcomeSuccess
+			if code != http.StatusOK {
+				want = sdk.OutcomeTransient
+			}
+			if v.Outcome != want {
+				t.Errorf("outcome = %v (%s); want %v", v.Outcome, v.Detail, want)
+			}
+		})
 	}
 }
