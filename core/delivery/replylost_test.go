@@ -2,8 +2,8 @@ package delivery_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"net"
 	"net/http"
 	"net/url"
