@@ -76,9 +76,14 @@ type Engine struct {
 	stopOnce               sync.Once
 
 	// A resync that failed part-way is retried by the epoch check until one
-	// completes; resyncMu keeps passes from overlapping.
+	// completes; resyncMu keeps passes from overlapping. resyncPending is
+	// also set by a relay that failed, and stays set until a pass that
+	// started relayGrace after the last such failure (relayFailedAt, under
+	// resyncState) completes.
 	resyncMu      sync.Mutex
 	resyncPending atomic.Bool
+	resyncState   sync.Mutex
+	relayFailedAt time.Time
 }
 
 // ChannelState is what an operator sees of one channel on this instance.

@@ -80,7 +80,10 @@ func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.
 			// The statement may have committed with its reply lost (pgx
 			// cannot always tell): rows QUEUED in no Redis queue, which
 			// only a resync pass finds before the sweeper does.
+			e.resyncState.Lock()
+			e.relayFailedAt = e.now()
 			e.resyncPending.Store(true)
+			e.resyncState.Unlock()
 			return time.Time{}, err
 		}
 		if failed, err := e.pushQueued(ctx, queued); err != nil {
@@ -222,12 +225,25 @@ func (e *Engine) sweep(ctx context.Context) {
 // on the next epoch tick until one completes: rows queued since the sweep
 // horizon are in no Redis queue, and the sweeper would leave them waiting
 // for sweep_after.
+//
+// A relay whose reply was lost may still be running, or committing, on the
+// server when its error reaches the engine, and a pass that reads the outbox
+// before that commit misses its rows (TestEngine_ReplyLost found it, under
+// CI's load). So after a failed relay the pass is repeated until one has
+// started relayGrace after the failure.
 func (e *Engine) resync(ctx context.Context, why string) {
 	e.resyncMu.Lock()
 	defer e.resyncMu.Unlock()
+	start := e.now()
 	err := e.pushNonTerminal(ctx, e.now().Add(24*time.Hour), why)
-	e.resyncPending.Store(err != nil)
+	e.resyncState.Lock()
+	e.resyncPending.Store(err != nil || start.Before(e.relayFailedAt.Add(relayGrace)))
+	e.resyncState.Unlock()
 }
+
+// relayGrace is how long a relay statement whose reply was lost is given to
+// finish on the server before a resync pass is trusted to see its rows.
+const relayGrace = 5 * time.Second
 
 func (e *Engine) pushNonTerminal(ctx context.Context, olderThan time.Time, why string) error {
 	var after int64

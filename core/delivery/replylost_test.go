@@ -30,10 +30,17 @@ func TestEngine_ReplyLost(t *testing.T) {
 		name, marker string
 		// respond is the sink's answer to the n-th delivery of a recipient.
 		respond func(n int) int
+		// delay holds the statement back from Postgres after the engine
+		// has seen its connection drop.
+		delay time.Duration
 	}{
 		// The relay moved the rows to QUEUED, but the engine saw an error
-		// and never pushed them.
-		{"relay", "WITH due AS", func(int) int { return http.StatusOK }},
+		// and never pushed them. The statement reaches Postgres only after
+		// several epoch ticks (100 ms here), as one still running on the
+		// server when its reply is lost: the resync passes right after the
+		// error read the outbox before it commits, and found nothing (a CI
+		// run caught that race), so a later pass must come.
+		{"relay", "WITH due AS", func(int) int { return http.StatusOK }, 500 * time.Millisecond},
 		// A retry verdict committed QUEUED; the settler tried again, found
 		// nothing to apply and took the id out of Redis.
 		{"settle of a retry", "WITH settled AS", func(n int) int {
@@ -41,7 +48,7 @@ func TestEngine_ReplyLost(t *testing.T) {
 				return http.StatusServiceUnavailable
 			}
 			return http.StatusOK
-		}},
+		}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +71,7 @@ func TestEngine_ReplyLost(t *testing.T) {
 			b.start(delivery.Options{Store: testenv.Store(t, pool)})
 			time.Sleep(300 * time.Millisecond)
 
-			px.arm(tt.marker)
+			px.arm(tt.marker, tt.delay)
 			id := b.send("dana", "")
 			select {
 			case <-px.fired:
@@ -90,7 +97,11 @@ type lossyProxy struct {
 
 	mu     sync.Mutex
 	marker []byte
+	delay  time.Duration
 	parsed map[string][]byte // prepared statement name → its text, from Parse messages
+
+	held      []byte    // the marker of a statement held back, after it fired
+	heldUntil time.Time // until when statements like it wait
 }
 
 func startLossyProxy(t *testing.T, dbURL string) *lossyProxy {
@@ -119,20 +130,51 @@ func startLossyProxy(t *testing.T, dbURL string) *lossyProxy {
 	return p
 }
 
-func (p *lossyProxy) arm(marker string) {
+// arm makes the proxy lose the reply of the next statement containing
+// marker; with a delay, the client's connection is closed first and the
+// statement sent on to Postgres that much later.
+func (p *lossyProxy) arm(marker string, delay time.Duration) {
 	p.mu.Lock()
-	p.marker = []byte(marker)
+	p.marker, p.delay = []byte(marker), delay
 	p.mu.Unlock()
 }
 
-// take reports whether chunk runs the armed statement, disarming the proxy:
-// its text is in the chunk (a simple query, or a Parse sent with its
-// execution), or the chunk binds a prepared statement whose Parse, seen
-// earlier on any connection, had the text.
-func (p *lossyProxy) take(chunk []byte) bool {
+// take reports whether chunk runs the armed statement (see runs), disarming
+// the proxy, and the delay it was armed with.
+func (p *lossyProxy) take(chunk []byte) (delay time.Duration, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	hit := p.marker != nil && bytes.Contains(chunk, p.marker)
+	if !p.runs(chunk, p.marker) { // nil marker: only records the chunk's Parses
+		return 0, false
+	}
+	if p.delay > 0 {
+		// Statements like it wait until the held one has reached Postgres.
+		p.held, p.heldUntil = p.marker, time.Now().Add(p.delay+100*time.Millisecond)
+	}
+	p.marker = nil
+	return p.delay, true
+}
+
+// hold is how long chunk must wait before going on: while a statement is
+// held back, so are others of its kind (a retried relay would otherwise
+// queue the rows itself and hide what the test looks for).
+func (p *lossyProxy) hold(chunk []byte) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wait := time.Until(p.heldUntil)
+	if p.held == nil || wait <= 0 || !p.runs(chunk, p.held) {
+		return 0
+	}
+	return wait
+}
+
+// runs reports whether chunk runs a statement containing text: the text is
+// in the chunk (a simple query, or a Parse sent with its execution), or the
+// chunk binds a prepared statement whose Parse, seen earlier on any
+// connection, had it (never, for a nil text). Called with p.mu held; it
+// records the Parses it sees.
+func (p *lossyProxy) runs(chunk, text []byte) bool {
+	hit := text != nil && bytes.Contains(chunk, text)
 	// Frontend messages: a type byte, a length (itself included), a body.
 	for b := chunk; len(b) >= 5; {
 		n := int(binary.BigEndian.Uint32(b[1:5])) + 1
@@ -143,16 +185,12 @@ func (p *lossyProxy) take(chunk []byte) bool {
 		switch {
 		case b[0] == 'P' && len(fields) >= 2 && len(fields[0]) > 0: // Parse: name, text
 			p.parsed[string(fields[0])] = append([]byte(nil), fields[1]...)
-		case b[0] == 'B' && len(fields) >= 2 && p.marker != nil: // Bind: portal, statement
-			hit = hit || bytes.Contains(p.parsed[string(fields[1])], p.marker)
+		case b[0] == 'B' && len(fields) >= 2: // Bind: portal, statement
+			hit = hit || text != nil && bytes.Contains(p.parsed[string(fields[1])], text)
 		}
 		b = b[n:]
 	}
-	if !hit {
-		return false
-	}
-	p.marker = nil
-	return true
+	return hit
 }
 
 func (p *lossyProxy) serve(client net.Conn, upstream string) {
@@ -190,10 +228,14 @@ func (p *lossyProxy) serve(client net.Conn, upstream string) {
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
-			if p.take(buf[:n]) {
+			if delay, ok := p.take(buf[:n]); ok {
 				mu.Lock()
 				drop = true
 				mu.Unlock()
+				if delay > 0 {
+					client.Close()
+					time.Sleep(delay)
+				}
 				_, _ = server.Write(buf[:n])
 				client.Close()
 				// Let Postgres finish (and commit) the statement, then
@@ -201,6 +243,9 @@ func (p *lossyProxy) serve(client net.Conn, upstream string) {
 				_ = server.SetReadDeadline(time.Now().Add(time.Second))
 				close(p.fired)
 				return
+			}
+			if wait := p.hold(buf[:n]); wait > 0 {
+				time.Sleep(wait)
 			}
 			if _, werr := server.Write(buf[:n]); werr != nil {
 				break
