@@ -399,18 +399,12 @@ func TestSender_Send_stalledBody(t *testing.T) {
 	for _, code := range []int{http.StatusOK, http.StatusServiceUnavailable} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			t.Parallel()
-			release := make(chan struct{})
-			r := newReceiver(t, func(w http.ResponseWriter, req *http.Request) {
+			r := hangingReceiver(t, func(w http.ResponseWriter) {
 				w.Header().Set("Content-Length", "100000")
 				w.WriteHeader(code)
 				_, _ = w.Write([]byte("partial"))
 				w.(http.Flusher).Flush()
-				select {
-				case <-release:
-				case <-req.Context().Done():
-				}
 			})
-			defer close(release)
 			s := configure(t, &provider{}, map[string]any{"url": r.URL, "timeout": "300ms"})
 			start := time.Now()
 			v := s.Send(context.Background(), testMessage())

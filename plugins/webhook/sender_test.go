@@ -55,6 +55,24 @@ func newReceiver(t *testing.T, respond http.HandlerFunc) *receiver {
 	return r
 }
 
+// hangingReceiver records each request, runs before (if not nil), and then
+// answers nothing more until the client gives up or the test ends.
+func hangingReceiver(t *testing.T, before func(http.ResponseWriter)) *receiver {
+	t.Helper()
+	release := make(chan struct{})
+	r := newReceiver(t, func(w http.ResponseWriter, req *http.Request) {
+		if before != nil {
+			before(w)
+		}
+		select {
+		case <-release:
+		case <-req.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for handlers
+	return r
+}
+
 // next returns the next recorded request or fails.
 func (r *receiver) next(t *testing.T) received {
 	t.Helper()
@@ -389,14 +407,7 @@ func TestSender_Send_badReceivers(t *testing.T) {
 
 	t.Run("a hanging receiver times out as transient", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		r := newReceiver(t, func(w http.ResponseWriter, req *http.Request) {
-			select {
-			case <-release:
-			case <-req.Context().Done():
-			}
-		})
-		defer close(release)
+		r := hangingReceiver(t, nil)
 		s := configure(t, &provider{}, map[string]any{"url": r.URL, "timeout": "150ms"})
 		start := time.Now()
 		v := s.Send(context.Background(), testMessage())
@@ -413,14 +424,7 @@ func TestSender_Send_badReceivers(t *testing.T) {
 
 	t.Run("the message deadline also bounds the send", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		r := newReceiver(t, func(w http.ResponseWriter, req *http.Request) {
-			select {
-			case <-release:
-			case <-req.Context().Done():
-			}
-		})
-		defer close(release)
+		r := hangingReceiver(t, nil)
 		s := configure(t, &provider{}, map[string]any{"url": r.URL, "timeout": "1m"})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
