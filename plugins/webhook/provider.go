@@ -157,7 +157,6 @@ func (p *provider) newSender(c config) (*sender, error) {
 				return nil, configError("headers."+name, err.Error())
 			}
 			s.headers[canon] = []string{value}
-			s.headerList = append(s.headerList, [2]string{canon, value})
 		}
 	}
 	return s, nil

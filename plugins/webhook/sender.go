@@ -34,7 +34,6 @@ type sender struct {
 	timeout           time.Duration
 	userAgent         []string
 	headers           http.Header // extra static headers, canonical keys, shared read-only
-	headerList        [][2]string // the same, as name/value pairs
 	// macs pools HMAC-SHA256 states keyed with the secret; nil when unsigned.
 	macs *sync.Pool
 }
@@ -126,8 +125,8 @@ func (s *sender) sendFast(p *post) sdk.Verdict {
 
 	req.SetRequestURI(p.rawURL)
 	req.Header.SetMethod(fasthttp.MethodPost)
-	for _, h := range s.headerList {
-		req.Header.Set(h[0], h[1])
+	for k, v := range s.headers {
+		req.Header.Set(k, v[0])
 	}
 	req.Header.SetContentType(contentTypeJSON[0])
 	req.Header.SetUserAgent(s.userAgent[0])
