@@ -165,11 +165,14 @@ type Audience struct {
 
 // Defaults; Load fills every zero value with these.
 const (
-	DefaultRedisPrefix      = "notifyd"
-	DefaultPluginsDir       = "./bin/plugins"
-	DefaultListen           = "127.0.0.1:8080"
-	DefaultMaxBodyBytes     = 1 << 20
-	DefaultMaxPayloadBytes  = 256 << 10
+	DefaultRedisPrefix     = "notifyd"
+	DefaultPluginsDir      = "./bin/plugins"
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxPayloadBytes = 256 << 10
+	// MaxPayloadCeiling is outbox.MaxPayloadBytes (a test keeps them equal):
+	// http.max_payload_bytes may lower it, never raise it.
+	MaxPayloadCeiling       = 1 << 20
 	DefaultConcurrency      = 16
 	DefaultBatchSize        = 64
 	DefaultSendTimeout      = 10 * time.Second

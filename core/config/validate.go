@@ -47,8 +47,9 @@ func (c *Config) Validate() error {
 	if c.HTTP.MaxBodyBytes < 1 {
 		return &Error{Key: "http.max_body_bytes", Reason: "must be positive"}
 	}
-	if c.HTTP.MaxPayloadBytes < 1 || c.HTTP.MaxPayloadBytes > c.HTTP.MaxBodyBytes {
-		return &Error{Key: "http.max_payload_bytes", Reason: "must be positive and at most http.max_body_bytes"}
+	if c.HTTP.MaxPayloadBytes < 1 || c.HTTP.MaxPayloadBytes > c.HTTP.MaxBodyBytes || c.HTTP.MaxPayloadBytes > MaxPayloadCeiling {
+		return &Error{Key: "http.max_payload_bytes", Reason: fmt.Sprintf(
+			"must be positive, at most http.max_body_bytes and at most %d (the outbox's ceiling)", MaxPayloadCeiling)}
 	}
 	for i, tok := range c.HTTP.Tokens {
 		if len(tok) < 16 {

@@ -12,17 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// MaxInsertBatch is the most notifications one Insert takes: one statement,
-// a few MB of parameters.
-const MaxInsertBatch = 10_000
-
-// Limits on text fields, so a bad caller gets a clear error rather than a
-// Postgres index-row-size failure deep in a batch.
-const (
-	MaxChannelLen        = 200
-	MaxIdempotencyKeyLen = 512
-)
-
 // NewNotification is one notification to write into the outbox.
 type NewNotification struct {
 	Channel        string
@@ -202,6 +191,10 @@ func (n NewNotification) validate() error {
 		return fmt.Errorf("channel is %d bytes long, at most %d", len(n.Channel), MaxChannelLen)
 	case n.Recipient == "":
 		return fmt.Errorf("recipient is empty")
+	case len(n.Recipient) > MaxRecipientLen:
+		return fmt.Errorf("recipient is %d bytes long, at most %d", len(n.Recipient), MaxRecipientLen)
+	case len(n.Payload) > MaxPayloadBytes:
+		return fmt.Errorf("payload is %d bytes, at most %d", len(n.Payload), MaxPayloadBytes)
 	case len(n.IdempotencyKey) > MaxIdempotencyKeyLen:
 		return fmt.Errorf("idempotency_key is %d bytes long, at most %d", len(n.IdempotencyKey), MaxIdempotencyKeyLen)
 	case n.JobID < 0:

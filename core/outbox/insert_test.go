@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
@@ -292,6 +293,10 @@ func TestValidate(t *testing.T) {
 		{"empty channel", with(func(n *outbox.NewNotification) { n.Channel = "" }), "notification 1: channel is empty"},
 		{"long channel", with(func(n *outbox.NewNotification) { n.Channel = strings.Repeat("x", 201) }), "notification 1: channel is 201 bytes long"},
 		{"empty recipient", with(func(n *outbox.NewNotification) { n.Recipient = "" }), "notification 1: recipient is empty"},
+		{"long recipient", with(func(n *outbox.NewNotification) { n.Recipient = strings.Repeat("r", 1025) }), "notification 1: recipient is 1025 bytes long, at most 1024"},
+		{"large payload", with(func(n *outbox.NewNotification) {
+			n.Payload = json.RawMessage(`"` + strings.Repeat("p", outbox.MaxPayloadBytes) + `"`)
+		}), "notification 1: payload is 1048578 bytes, at most 1048576"},
 		{"NUL in recipient", with(func(n *outbox.NewNotification) { n.Recipient = "a\x00b" }), "notification 1: recipient contains a NUL byte"},
 		{"bad UTF-8 in key", with(func(n *outbox.NewNotification) { n.IdempotencyKey = "\xff" }), "notification 1: idempotency_key is not valid UTF-8"},
 		{"long key", with(func(n *outbox.NewNotification) { n.IdempotencyKey = strings.Repeat("k", 513) }), "notification 1: idempotency_key is 513 bytes long"},
@@ -325,4 +330,13 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Insert of a bad batch: %v, want the validation error", err)
 		}
 	})
+}
+
+// The API's payload bound may only lower the outbox's: config validates
+// http.max_payload_bytes against its own copy of the ceiling.
+func TestBounds_PayloadCeilingMatchesConfig(t *testing.T) {
+	if config.MaxPayloadCeiling != outbox.MaxPayloadBytes {
+		t.Fatalf("config.MaxPayloadCeiling = %d, outbox.MaxPayloadBytes = %d; want them equal",
+			config.MaxPayloadCeiling, outbox.MaxPayloadBytes)
+	}
 }

@@ -14,7 +14,8 @@ import (
 // millions is waiting, which is the price of not indexing every transition.
 const listByRecipient = `
 (SELECT ` + notificationColumns + ` FROM notifications
-  WHERE status IN ('SENT', 'FAILED', 'CANCELLED') AND recipient COLLATE "C" = $1 AND id < $2
+  WHERE status IN ('SENT', 'FAILED', 'CANCELLED') AND octet_length(recipient) <= 1024
+    AND recipient COLLATE "C" = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 UNION ALL
 (SELECT ` + notificationColumns + ` FROM notifications
@@ -33,6 +34,9 @@ ORDER BY id DESC LIMIT $3`
 func (s *Store) ListByRecipient(ctx context.Context, recipient string, before int64, limit int) ([]Notification, error) {
 	if recipient == "" {
 		return nil, fmt.Errorf("list by recipient: recipient is empty")
+	}
+	if len(recipient) > MaxRecipientLen {
+		return nil, fmt.Errorf("list by recipient: recipient is %d bytes long, at most %d", len(recipient), MaxRecipientLen)
 	}
 	if limit <= 0 {
 		return nil, fmt.Errorf("list by recipient %q: limit %d, want > 0", recipient, limit)

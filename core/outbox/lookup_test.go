@@ -87,7 +87,7 @@ func TestStore_ListByRecipient(t *testing.T) {
 			}
 			plan.WriteString(line + "\n")
 		}
-		for _, index := range []string{"notifications_recipient", "notifications_pending_due", "notifications_inflight_id"} {
+		for _, index := range []string{"notifications_recipient_bounded", "notifications_pending_due", "notifications_inflight_id"} {
 			if !strings.Contains(plan.String(), index) {
 				t.Errorf("plan does not use %s:\n%s", index, plan.String())
 			}
