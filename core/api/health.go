@@ -13,8 +13,9 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// readyz: GET /readyz, open: Postgres and Redis answer a ping and every
-// running channel's plugin answers Health. 200 when all do, else 503. The
+// readyz: GET /readyz, open: Postgres and Redis answer a ping, every
+// running channel's plugin answers Health, and no pipeline stage has gone
+// without progress for longer than delivery.stall_after. 200 when all do, else 503. The
 // answer says which check failed but not why (it is unauthenticated); the
 // reason goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
@@ -42,6 +43,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 				return p.Health(ctx)
 			})
 		}
+	}
+	// A stage that keeps failing (a batch Postgres refuses, a settle that
+	// cannot commit) holds up delivery while every ping above succeeds.
+	for _, stage := range s.engine.Stalls() {
+		s.log.Warn("readiness: pipeline stage stalled", "stage", stage)
+		out.Checks["stage:"+stage] = "stalled"
+		out.Status = "unavailable"
 	}
 	for _, st := range s.channelStates(r.Context()) {
 		if !st.Running {

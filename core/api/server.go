@@ -71,6 +71,10 @@ type Engine interface {
 	DeadRemove(ctx context.Context, channel string, ids []int64) error
 	Pause(ctx context.Context, channel, reason string) error
 	Resume(ctx context.Context, channel string) error
+	// Stalled and Stalls report pipeline stages without progress, for the
+	// metric and /readyz.
+	Stalled() map[string]time.Duration
+	Stalls() []string
 }
 
 // Options configure a Server.
@@ -156,6 +160,7 @@ func New(o Options) (*Server, error) {
 		metrics.NewPluginCollector(s.pluginStates),
 		metrics.NewJobCollector(s.activeJobs),
 		metrics.NewChannelCollector(s.channelFlows),
+		metrics.NewStallCollector(o.Engine.Stalled),
 	); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}

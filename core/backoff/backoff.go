@@ -18,13 +18,16 @@ type Policy struct {
 	// Window selects the seed's bounded windows [base·2^(n-2), base·2^(n-1)]
 	// (0–1 s, 1–2 s, 2–4 s, …) instead of full jitter [0, base·2^(n-1)].
 	Window bool
+	// MaxRetryAfter caps a provider's hint (0 = config.DefaultMaxRetryAfter).
+	MaxRetryAfter time.Duration
 	// rand returns a float in [0, 1); tests pin it.
 	rand func() float64
 }
 
 // FromConfig builds the policy of a channel's retry block.
 func FromConfig(r config.Retry) Policy {
-	return Policy{Base: r.Base, Max: r.Max, MaxAttempts: r.MaxAttempts, Window: r.Jitter == config.JitterWindow}
+	return Policy{Base: r.Base, Max: r.Max, MaxAttempts: r.MaxAttempts, Window: r.Jitter == config.JitterWindow,
+		MaxRetryAfter: r.MaxRetryAfter}
 }
 
 // WithRand returns p drawing from r (for deterministic tests).
@@ -36,7 +39,9 @@ func (p Policy) Exhausted(attempt int) bool { return attempt >= p.MaxAttempts }
 
 // Delay is how long to wait after failed attempt n (n ≥ 1) before the next
 // one. A provider's retryAfter raises the delay, never lowers it; it is not
-// capped by Max, since sending before the provider allows only fails again.
+// capped by Max, since sending before the provider allows only fails again,
+// but by MaxRetryAfter: a hint of years (a garbage Retry-After) must not
+// park a message for good. A negative hint is none.
 func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
 	lo, hi := p.Bounds(n)
 	r := p.rand
@@ -44,7 +49,11 @@ func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
 		r = rand.Float64
 	}
 	d := lo + time.Duration(r()*float64(hi-lo))
-	return max(d, retryAfter)
+	ceiling := p.MaxRetryAfter
+	if ceiling <= 0 {
+		ceiling = config.DefaultMaxRetryAfter
+	}
+	return max(d, min(retryAfter, ceiling))
 }
 
 // Bounds is the interval the delay after failed attempt n is drawn from.

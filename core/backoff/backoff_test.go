@@ -63,6 +63,21 @@ func TestPolicy_Delay(t *testing.T) {
 			t.Errorf("Delay with retryAfter 30s = %v, want 30s", got)
 		}
 	})
+	t.Run("retry-after capped", func(t *testing.T) {
+		zero := p.WithRand(func() float64 { return 0 })
+		// 99999999 s, as a hostile Retry-After once parked a message for 27,777 h.
+		if got := zero.Delay(1, 99999999*time.Second); got != config.DefaultMaxRetryAfter {
+			t.Errorf("Delay with a years-long retryAfter = %v, want the default cap %v", got, config.DefaultMaxRetryAfter)
+		}
+		own := zero
+		own.MaxRetryAfter = 2 * time.Minute
+		if got := own.Delay(1, 10*time.Minute); got != 2*time.Minute {
+			t.Errorf("Delay with retryAfter 10m and max_retry_after 2m = %v, want 2m", got)
+		}
+		if got := zero.Delay(1, -time.Hour); got != 0 {
+			t.Errorf("Delay with a negative retryAfter = %v, want 0 (no hint; the window's low end)", got)
+		}
+	})
 	t.Run("retry-after never lowers", func(t *testing.T) {
 		pin := p.WithRand(func() float64 { return 0.5 })
 		if got := pin.Delay(4, time.Millisecond); got != 6*time.Second {

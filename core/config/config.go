@@ -85,6 +85,9 @@ type Delivery struct {
 	SweepAfter      time.Duration `koanf:"sweep_after"`
 	LeaseTTL        time.Duration `koanf:"lease_ttl"`
 	EpochInterval   time.Duration `koanf:"epoch_interval"`
+	// StallAfter: a stage (relay, claim, settle) that has made no progress
+	// for this long makes /readyz answer 503 (notifyd_stage_stalled_seconds).
+	StallAfter time.Duration `koanf:"stall_after"`
 }
 
 // Jobs tunes bulk jobs (schedule runs and campaigns).
@@ -135,6 +138,10 @@ type Retry struct {
 	Base        time.Duration `koanf:"base"`
 	Max         time.Duration `koanf:"max"`
 	Jitter      string        `koanf:"jitter"`
+	// MaxRetryAfter caps a provider's Retry-After hint (a 429's header, a
+	// quota reset): a hint of days or years must not park a message. 0 is
+	// the default, DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
 }
 
 // Jitter shapes.
@@ -179,6 +186,7 @@ const (
 	DefaultMaxAttempts      = 5
 	DefaultRetryBase        = time.Second
 	DefaultRetryMax         = 5 * time.Minute
+	DefaultMaxRetryAfter    = time.Hour
 	DefaultScheduleLead     = 10 * time.Minute
 	DefaultScheduleMaxLate  = time.Hour
 	DefaultJobChunkSize     = 1000
@@ -194,6 +202,7 @@ const (
 	DefaultSweepAfter       = 2 * time.Minute
 	DefaultLeaseTTL         = 15 * time.Second
 	DefaultEpochInterval    = time.Second
+	DefaultStallAfter       = time.Minute
 	DefaultPluginStart      = 10 * time.Second
 	DefaultPluginHealth     = 5 * time.Second
 	DefaultPostgresMaxConns = 16
@@ -215,6 +224,7 @@ func Default() Config {
 			SettleBatch:     DefaultSettleBatch,
 			PromoteInterval: DefaultPromoteInterval, SweepInterval: DefaultSweepInterval,
 			SweepAfter: DefaultSweepAfter, LeaseTTL: DefaultLeaseTTL, EpochInterval: DefaultEpochInterval,
+			StallAfter: DefaultStallAfter,
 		},
 		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter},
 	}
@@ -242,6 +252,9 @@ func fillChannel(c Channel) Channel {
 	}
 	if c.Retry.Jitter == "" {
 		c.Retry.Jitter = JitterFull
+	}
+	if c.Retry.MaxRetryAfter == 0 {
+		c.Retry.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if c.Config == nil {
 		c.Config = map[string]any{}

@@ -70,7 +70,8 @@ func (c *Config) Validate() error {
 		"delivery.promote_interval": c.Delivery.PromoteInterval, "delivery.sweep_interval": c.Delivery.SweepInterval,
 		"delivery.sweep_after": c.Delivery.SweepAfter, "delivery.lease_ttl": c.Delivery.LeaseTTL,
 		"delivery.epoch_interval": c.Delivery.EpochInterval, "jobs.heartbeat": c.Jobs.Heartbeat,
-		"jobs.stuck_after": c.Jobs.StuckAfter, "plugins.start_timeout": c.Plugins.StartTimeout,
+		"delivery.stall_after": c.Delivery.StallAfter,
+		"jobs.stuck_after":     c.Jobs.StuckAfter, "plugins.start_timeout": c.Plugins.StartTimeout,
 		"plugins.health_interval": c.Plugins.HealthInterval,
 	}); err != nil {
 		return err
@@ -138,6 +139,8 @@ func validateChannel(name string, ch Channel) error {
 		return &Error{Key: key + ".retry.max", Reason: "must be at least retry.base"}
 	case r.Jitter != JitterFull && r.Jitter != JitterWindow:
 		return &Error{Key: key + ".retry.jitter", Reason: fmt.Sprintf("%q is not one of full, window", r.Jitter)}
+	case r.MaxRetryAfter < 0 || r.MaxRetryAfter > 7*24*time.Hour:
+		return &Error{Key: key + ".retry.max_retry_after", Reason: "must be between 0 (the default, 1h) and 168h"}
 	}
 	rl := ch.RateLimit
 	switch {

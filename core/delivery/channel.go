@@ -304,10 +304,11 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		c.release(len(ids))
 		return
 	}
-	claimed, err := e.store.Claim(ctx, ids, e.now(), c.staleAfter())
+	claimed, err := c.claim(ctx, ids)
 	if err != nil {
 		// Postgres is unreachable: push the ids back into the delayed set so
 		// they are tried again; if Redis fails too, the orphan check does it.
+		e.claimStall.failing(e.now())
 		c.log.Warn("claim failed; retrying later", "ids", len(ids), "error", err)
 		due := e.now().Add(time.Second)
 		items := make([]queue.Item, len(ids))
@@ -323,6 +324,7 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		c.release(len(ids))
 		return
 	}
+	e.claimStall.ok()
 	var send []outbox.Claimed
 	var skip, failed []int64
 	var deferred []queue.Item
@@ -365,6 +367,11 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 	if n := len(skip) + len(deferred); n > 0 {
 		c.untrack(append(skip, itemIDs(deferred)...))
 		c.release(n)
+	}
+	send, over := c.overClaimed(send)
+	if len(over) > 0 {
+		c.release(len(over))
+		e.settler.add(over)
 	}
 	send = c.capRecipients(ctx, send)
 	if len(send) == 0 {
@@ -422,9 +429,19 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
 // QUEUED after a backoff, or FAILED once permanent or out of attempts.
 func (c *channel) settlement(cl outbox.Claimed, v sdk.Verdict, started, finished time.Time) outbox.Settlement {
 	s := outbox.Settlement{
-		ID: cl.ID, Attempt: cl.Attempt, Outcome: v.Outcome.String(),
-		ProviderStatus: v.ProviderStatus, ProviderCode: v.ProviderCode,
+		ID: cl.ID, Attempt: cl.Attempt, ProviderCode: v.ProviderCode,
 		StartedAt: started, FinishedAt: finished, Output: v.Result,
+	}
+	// A status is an HTTP-like code; anything else from a plugin (negative,
+	// huge) is not stored as one, so it cannot fail the settle's batch.
+	if v.ProviderStatus > 0 && v.ProviderStatus < 1000 {
+		s.ProviderStatus = v.ProviderStatus
+	}
+	switch v.Outcome {
+	case sdk.OutcomeSuccess, sdk.OutcomeTransient, sdk.OutcomePermanent:
+		s.Outcome = v.Outcome.String()
+	default:
+		s.Outcome = outbox.OutcomeTransient
 	}
 	switch v.Outcome {
 	case sdk.OutcomeSuccess:

@@ -84,6 +84,9 @@ type Engine struct {
 	resyncPending atomic.Bool
 	resyncState   sync.Mutex
 	relayFailedAt time.Time
+
+	// relayStall and claimStall time how long those stages have failed.
+	relayStall, claimStall stallClock
 }
 
 // ChannelState is what an operator sees of one channel on this instance.

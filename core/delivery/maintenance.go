@@ -39,11 +39,13 @@ func (e *Engine) relayLoop(ctx context.Context) {
 				return
 			}
 			failures++
+			e.relayStall.failing(e.now())
 			e.log.Warn("relay", "error", err)
 			resetTimer(timer, retryPause(failures))
 			continue
 		}
 		failures = 0
+		e.relayStall.ok()
 		wait := e.cfg.Delivery.RelayInterval
 		if !next.IsZero() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
@@ -75,7 +77,7 @@ func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.
 	}
 	batch := e.cfg.Delivery.RelayBatch
 	for {
-		queued, err := e.store.Relay(ctx, e.now(), batch)
+		queued, err := e.relay(ctx, batch)
 		if err != nil {
 			// The statement may have committed with its reply lost (pgx
 			// cannot always tell): rows QUEUED in no Redis queue, which

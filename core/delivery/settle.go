@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,8 @@ const settleWorkers = 2
 type settleItem struct {
 	ch *channel
 	s  outbox.Settlement
+	// dropped: Postgres refused even the minimal write of this row.
+	dropped bool
 }
 
 // settler group-commits verdicts: each worker takes everything waiting (up
@@ -27,9 +30,12 @@ type settler struct {
 	e    *Engine
 	in   chan settleItem
 	busy atomic.Int64 // batches being flushed
-	wg   sync.WaitGroup
-	ctx  context.Context
-	stop context.CancelFunc
+	// started[w] is when worker w's batch began (unix ns; 0 when idle): the
+	// oldest is how long a verdict has waited to be committed.
+	started [settleWorkers]atomic.Int64
+	wg      sync.WaitGroup
+	ctx     context.Context
+	stop    context.CancelFunc
 }
 
 func newSettler(e *Engine) *settler {
@@ -38,11 +44,11 @@ func newSettler(e *Engine) *settler {
 
 func (s *settler) start() {
 	s.ctx, s.stop = context.WithCancel(context.Background())
-	for range settleWorkers {
+	for w := range settleWorkers {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.run()
+			s.run(&s.started[w])
 		}()
 	}
 }
@@ -75,7 +81,18 @@ func (s *settler) abandon() {
 	}
 }
 
-func (s *settler) run() {
+// oldest is how long the oldest batch being committed has taken so far.
+func (s *settler) oldest(now time.Time) time.Duration {
+	var d time.Duration
+	for i := range s.started {
+		if t := s.started[i].Load(); t != 0 {
+			d = max(d, now.Sub(time.Unix(0, t)))
+		}
+	}
+	return d
+}
+
+func (s *settler) run(started *atomic.Int64) {
 	max := s.e.cfg.Delivery.SettleBatch
 	batch := make([]settleItem, 0, max)
 	for {
@@ -86,6 +103,7 @@ func (s *settler) run() {
 			return
 		}
 		s.busy.Add(1)
+		started.Store(s.e.now().UnixNano())
 		batch = append(batch[:0], it)
 	drain:
 		for len(batch) < max {
@@ -97,6 +115,7 @@ func (s *settler) run() {
 			}
 		}
 		s.flush(batch)
+		started.Store(0)
 		s.busy.Add(-1)
 	}
 }
@@ -105,22 +124,9 @@ func (s *settler) run() {
 // verdicts are only in memory, and losing them would resend messages.
 func (s *settler) flush(batch []settleItem) {
 	e := s.e
-	ss := make([]outbox.Settlement, len(batch))
-	for i, it := range batch {
-		ss[i] = it.s
-	}
-	var applied []bool
-	for failures := 1; ; failures++ {
-		var err error
-		applied, err = e.store.Settle(s.ctx, ss)
-		if err == nil {
-			break
-		}
-		if s.ctx.Err() != nil {
-			return
-		}
-		e.log.Warn("settle failed; retrying", "rows", len(ss), "error", err)
-		sleepCtx(s.ctx, retryPause(failures))
+	applied := make([]bool, len(batch))
+	if !s.commit(batch, applied) {
+		return // killed: the rows stay PROCESSING and are reclaimed
 	}
 
 	type redisOps struct {
@@ -143,6 +149,11 @@ func (s *settler) flush(batch []settleItem) {
 			byQueue[key] = ops
 		}
 		switch {
+		case it.dropped:
+			// Postgres refuses to write this row at all (finishUnstorable
+			// logged it): drop it from Redis rather than re-handle it here
+			// without end; the sweeper finds it again, PROCESSING and stale.
+			ops.ack = append(ops.ack, it.s.ID)
 		case !applied[i]:
 			// Not applied: a newer claim owns the row (ours was stale), or
 			// an earlier try of this very settle committed and lost its
@@ -184,5 +195,79 @@ func (s *settler) flush(batch []settleItem) {
 func logErr(e *Engine, ch *channel, op string, err error) {
 	if err != nil {
 		e.log.Warn(op, "channel", ch.name, "error", err)
+	}
+}
+
+// commit settles batch into applied (one flag per item), retrying the whole
+// batch while the failure is Postgres being unreachable. A batch Postgres
+// refuses for its data (outbox.IsRowError: one row's value or index entry)
+// would fail every retry and hold every verdict behind it, so it is halved
+// until the row at fault stands alone, the other halves committing as they
+// go; that row is finished by finishUnstorable. It returns false only when
+// the settler is killed.
+func (s *settler) commit(batch []settleItem, applied []bool) bool {
+	e := s.e
+	ss := make([]outbox.Settlement, len(batch))
+	for i, it := range batch {
+		ss[i] = it.s
+	}
+	for failures := 1; ; failures++ {
+		got, err := e.store.Settle(s.ctx, ss)
+		if err == nil {
+			copy(applied, got)
+			return true
+		}
+		if s.ctx.Err() != nil {
+			return false
+		}
+		if outbox.IsRowError(err) {
+			if len(batch) == 1 {
+				applied[0] = s.finishUnstorable(&batch[0], err)
+				return s.ctx.Err() == nil
+			}
+			e.log.Warn("settle refused for a row's data; splitting the batch to find it", "rows", len(batch), "error", err)
+			mid := len(batch) / 2
+			return s.commit(batch[:mid], applied[:mid]) && s.commit(batch[mid:], applied[mid:])
+		}
+		e.log.Warn("settle failed; retrying", "rows", len(ss), "error", err)
+		sleepCtx(s.ctx, retryPause(failures))
+	}
+}
+
+// finishUnstorable ends one row whose verdict Postgres refused to store: SENT
+// when the provider accepted it (the message went out; only the details are
+// lost), else FAILED, with the reason in last_error and the attempt log, so
+// the row is never claimed and sent again. The item's result is changed to
+// match, so Redis acks or dead-letters it. When even that write is refused
+// the row cannot be written at all: it is logged by id, counted, and dropped
+// from Redis (item.dropped); it stays PROCESSING for an operator.
+func (s *settler) finishUnstorable(it *settleItem, cause error) bool {
+	e := s.e
+	status, result, outcome := outbox.StatusFailed, outbox.ResultFailed, outbox.OutcomePermanent
+	if it.s.Result == outbox.ResultSent {
+		status, result, outcome = outbox.StatusSent, outbox.ResultSent, outbox.OutcomeSuccess
+	}
+	reason := fmt.Sprintf("the %s verdict of attempt %d could not be stored (%v); ended %s without it",
+		it.s.Result, it.s.Attempt, cause, status)
+	for failures := 1; ; failures++ {
+		ok, err := e.store.Finish(s.ctx, it.s.ID, it.s.Attempt, status, reason)
+		switch {
+		case err == nil:
+			e.log.Error("notification's verdict could not be stored; finished it without it",
+				"channel", it.ch.name, "id", it.s.ID, "status", status, "cause", cause)
+			e.metrics.Unstorable(it.ch.name, "settle")
+			it.s.Result, it.s.Outcome = result, outcome
+			return ok
+		case s.ctx.Err() != nil:
+			return false
+		case outbox.IsRowError(err):
+			e.log.Error("notification cannot be written at all; dropping it from Redis, left PROCESSING",
+				"channel", it.ch.name, "id", it.s.ID, "cause", cause, "error", err)
+			e.metrics.Unstorable(it.ch.name, "settle")
+			it.dropped = true
+			return false
+		}
+		e.log.Warn("finish an unstorable verdict; retrying", "id", it.s.ID, "error", err)
+		sleepCtx(s.ctx, retryPause(failures))
 	}
 }

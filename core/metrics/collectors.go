@@ -171,3 +171,26 @@ func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.states, prometheus.GaugeValue, float64(n), state)
 	}
 }
+
+// NewStallCollector reports notifyd_stage_stalled_seconds{stage}: how long
+// each pipeline stage (relay, claim, settle) has gone without progress
+// while work waited, 0 when it is fine. /readyz fails past
+// delivery.stall_after.
+func NewStallCollector(stalled func() map[string]time.Duration) prometheus.Collector {
+	return &stallCollector{stalled: stalled, desc: prometheus.NewDesc(Namespace+"_stage_stalled_seconds",
+		"How long a pipeline stage (relay, claim, settle) has made no progress while work waited; 0 when fine.",
+		[]string{"stage"}, nil)}
+}
+
+type stallCollector struct {
+	stalled func() map[string]time.Duration
+	desc    *prometheus.Desc
+}
+
+func (c *stallCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *stallCollector) Collect(ch chan<- prometheus.Metric) {
+	for stage, d := range c.stalled() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, d.Seconds(), stage)
+	}
+}

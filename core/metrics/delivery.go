@@ -26,6 +26,9 @@ type Delivery struct {
 	retries  *prometheus.CounterVec
 	dead     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// unstorable counts rows a batched statement refused for their data,
+	// found by splitting the batch and finished (or dropped) on their own.
+	unstorable *prometheus.CounterVec
 }
 
 func newDelivery() *Delivery {
@@ -51,11 +54,15 @@ func newDelivery() *Delivery {
 			Help:    "Duration of one Send call to a channel's plugin (one batch of notifications).",
 			Buckets: sendBuckets,
 		}, []string{"channel"}),
+		unstorable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "unstorable_rows_total",
+			Help: "Notifications a batched relay, claim or settle could not write, found by splitting the batch and finished on their own, by stage.",
+		}, []string{"channel", "stage"}),
 	}
 }
 
 func (d *Delivery) register(reg prometheus.Registerer) {
-	reg.MustRegister(d.enqueued, d.settled, d.retries, d.dead, d.duration)
+	reg.MustRegister(d.enqueued, d.settled, d.retries, d.dead, d.duration, d.unstorable)
 }
 
 // Enqueued counts n notifications of channel accepted by the API.
@@ -110,6 +117,15 @@ func (d *Delivery) Settled(channel, result, outcome string) {
 		}
 		d.Dead(channel, reason)
 	}
+}
+
+// Unstorable counts one notification of channel that stage (relay, claim,
+// settle) could not write in its batch.
+func (d *Delivery) Unstorable(channel, stage string) {
+	if d == nil {
+		return
+	}
+	d.unstorable.WithLabelValues(channel, stage).Inc()
 }
 
 // SendDuration records one plugin Send call of channel that took took.

@@ -21,6 +21,8 @@
 //	notifyd_jobs{state}                                     PENDING and RUNNING bulk jobs (on scrape)
 //	notifyd_job_done_recipients{job,kind,schedule}          audience members processed, per active job
 //	notifyd_job_audience_recipients{job,kind,schedule}      audience size, once counted, per active job
+//	notifyd_unstorable_rows_total{channel,stage}            rows a batch could not write, finished alone
+//	notifyd_stage_stalled_seconds{stage}                    relay | claim | settle without progress (on scrape)
 //	notifyd_http_requests_total{route,code}                 API requests by route pattern and status
 //	notifyd_http_request_duration_seconds{route}            API request latency
 //	notifyd_build_info{version}                             always 1

@@ -21,3 +21,17 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 	}
 	return t.Time, nil
 }
+
+// FirstDue is the id of the row Relay takes first (the oldest due PENDING
+// row), 0 when none: when a relay of one row is refused for its data, this is
+// the row at fault.
+func (s *Store) FirstDue(ctx context.Context, now time.Time) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `
+SELECT coalesce((SELECT id FROM notifications WHERE status = 'PENDING' AND due_at <= $1
+                  ORDER BY due_at, id LIMIT 1), 0)`, now).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("read the first due notification: %w", err)
+	}
+	return id, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -68,9 +69,10 @@ type Settlement struct {
 	Error         string    // last_error for retry and failed; "" keeps the previous one
 
 	// Error, ProviderCode and Output come from providers: text that Postgres
-	// cannot store (invalid UTF-8, NUL) is replaced with U+FFFD and an Output
-	// that is not valid JSON is stored as a JSON string, rather than failing
-	// the batch.
+	// cannot store (invalid UTF-8, NUL) is replaced with U+FFFD, text over
+	// MaxErrorLen or MaxProviderCodeLen is cut, an Output that is not valid
+	// JSON is stored as a JSON string and one over MaxResultBytes as a note
+	// saying so, rather than failing the batch.
 
 	ProviderStatus int    // 0 = none
 	ProviderCode   string // "" = none
@@ -109,7 +111,7 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 	for i, st := range ss {
 		status, err := st.validate()
 		if err != nil {
-			return nil, fmt.Errorf("settle: settlement %d (id %d): %w", i, st.ID, err)
+			return nil, fmt.Errorf("settle: settlement %d (id %d): %w (%w)", i, st.ID, err, ErrInvalid)
 		}
 		if _, dup := firstIndex[st.ID]; dup {
 			continue
@@ -131,9 +133,9 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 		attempts = append(attempts, int32(st.Attempt))
 		statuses = append(statuses, status)
 		nexts = append(nexts, next)
-		errs = append(errs, cleanText(st.Error))
+		errs = append(errs, Truncate(cleanText(st.Error), MaxErrorLen))
 		pstatuses = append(pstatuses, int32(st.ProviderStatus))
-		pcodes = append(pcodes, cleanText(st.ProviderCode))
+		pcodes = append(pcodes, Truncate(cleanText(st.ProviderCode), MaxProviderCodeLen))
 		outputs = append(outputs, output)
 		outcomes = append(outcomes, outcome)
 		starts = append(starts, timestamptz(st.StartedAt))
@@ -202,8 +204,8 @@ func (st Settlement) validate() (string, error) {
 		return "", fmt.Errorf("id %d, want > 0", st.ID)
 	case st.Attempt <= 0:
 		return "", fmt.Errorf("attempt %d, want the attempt number Claim returned (>= 1)", st.Attempt)
-	case st.ProviderStatus < 0:
-		return "", fmt.Errorf("provider_status %d, want >= 0", st.ProviderStatus)
+	case st.ProviderStatus < 0 || st.ProviderStatus > math.MaxInt32:
+		return "", fmt.Errorf("provider_status %d, want 0 to %d", st.ProviderStatus, math.MaxInt32)
 	}
 	switch st.Outcome {
 	case "", OutcomeSuccess, OutcomeTransient, OutcomePermanent:
@@ -224,8 +226,13 @@ func cleanText(s string) string {
 }
 
 // cleanOutput stores provider output that jsonb cannot hold as a JSON string
-// of its (cleaned) text, for the same reason as cleanText.
+// of its (cleaned) text, for the same reason as cleanText, and output over
+// MaxResultBytes as a note of its size.
 func cleanOutput(b json.RawMessage) string {
+	if len(b) > MaxResultBytes {
+		return fmt.Sprintf(`{"notifyd_error":"the provider's result was %d bytes, over the %d-byte bound; not stored"}`,
+			len(b), MaxResultBytes)
+	}
 	if len(b) == 0 || checkJSON(b) == nil {
 		return string(b)
 	}

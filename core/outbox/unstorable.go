@@ -1,0 +1,89 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrInvalid marks an input the store refused before sending it to Postgres
+// (a settlement whose result or outcome is not one it knows); IsRowError
+// reports it too, since retrying the same batch cannot help.
+var ErrInvalid = errors.New("invalid input")
+
+// IsRowError reports whether err is Postgres refusing the data of a
+// statement rather than failing to run it: a data exception (class 22), an
+// integrity violation (23) or a program limit such as an index row that is
+// too large (54). Such an error fails every retry of the same batch, so the
+// caller splits the batch to find the row at fault instead of retrying it
+// (delivery's settle, claim and relay do). Any other error (a lost
+// connection, a serialization failure, a restart) is worth retrying whole.
+func IsRowError(err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		return true
+	}
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || len(pg.Code) < 2 {
+		return false
+	}
+	switch pg.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
+}
+
+// Finish is the last resort for one row that a batched statement could not
+// write (IsRowError): it ends the row in status (SENT or FAILED) writing
+// nothing but the status, a bounded reason and, when attempt > 0, an attempt
+// log row, so that the row stops being claimed and an operator sees why.
+//
+// It applies only to a row that is not terminal and, when attempt > 0,
+// whose attempts still equal attempt (the settle guard). It reports whether
+// it applied. A SENT finish keeps last_error as it was (the reason goes to
+// the attempt log only).
+func (s *Store) Finish(ctx context.Context, id int64, attempt int, status, reason string) (bool, error) {
+	if status != StatusSent && status != StatusFailed {
+		return false, fmt.Errorf("finish notification %d: status %q, want SENT or FAILED", id, status)
+	}
+	outcome := OutcomePermanent
+	if status == StatusSent {
+		outcome = OutcomeSuccess
+	}
+	reason = Truncate(cleanText(reason), MaxErrorLen)
+	var n int
+	err := s.pool.QueryRow(ctx, `
+WITH done AS (
+    UPDATE notifications
+       SET status = $3, next_attempt_at = NULL, updated_at = now(),
+           last_error = CASE WHEN $3 = 'FAILED' THEN $4 ELSE last_error END,
+           sent_at = CASE WHEN $3 = 'SENT' THEN now() END
+     WHERE id = $1 AND status IN ('PENDING', 'QUEUED', 'PROCESSING') AND ($2 = 0 OR attempts = $2)
+    RETURNING id, attempts
+),
+logged AS (
+    INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
+    SELECT id, attempts, now(), now(), $5, $4 FROM done WHERE $2 > 0
+)
+SELECT count(*) FROM done`, id, attempt, status, reason, outcome).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("finish notification %d as %s: %w", id, status, err)
+	}
+	return n == 1, nil
+}
+
+// Truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = " …[truncated]"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
