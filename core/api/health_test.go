@@ -11,6 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )
@@ -70,6 +71,31 @@ func TestServer_Readyz(t *testing.T) {
 			t.Errorf("readiness %+v", got)
 		}
 	})
+}
+
+// stalledEngine is the engine with one stage reported stalled: the delivery
+// package's own tests stall a real settle (TestEngine_Stalls); this one checks
+// what /readyz and the metric make of it.
+type stalledEngine struct{ *delivery.Engine }
+
+func (stalledEngine) Stalls() []string { return []string{delivery.StageSettle} }
+func (stalledEngine) Stalled() map[string]time.Duration {
+	return map[string]time.Duration{delivery.StageSettle: 90 * time.Second}
+}
+
+func TestServer_ReadyzStalledStage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	srv, err := api.New(api.Options{Config: b.cfg, Store: b.store, Engine: stalledEngine{b.engine}, Redis: b.rds.Client})
+	must(t, err)
+	got := decode[client.Readiness](t, wantStatus(t, serve(t, srv, "GET", "/readyz", "", ""), 503))
+	if got.Status != "unavailable" || got.Checks["stage:settle"] != "stalled" || got.Checks["postgres"] != "ok" {
+		t.Errorf("readiness %+v, want unavailable with stage:settle stalled", got)
+	}
+	metrics := string(serve(t, srv, "GET", "/metrics", "Bearer "+tokenA, "").body)
+	if !strings.Contains(metrics, `notifyd_stage_stalled_seconds{stage="settle"} 90`) {
+		t.Errorf("metrics lack notifyd_stage_stalled_seconds{stage=\"settle\"} 90")
+	}
 }
 
 func TestServer_Metrics(t *testing.T) {
