@@ -80,34 +80,68 @@ func (r *Redactor) Retire(secrets ...string) {
 
 // Redact replaces every secret known to r, and every one of extra (secrets
 // of this one call, such as a recipient URL's credentials), with Redacted.
+//
+// Text cut short and marked so with a trailing "…" (as ClassifyHTTP quotes a
+// body) may end in the first part of a secret; that part, when it is at
+// least minPartial bytes, is replaced too.
 func (r *Redactor) Redact(text string, extra ...string) string {
-	var found []string
-	match := func(s string) {
-		if len(s) >= MinSecretLen && strings.Contains(text, s) {
-			found = append(found, s)
-		}
-	}
+	var all []string
 	for _, s := range extra {
-		for _, v := range variants(s) {
-			match(v)
-		}
+		all = append(all, variants(s)...)
 	}
 	if r != nil {
 		r.mu.RLock()
 		for s := range r.pinned {
-			match(s)
+			all = append(all, s)
 		}
-		for _, s := range r.retired {
-			match(s)
-		}
+		all = append(all, r.retired...)
 		r.mu.RUnlock()
+	}
+	var found []string
+	for _, s := range all {
+		if strings.Contains(text, s) {
+			found = append(found, s)
+		}
 	}
 	// Longest first, so a secret that contains another is replaced whole.
 	slices.SortFunc(found, func(a, b string) int { return len(b) - len(a) })
 	for _, s := range found {
 		text = strings.ReplaceAll(text, s, Redacted)
 	}
+	if head, cut := strings.CutSuffix(text, "…"); cut {
+		at := len(head)
+		for _, s := range all {
+			if i, ok := partialAt(head, s); ok && i < at {
+				at = i
+			}
+		}
+		if at < len(head) {
+			text = head[:at] + Redacted + "…"
+		}
+	}
 	return text
+}
+
+// minPartial is the shortest start of a secret that Redact removes from the
+// end of cut text: fewer bytes give away next to nothing, and would match
+// ordinary words.
+const minPartial = 4
+
+// partialAt finds where text ends with the start of secret (at least
+// minPartial bytes of it, not all of it).
+func partialAt(text, secret string) (int, bool) {
+	from := max(0, len(text)-(len(secret)-1))
+	for i := from; i+minPartial <= len(text); i++ {
+		j := strings.Index(text[i:], secret[:minPartial])
+		if j < 0 {
+			return 0, false
+		}
+		i += j
+		if strings.HasPrefix(secret, text[i:]) {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // variants are the forms in which a secret may come back: as sent, and

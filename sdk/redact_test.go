@@ -118,3 +118,20 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactor_Redact_cutText(t *testing.T) {
+	t.Parallel()
+	var r sdk.Redactor
+	r.Add("Bearer-tok-0123456789")
+	// A body quoted up to ClassifyBodyPrefix bytes may end inside a secret.
+	body := strings.Repeat("x", sdk.ClassifyBodyPrefix-8) + " Bearer-tok-0123456789 rest"
+	v := sdk.ClassifyStatus(400, "", []byte(body))
+	got := r.Redact(v.Detail)
+	if strings.Contains(got, "Bearer-t") || !strings.HasSuffix(got, sdk.Redacted+"…") {
+		t.Errorf("Redact(…%q) = …%q; want the cut start of the secret redacted", v.Detail[len(v.Detail)-20:], got[len(got)-20:])
+	}
+	// Uncut text keeps a word that merely starts like a secret.
+	if got := r.Redact("see Bear"); got != "see Bear" {
+		t.Errorf("Redact(%q) = %q; only text cut with … loses a partial secret", "see Bear", got)
+	}
+}
