@@ -160,8 +160,9 @@ func variants(s string) []string {
 }
 
 // URLSecrets are the secrets a URL may carry: the user name and password of
-// its user info, and the value of every query parameter, each both decoded
-// and as written. For Redactor.Add.
+// its user info (and the Basic credential an HTTP client makes of them), and
+// the value of every query parameter, each both decoded and as written. For
+// Redactor.Add.
 func URLSecrets(u *url.URL) []string {
 	if u == nil {
 		return nil
@@ -174,6 +175,9 @@ func URLSecrets(u *url.URL) []string {
 		}
 		user, pw, _ := strings.Cut(u.User.String(), ":") // as written: escaped
 		out = append(out, user, pw)
+		// HTTP clients send user info as Basic authorization.
+		pw, _ = u.User.Password()
+		out = append(out, base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
 	}
 	for _, pair := range strings.Split(u.RawQuery, "&") {
 		raw := pair // a bare "?token" is a value too

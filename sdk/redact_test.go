@@ -79,9 +79,10 @@ func TestURLSecrets(t *testing.T) {
 	}
 	var r sdk.Redactor
 	r.Add(sdk.URLSecrets(u)...)
-	echo := "seen alice-user p@ss-word p%40ss-word t0k%2Bvalue t0k+value bare-secret-value"
-	if got := r.Redact(echo); strings.Count(got, sdk.Redacted) != 6 {
-		t.Errorf("Redact(%q) = %q; want all 6 credentials redacted", echo, got)
+	basic := base64.StdEncoding.EncodeToString([]byte("alice-user:p@ss-word"))
+	echo := "seen alice-user p@ss-word p%40ss-word t0k%2Bvalue t0k+value bare-secret-value Basic " + basic
+	if got := r.Redact(echo); strings.Count(got, sdk.Redacted) != 7 {
+		t.Errorf("Redact(%q) = %q; want all 7 credentials redacted", echo, got)
 	}
 }
 
