@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -226,6 +227,23 @@ func RedactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return redactedURL(u)
+}
+
+// urlInText is a URL as it appears in an error message: up to a quote,
+// backquote, space or angle bracket.
+var urlInText = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`<>]+")
+
+// RedactURLs applies RedactURL to every URL in text that carries user info
+// or a query, such as a parser's error quoting its input ("parse
+// \"redis://u:pw@h/%zz\": invalid URL escape"). For error messages that
+// may quote a configured URL.
+func RedactURLs(text string) string {
+	return urlInText.ReplaceAllStringFunc(text, func(u string) string {
+		if !strings.ContainsAny(u, "@?") {
+			return u
+		}
+		return RedactURL(u)
+	})
 }
 
 func redactedURL(u *url.URL) string {
