@@ -141,10 +141,10 @@ func TestRedactURLs(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		`parse "redis://u:rdpw-1@127.0.0.1:6379/%zz?client_name=q": invalid URL escape "%zz"`: `parse "(unparsable URL)": invalid URL escape "%zz"`,
-		"cannot parse `postgres://app:pw@h/db?sslkey=k`: bad":                                  "cannot parse `postgres://app:xxxxx@h/db?sslkey=xxxxx`: bad",
-		`time: invalid duration "https://tok3n@h/x"`:                                           `time: invalid duration "https://xxxxx@h/x"`,
-		"dial tcp 127.0.0.1:1: connection refused":                                             "dial tcp 127.0.0.1:1: connection refused",
-		"see https://docs.example/x for help":                                                  "see https://docs.example/x for help",
+		"cannot parse `postgres://app:pw@h/db?sslkey=k`: bad":                                 "cannot parse `postgres://app:xxxxx@h/db?sslkey=xxxxx`: bad",
+		`time: invalid duration "https://tok3n@h/x"`:                                          `time: invalid duration "https://xxxxx@h/x"`,
+		"dial tcp 127.0.0.1:1: connection refused":                                            "dial tcp 127.0.0.1:1: connection refused",
+		"see https://docs.example/x for help":                                                 "see https://docs.example/x for help",
 	} {
 		if got := sdk.RedactURLs(in); got != want {
 			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)
