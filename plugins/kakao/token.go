@@ -169,8 +169,10 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 		}
 		ts.logger.Info("kakao: access token refreshed", "generation", ts.gen, "refresh_token_rotated", rotated, "expires_in", tok.ExpiresIn)
 	} else {
+		// Only Kakao's own refusal is latched: a final transport error (an
+		// untrusted certificate) ends with the operator's fix, not a new config.
 		var re *refreshError
-		if errors.As(err, &re) && !re.transient {
+		if errors.As(err, &re) && !re.transient && re.status != 0 {
 			ts.dead = re
 		}
 		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redact(err.Error()))
@@ -215,7 +217,9 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	req.Header.Set("Content-Type", formContentType)
 	resp, err := ts.client.Do(req)
 	if err != nil {
-		return nil, &refreshError{transient: true, detail: fmt.Sprintf("token refresh request failed: %v", transportError(err))}
+		// As any send: a TLS certificate the client rejects is final.
+		v := sdk.ClassifyHTTP(nil, transportError(err))
+		return nil, &refreshError{transient: v.Outcome == sdk.OutcomeTransient, detail: "token refresh " + v.Detail}
 	}
 	defer resp.Body.Close()
 	verdict := sdk.ClassifyHTTP(resp, nil) // peeks at the body and puts it back
