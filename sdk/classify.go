@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -14,14 +13,25 @@ import (
 // the verdict's Detail.
 const bodyPrefix = 512
 
+// MaxRetryAfter caps the retry hint RetryAfter reads from a Retry-After
+// header: a provider (or anything posing as one) answering "Retry-After:
+// 99999999" must not park a message for years. notifyd additionally caps
+// every hint by the channel's retry policy.
+const MaxRetryAfter = time.Hour
+
 // ClassifyHTTP turns the result of an HTTP call to a provider into a
 // Verdict:
 //
-//   - err != nil (timeouts, refused or reset connections, DNS, TLS): the
-//     request never got an answer, so TRANSIENT — the message is not at fault.
+//   - err != nil (timeouts, refused or reset connections, DNS): the request
+//     never got an answer, so TRANSIENT — the message is not at fault. The
+//     exceptions are errors no retry can fix, which are PERMANENT: a TLS
+//     certificate the client does not accept (untrusted, expired, for another
+//     host), and a receiver that does not speak TLS on an https:// URL.
 //   - 2xx: SUCCESS. The body is left unread for the caller to parse.
-//   - 408, 425, 429 and 5xx: TRANSIENT, with Retry-After (seconds or an HTTP
-//     date) as the retry hint.
+//   - 501 Not Implemented and 505 HTTP Version Not Supported: PERMANENT (the
+//     receiver will not do this, however often it is asked).
+//   - 408, 425, 429 and every other 5xx: TRANSIENT, with Retry-After
+//     (seconds or an HTTP date, at most MaxRetryAfter) as the retry hint.
 //   - any other status (most 4xx, an unfollowed 3xx): PERMANENT.
 //
 // ProviderStatus is set whenever there is a response. On failure Detail
@@ -30,6 +40,9 @@ const bodyPrefix = 512
 // still close it.
 func ClassifyHTTP(resp *http.Response, err error) Verdict {
 	if err != nil {
+		if why := finalTransportError(err); why != "" {
+			return Permanent("request failed: " + err.Error() + " (final: " + why + ")")
+		}
 		return Transient("request failed: " + err.Error())
 	}
 	if resp == nil {
@@ -44,6 +57,8 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 		detail += ": " + body
 	}
 	switch {
+	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
+		return Permanent(detail).WithStatus(code)
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly,
 		code == http.StatusTooManyRequests, code >= 500:
 		return Transient(detail).WithStatus(code).WithRetryAfter(RetryAfter(resp.Header, time.Now()))
@@ -53,22 +68,38 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 }
 
 // RetryAfter parses a Retry-After header (delay-seconds or an HTTP date,
-// RFC 9110 §10.2.3) relative to now; 0 when absent, malformed or past.
+// RFC 9110 §10.2.3) relative to now, capped at MaxRetryAfter. It is 0 when
+// the header is absent or malformed (a sign, a fraction, garbage) and when
+// the date is past.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(secs) * time.Second
+	if secs, ok := delaySeconds(v); ok {
+		return secs
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now).Round(time.Second)
+		return min(t.Sub(now).Round(time.Second), MaxRetryAfter)
 	}
 	return 0
+}
+
+// delaySeconds reads 1*DIGIT as a duration capped at MaxRetryAfter. It never
+// overflows: digits past the cap stop counting, however many follow.
+func delaySeconds(v string) (time.Duration, bool) {
+	const maxSecs = int64(MaxRetryAfter / time.Second)
+	var secs int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if secs <= maxSecs {
+			secs = secs*10 + int64(c-'0')
+		}
+	}
+	return time.Duration(min(secs, maxSecs)) * time.Second, true
 }
 
 // peekBody reads the start of the body for an operator-readable detail and

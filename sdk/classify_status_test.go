@@ -35,6 +35,9 @@ func TestClassifyStatus(t *testing.T) {
 		"code=503&retry_after=" + future,
 		"code=503&retry_after=soon",
 		"code=599",
+		"code=501&retry_after=5",
+		"code=505",
+		"code=503&retry_after=99999999",
 	} {
 		t.Run(query, func(t *testing.T) {
 			t.Parallel()

@@ -58,6 +58,11 @@ func TestClassifyHTTP(t *testing.T) {
 		{"code=503&retry_after=" + retryAt.Format(http.TimeFormat), sdk.OutcomeTransient, -1, "HTTP 503"},
 		{"code=503&retry_after=soon", sdk.OutcomeTransient, 0, "HTTP 503"},
 		{"code=304", sdk.OutcomePermanent, 0, "HTTP 304"},
+		{"code=501&retry_after=5", sdk.OutcomePermanent, 0, "HTTP 501 Not Implemented"},
+		{"code=505", sdk.OutcomePermanent, 0, "HTTP 505 HTTP Version Not Supported"},
+		{"code=503&retry_after=99999999", sdk.OutcomeTransient, sdk.MaxRetryAfter, "HTTP 503"},
+		{"code=429&retry_after=9300000000", sdk.OutcomeTransient, sdk.MaxRetryAfter, "HTTP 429"},
+		{"code=503&retry_after=-5", sdk.OutcomeTransient, 0, "HTTP 503"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -144,6 +149,18 @@ func TestRetryAfter(t *testing.T) {
 		"Fri, 02 Jan 2026 03:00:00 GMT":  0, // past
 		"Friday, 02-Jan-26 03:04:15 GMT": 10 * time.Second,
 		"tomorrow":                       0,
+		"1.5":                            0,
+		"+5":                             0,
+		"5 ":                             5 * time.Second, // trimmed
+		"0x10":                           0,
+		"3600":                           sdk.MaxRetryAfter,
+		"3601":                           sdk.MaxRetryAfter,
+		"99999999":                       sdk.MaxRetryAfter, // 27,777 h before the cap
+		"9300000000":                     sdk.MaxRetryAfter, // overflowed to a negative duration
+		"99999999999999999999999999":     sdk.MaxRetryAfter, // past int64
+		"Fri, 02 Jan 2099 03:05:05 GMT":  sdk.MaxRetryAfter,
+		"Fri, 02 Jan 2026 04:04:05 GMT":  sdk.MaxRetryAfter,
+		"Fri, 02 Jan 2026 04:04:04 GMT":  time.Hour - time.Second,
 	} {
 		h := http.Header{}
 		if in != "" {

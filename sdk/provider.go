@@ -6,8 +6,10 @@
 //	func main() { sdk.Serve(&myProvider{}) }
 //
 // A Sender returns a Verdict per message: Success, Transient (worth retrying:
-// 5xx, 429, timeouts) or Permanent (final: most 4xx). ClassifyHTTP turns an
-// HTTP response into the right one.
+// 5xx, 429, timeouts) or Permanent (final: most 4xx, 501, 505, a TLS
+// certificate the client rejects). ClassifyHTTP turns an HTTP response into
+// the right one. A Redactor keeps the channel's credentials out of details
+// and logs.
 package sdk
 
 import (
@@ -125,7 +127,8 @@ func (o Outcome) String() string {
 type Verdict struct {
 	Outcome Outcome
 	// RetryAfter is the provider's hint (Retry-After, a quota reset); it can
-	// raise notifyd's backoff, never lower it.
+	// raise notifyd's backoff, never lower it. RetryAfter (the function)
+	// caps a header's hint at MaxRetryAfter.
 	RetryAfter time.Duration
 	// ProviderStatus is the provider's HTTP status, 0 when none.
 	ProviderStatus int

@@ -12,6 +12,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/version"
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // configFlag adds the --config flag every config-driven command takes.
@@ -32,7 +33,8 @@ func loadConfig(path string) (*config.Config, hclog.Logger, error) {
 func openPostgres(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.Postgres.URL)
 	if err != nil {
-		return nil, fmt.Errorf("postgres.url: %w", err)
+		// pgx masks the password; other query values may be secrets too.
+		return nil, fmt.Errorf("postgres.url: %s", sdk.RedactURLs(err.Error()))
 	}
 	pc.MaxConns = cfg.Postgres.MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
@@ -42,7 +44,7 @@ func openPostgres(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres at %s: %s", redactURL(cfg.Postgres.URL), oneLine(err))
+		return nil, fmt.Errorf("connect to Postgres at %s: %s", sdk.RedactURL(cfg.Postgres.URL), sdk.RedactURLs(oneLine(err)))
 	}
 	return pool, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // Config is the whole of notifyd's configuration. The koanf tags are the YAML
@@ -310,4 +312,8 @@ type Error struct {
 	Reason string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("config key %q: %s", e.Key, e.Reason) }
+// Error never prints a URL's credentials: a Reason that quotes a value (a
+// URL put under the wrong key, say) has them masked.
+func (e *Error) Error() string {
+	return fmt.Sprintf("config key %q: %s", e.Key, sdk.RedactURLs(e.Reason))
+}

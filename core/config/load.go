@@ -16,6 +16,8 @@ import (
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // EnvPrefix starts every environment variable that overrides a config key.
@@ -272,5 +274,7 @@ func decodeError(err error) error {
 			lines = append(lines, l)
 		}
 	}
-	return errors.New("invalid config: " + strings.Join(lines, "; "))
+	// A decoder error may quote the value ("invalid duration \"…\""), which
+	// may be a URL with credentials under the wrong key.
+	return errors.New("invalid config: " + sdk.RedactURLs(strings.Join(lines, "; ")))
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // Connect opens a client from the redis config: url (redis:// or rediss://,
@@ -67,7 +69,8 @@ func parseURL(raw string) (*redis.Options, error) {
 	return opts, nil
 }
 
-// redactErr keeps a parse error's reason but never the URL's password.
+// redactErr keeps a parse error's reason but never the URL's password or
+// query values.
 func redactErr(err error, raw string) string {
 	msg := err.Error()
 	if i := strings.Index(raw, "://"); i >= 0 {
@@ -80,5 +83,5 @@ func redactErr(err error, raw string) string {
 			}
 		}
 	}
-	return msg
+	return sdk.RedactURLs(msg)
 }

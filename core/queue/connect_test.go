@@ -38,9 +38,15 @@ func TestConnect(t *testing.T) {
 
 	t.Run("password never in errors", func(t *testing.T) {
 		t.Parallel()
-		_, err := Connect("redis://user:s3cret@127.0.0.1:6379/x", nil, 0)
-		if err == nil || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("Connect error = %v; want an error without the password", err)
+		for _, url := range []string{
+			"redis://user:s3cret@127.0.0.1:6379/x",
+			"redis://:s3cret@127.0.0.1:abc/0",
+			"redis://user:s3cret@127.0.0.1:6379/%zz?client_name=qval-hidden",
+		} {
+			_, err := Connect(url, nil, 0)
+			if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "qval-hidden") {
+				t.Errorf("Connect error = %v; want an error without the password or query values", err)
+			}
 		}
 	})
 

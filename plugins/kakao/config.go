@@ -128,10 +128,10 @@ func baseURL(key, val, def string) (string, error) {
 	}
 	u, err := sdk.ParseHTTPURL(val)
 	if err != nil {
-		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q is not an absolute http(s) URL", val)}
+		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q is not an absolute http(s) URL", sdk.RedactURL(val))}
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q must be a base URL without query or fragment", val)}
+		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q must be a base URL without query or fragment", sdk.RedactURL(val))}
 	}
 	return strings.TrimRight(val, "/"), nil
 }

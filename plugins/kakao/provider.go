@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -71,7 +72,12 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 		now = time.Now
 	}
 	tokens := newTokenSource(c, client, store, logger, now)
-	tokens.remember(configTokens...)
+	tokens.secrets.Add(configTokens...) // never retired: they are in the config
+	for _, base := range []string{c.apiURL, c.authURL} {
+		if u, err := url.Parse(base); err == nil {
+			tokens.secrets.Add(sdk.URLSecrets(u)...)
+		}
+	}
 	return &sender{
 		cfg:      c,
 		client:   client,

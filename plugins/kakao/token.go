@@ -35,7 +35,10 @@ type tokenSource struct {
 	refresh  string
 	gen      uint64
 	inflight *refreshCall
-	secrets  []string // every token value seen, for redact
+	// secrets holds every token value this process used, the client
+	// secret and the config's tokens, for redact. Rotated-out tokens are
+	// retired, never dropped while in use.
+	secrets sdk.Redactor
 	// refreshed is when the current access token was obtained by a refresh.
 	refreshed time.Time
 	// dead is the final error of refreshing with the current refresh token:
@@ -84,7 +87,7 @@ func newTokenSource(c *config, client *http.Client, store *tokenFile, logger hcl
 		access:       c.accessToken,
 		refresh:      c.refreshToken,
 	}
-	ts.remember(c.accessToken, c.refreshToken, c.clientSecret)
+	ts.secrets.Add(c.accessToken, c.refreshToken, c.clientSecret, c.clientID)
 	return ts
 }
 
@@ -148,26 +151,31 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 
 	ts.mu.Lock()
 	if err == nil {
+		ts.secrets.Add(tok.AccessToken)
+		ts.secrets.Retire(ts.access)
 		ts.access = tok.AccessToken
 		rotated := tok.RefreshToken != "" && tok.RefreshToken != ts.refresh
 		if tok.RefreshToken != "" {
+			ts.secrets.Add(tok.RefreshToken)
+			ts.secrets.Retire(ts.refresh)
 			ts.refresh = tok.RefreshToken // Kakao expires the old one at once
 		}
 		ts.gen++
 		ts.refreshed = ts.now()
-		ts.remember(tok.AccessToken, tok.RefreshToken)
 		if ts.store != nil {
 			if perr := ts.store.save(ts.access, ts.refresh); perr != nil {
-				ts.logger.Warn("kakao: could not persist the refreshed tokens; a restart will fall back to the config's", "token_file", ts.store.path, "error", ts.redactLocked(perr.Error()))
+				ts.logger.Warn("kakao: could not persist the refreshed tokens; a restart will fall back to the config's", "token_file", ts.store.path, "error", ts.redact(perr.Error()))
 			}
 		}
 		ts.logger.Info("kakao: access token refreshed", "generation", ts.gen, "refresh_token_rotated", rotated, "expires_in", tok.ExpiresIn)
 	} else {
+		// Only Kakao's own refusal is latched: a final transport error (an
+		// untrusted certificate) ends with the operator's fix, not a new config.
 		var re *refreshError
-		if errors.As(err, &re) && !re.transient {
+		if errors.As(err, &re) && !re.transient && re.status != 0 {
 			ts.dead = re
 		}
-		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redactLocked(err.Error()))
+		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redact(err.Error()))
 	}
 	call.access, call.gen, call.err = ts.access, ts.gen, err
 	ts.inflight = nil
@@ -209,7 +217,9 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	req.Header.Set("Content-Type", formContentType)
 	resp, err := ts.client.Do(req)
 	if err != nil {
-		return nil, &refreshError{transient: true, detail: fmt.Sprintf("token refresh request failed: %v", transportError(err))}
+		// As any send: a TLS certificate the client rejects is final.
+		v := sdk.ClassifyHTTP(nil, transportError(err))
+		return nil, &refreshError{transient: v.Outcome == sdk.OutcomeTransient, detail: "token refresh " + v.Detail}
 	}
 	defer resp.Body.Close()
 	verdict := sdk.ClassifyHTTP(resp, nil) // peeks at the body and puts it back
@@ -241,34 +251,10 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 		detail: fmt.Sprintf("token refresh answered HTTP %d: %s", s, clean(string(body)))}
 }
 
-// remember records token values so redact can scrub them. Callers hold mu,
-// or have not shared ts yet.
-func (ts *tokenSource) remember(vals ...string) {
-	for _, v := range vals {
-		if v != "" {
-			ts.secrets = append(ts.secrets, v)
-		}
-	}
-	// Old values matter only while they can still be echoed back; keep a few.
-	if n := len(ts.secrets); n > 16 {
-		ts.secrets = append(ts.secrets[:0:0], ts.secrets[n-16:]...)
-	}
-}
-
 // redact replaces every known secret in s. Every verdict detail and log line
-// that may hold provider or transport text goes through it.
-func (ts *tokenSource) redact(s string) string {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.redactLocked(s)
-}
-
-func (ts *tokenSource) redactLocked(s string) string {
-	for _, secret := range ts.secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	return s
-}
+// that may hold provider or transport text goes through it. It does not take
+// mu (the Redactor has its own lock), so callers may hold it.
+func (ts *tokenSource) redact(s string) string { return ts.secrets.Redact(s) }
 
 // transportError drops the request URL from a *url.Error: the URL is ours and
 // adds nothing, and keeping details short keeps them readable.

@@ -83,7 +83,7 @@ func (p *provider) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk
 	if req.Logger != nil {
 		// Never the api_key or callback header values.
 		req.Logger.Info("voyage channel configured", "channel", req.Channel,
-			"endpoint", s.endpoint, "model", c.Model, "callback", c.CallbackURL != "")
+			"endpoint", sdk.RedactURL(s.endpoint), "model", c.Model, "callback", c.CallbackURL != "")
 	}
 	return s, nil
 }
@@ -104,6 +104,10 @@ func (p *provider) newSender(c config) (*sender, error) {
 	if err != nil {
 		return nil, configError("base_url", err.Error())
 	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		// The endpoint path is appended to it: a query would swallow it.
+		return nil, configError("base_url", "must be a base URL without query or fragment")
+	}
 	if c.Model == "" {
 		return nil, configError("model", "is required (e.g. voyage-3.5); a payload may still override it")
 	}
@@ -118,11 +122,13 @@ func (p *provider) newSender(c config) (*sender, error) {
 		client:         p.client(),
 		endpoint:       strings.TrimSuffix(u.String(), "/") + embeddingsPath,
 		authorization:  "Bearer " + c.APIKey,
-		apiKey:         c.APIKey,
+		secrets:        &sdk.Redactor{},
 		defaults:       defaults,
 		maxBatchTokens: c.MaxBatchTokens,
 		maxResultBytes: c.MaxResultBytes,
 	}
+	s.secrets.Add(c.APIKey)
+	s.secrets.Add(sdk.URLSecrets(u)...)
 	if s.timeout, err = sdk.ParseDuration(c.Timeout, DefaultTimeout); err != nil {
 		return nil, configError("timeout", err.Error())
 	}
@@ -146,7 +152,8 @@ func (p *provider) newSender(c config) (*sender, error) {
 	if err != nil {
 		return nil, configError("callback_url", err.Error())
 	}
-	s.callback = &callback{url: cb}
+	s.callback = &callback{url: cb, secrets: s.secrets}
+	s.secrets.Add(sdk.URLSecrets(cb)...)
 	if s.callback.timeout, err = sdk.ParseDuration(c.CallbackTimeout, DefaultCallbackTimeout); err != nil {
 		return nil, configError("callback_timeout", err.Error())
 	}
@@ -159,6 +166,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 			s.callback.headers = make(http.Header, len(c.CallbackHeaders))
 		}
 		s.callback.headers[canon] = []string{value}
+		s.secrets.Add(sdk.HeaderSecrets(value)...)
 	}
 	return s, nil
 }

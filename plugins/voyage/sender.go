@@ -18,10 +18,13 @@ import (
 
 // sender embeds one channel's notifications. Immutable after Configure.
 type sender struct {
-	client         *http.Client
-	endpoint       string
-	authorization  string
-	apiKey         string // kept only to scrub it from anything we report
+	client        *http.Client
+	endpoint      string
+	authorization string
+	// secrets knows the channel's credentials (api_key, user info and query
+	// values of base_url and callback_url, callback header values), to scrub
+	// them from anything reported: an answer may echo them.
+	secrets        *sdk.Redactor
 	defaults       params
 	timeout        time.Duration
 	maxBatchTokens int
@@ -34,6 +37,7 @@ type callback struct {
 	url     *url.URL
 	headers http.Header
 	timeout time.Duration
+	secrets *sdk.Redactor // the sender's
 }
 
 // embedResponse is Voyage's answer to POST /v1/embeddings.
@@ -213,14 +217,15 @@ func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message
 	resp, err := client.Do(req)
 	if err != nil {
 		v := sdk.ClassifyHTTP(nil, redactURLError(err))
-		v.Detail = "callback " + redactURL(c.url) + ": " + oneLine(v.Detail, 1024)
+		v.Detail = c.secrets.Redact("callback " + redactURL(c.url) + ": " + oneLine(v.Detail, 1024))
 		return v
 	}
 	defer resp.Body.Close()
 	v := sdk.ClassifyHTTP(resp, nil)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if v.Outcome != sdk.OutcomeSuccess {
-		v.Detail = "callback " + redactURL(c.url) + ": " + oneLine(v.Detail, 1024)
+		// The receiver's body may echo the callback headers back.
+		v.Detail = c.secrets.Redact("callback " + redactURL(c.url) + ": " + oneLine(v.Detail, 1024))
 	}
 	return v
 }
@@ -243,13 +248,9 @@ func redactURL(u *url.URL) string {
 	return u.Scheme + "://" + u.Host + u.EscapedPath()
 }
 
-// scrub removes the API key from text that will be logged or stored.
-func (s *sender) scrub(text string) string {
-	if s.apiKey == "" {
-		return text
-	}
-	return strings.ReplaceAll(text, s.apiKey, "[redacted]")
-}
+// scrub removes the channel's credentials from text that will be logged or
+// stored.
+func (s *sender) scrub(text string) string { return s.secrets.Redact(text) }
 
 // oneLine flattens s to one printable line of at most max bytes.
 func oneLine(s string, max int) string {

@@ -279,12 +279,12 @@ func TestSender_Send_tls(t *testing.T) {
 		}
 	})
 
-	t.Run("an untrusted certificate is transient and names the reason", func(t *testing.T) {
+	t.Run("an untrusted certificate is final and names the reason", func(t *testing.T) {
 		t.Parallel()
 		s := configure(t, &provider{}, map[string]any{"url": srv.URL + "/hook?token=s3cr3t"})
 		v := s.Send(context.Background(), testMessage())
-		if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "certificate") || strings.Contains(v.Detail, "s3cr3t") {
-			t.Errorf("verdict = %v %q; want TRANSIENT naming the certificate, without the query", v.Outcome, v.Detail)
+		if v.Outcome != sdk.OutcomePermanent || !strings.Contains(v.Detail, "certificate") || strings.Contains(v.Detail, "s3cr3t") {
+			t.Errorf("verdict = %v %q; want PERMANENT naming the certificate, without the query", v.Outcome, v.Detail)
 		}
 	})
 

@@ -118,6 +118,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 		allowRecipientURL: c.AllowRecipientURL,
 		retryAllNon2xx:    c.RetryAllNon2xx,
 		userAgent:         []string{DefaultUserAgent},
+		redactor:          &sdk.Redactor{},
 	}
 	switch {
 	case c.URL != "":
@@ -127,6 +128,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 		}
 		s.url = u
 		s.rawURL = u.String()
+		s.redactor.Add(sdk.URLSecrets(u)...)
 		s.urlProxied = s.clients.proxied != nil && s.clients.proxied(u)
 	case !c.AllowRecipientURL:
 		return nil, configError("url", "is required (or set allow_recipient_url: true and send to URL recipients)")
@@ -148,6 +150,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 			return nil, configError("secret", err.Error())
 		}
 		s.macs = newMACPool(key)
+		s.redactor.Add(c.Secret, strings.TrimPrefix(c.Secret, secretPrefix))
 	}
 	if len(c.Headers) > 0 {
 		s.headers = make(http.Header, len(c.Headers))
@@ -157,6 +160,7 @@ func (p *provider) newSender(c config) (*sender, error) {
 				return nil, configError("headers."+name, err.Error())
 			}
 			s.headers[canon] = []string{value}
+			s.redactor.Add(sdk.HeaderSecrets(value)...)
 		}
 	}
 	return s, nil

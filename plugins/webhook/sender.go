@@ -36,6 +36,10 @@ type sender struct {
 	headers           http.Header // extra static headers, canonical keys, shared read-only
 	// macs pools HMAC-SHA256 states keyed with the secret; nil when unsigned.
 	macs *sync.Pool
+	// redactor knows the channel's credentials (url's user info and query
+	// values, header values, the secret): a receiver's answer quoted in a
+	// detail may echo them.
+	redactor *sdk.Redactor
 }
 
 // Header keys, in canonical form so they can be stored without re-canonicalising.
@@ -214,8 +218,8 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 	v = sdk.ClassifyStatus(code, retryAfter, start)
 	drain(body, maxDrainBytes-len(start))
 	// Make sure the detail is one clean line (a NUL byte, say, cannot be
-	// stored in a Postgres text column).
-	v.Detail = "webhook " + redactURL(p.target) + ": " + printable(v.Detail)
+	// stored in a Postgres text column) without a credential echoed back.
+	v.Detail = "webhook " + redactURL(p.target) + ": " + s.redact(p, printable(v.Detail))
 	if s.retryAllNon2xx && v.Outcome == sdk.OutcomePermanent {
 		v.Outcome = sdk.OutcomeTransient
 	}
@@ -237,8 +241,17 @@ func (s *sender) failed(p *post, err error) sdk.Verdict {
 		err = &timeoutError{timeout: s.timeout, message: p.ctxBounded}
 	}
 	v := sdk.ClassifyHTTP(nil, &url.Error{Op: "Post", URL: redactURL(p.target), Err: err})
-	v.Detail = printable(v.Detail)
+	v.Detail = s.redact(p, printable(v.Detail))
 	return v
+}
+
+// redact removes the channel's credentials from text, and those of p's
+// target when it is a recipient's URL.
+func (s *sender) redact(p *post, text string) string {
+	if p.target == s.url {
+		return s.redactor.Redact(text)
+	}
+	return s.redactor.Redact(text, sdk.URLSecrets(p.target)...)
 }
 
 // timeoutError is a send cut by its deadline. It reads as a timeout (a

@@ -1,0 +1,278 @@
+package main
+
+// Tests of receivers that answer in ways no retry can fix or that try to
+// get a credential into notifyd's status: TLS that cannot be trusted, plain
+// HTTP on an https:// URL, credentials echoed back in an error page.
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// connectProxy is an HTTP proxy on loopback that only tunnels (CONNECT), as
+// an https target behind HTTPS_PROXY is reached.
+func connectProxy(t *testing.T) *url.URL {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+			return
+		}
+		upstream, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			upstream.Close()
+			return
+		}
+		go func() { io.Copy(upstream, buf); upstream.Close() }()
+		io.Copy(conn, upstream)
+		conn.Close()
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u
+}
+
+// expiredCert is a self-signed certificate for 127.0.0.1 that expired
+// yesterday, and a pool that trusts it.
+func expiredCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "expired"},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// TestSender_Send_finalTLS: a receiver whose TLS cannot be trusted, or that
+// speaks plain HTTP on an https:// URL, gets a PERMANENT verdict saying so,
+// whether fasthttp reaches it directly or net/http through a proxy.
+func TestSender_Send_finalTLS(t *testing.T) {
+	t.Parallel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	tlsSrv := httptest.NewTLSServer(ok)
+	t.Cleanup(tlsSrv.Close)
+	plainSrv := httptest.NewServer(ok)
+	t.Cleanup(plainSrv.Close)
+	cert, expiredPool := expiredCert(t)
+	expiredSrv := httptest.NewUnstartedServer(ok)
+	expiredSrv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	expiredSrv.StartTLS()
+	t.Cleanup(expiredSrv.Close)
+
+	trustTest := x509.NewCertPool()
+	trustTest.AddCert(tlsSrv.Certificate())
+	_, tlsPort, _ := net.SplitHostPort(tlsSrv.Listener.Addr().String())
+	proxyURL := connectProxy(t)
+
+	tests := []struct {
+		name  string
+		roots *x509.CertPool
+		url   string
+		why   string
+	}{
+		{"untrusted certificate", nil, tlsSrv.URL + "/hook", "authority this host does not trust"},
+		// The test certificate names 127.0.0.1 and example.com, not localhost.
+		{"certificate for another host", trustTest, "https://localhost:" + tlsPort + "/hook", "not valid for this host name"},
+		{"expired certificate", expiredPool, expiredSrv.URL + "/hook", "expired"},
+		{"plain HTTP on an https URL", nil, strings.Replace(plainSrv.URL, "http://", "https://", 1) + "/hook", "does not speak TLS"},
+	}
+	for _, tt := range tests {
+		for _, proxied := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/proxied=%v", tt.name, proxied), func(t *testing.T) {
+				t.Parallel()
+				p := &provider{tlsConfig: &tls.Config{RootCAs: tt.roots}}
+				if proxied {
+					p.proxy = func(*url.URL) (*url.URL, error) { return proxyURL, nil }
+				}
+				s := configure(t, p, map[string]any{"url": tt.url, "timeout": "5s"})
+				v := s.Send(context.Background(), testMessage())
+				if v.Outcome != sdk.OutcomePermanent || !strings.Contains(v.Detail, tt.why) {
+					t.Errorf("verdict = %v %q; want PERMANENT saying %q", v.Outcome, v.Detail, tt.why)
+				}
+			})
+		}
+	}
+
+	t.Run("a trusted certificate still delivers", func(t *testing.T) {
+		t.Parallel()
+		s := configure(t, &provider{tlsConfig: &tls.Config{RootCAs: trustTest}}, map[string]any{"url": tlsSrv.URL + "/hook"})
+		if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess {
+			t.Errorf("verdict = %v %q; want SUCCESS", v.Outcome, v.Detail)
+		}
+	})
+}
+
+// echoReceiver answers every request with the status its path names
+// (/400, /500) and a body quoting the whole request: request line, every
+// header, body — as a careless error page does. The query's pad puts that
+// many bytes before it, to move the echo across the quoted prefix's end.
+func echoReceiver(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		pad, _ := strconv.Atoi(r.URL.Query().Get("pad"))
+		b.WriteString(strings.Repeat(".", pad))
+		fmt.Fprintf(&b, "%s %s\n", r.Method, r.RequestURI)
+		r.Header.Write(&b)
+		body, _ := io.ReadAll(r.Body)
+		b.Write(body)
+		code, err := strconv.Atoi(strings.Trim(r.URL.Path, "/"))
+		if err != nil {
+			code = http.StatusBadRequest
+		}
+		w.WriteHeader(code)
+		io.WriteString(w, b.String())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestSender_Send_echoedSecrets: credentials a receiver echoes back in its
+// error body never reach the verdict's detail (and so last_error).
+func TestSender_Send_echoedSecrets(t *testing.T) {
+	t.Parallel()
+	srv := echoReceiver(t)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	const (
+		user     = "hook-user-7"
+		password = "hook-pass-s3cret"
+		token    = "query-token-abc123"
+		apiKey   = "api-key-0987654321"
+		bearer   = "bearer-cred-zyxwvu"
+	)
+	secrets := []string{
+		user, password, token, apiKey, bearer,
+		base64.StdEncoding.EncodeToString([]byte(user + ":" + password)),
+		testSecret, strings.TrimPrefix(testSecret, "whsec_"),
+	}
+	for _, code := range []int{400, 500} {
+		for _, pad := range []int{0, sdk.ClassifyBodyPrefix - 40, sdk.ClassifyBodyPrefix - 120} {
+			t.Run(fmt.Sprintf("HTTP %d pad %d", code, pad), func(t *testing.T) {
+				t.Parallel()
+				hook := fmt.Sprintf("http://%s:%s@%s/%d?token=%s&pad=%d", user, password, host, code, token, pad)
+				s := configure(t, &provider{}, map[string]any{
+					"url":     hook,
+					"secret":  testSecret,
+					"headers": map[string]string{"Authorization": "Bearer " + bearer, "X-Api-Key": apiKey},
+				})
+				v := s.Send(context.Background(), testMessage())
+				if v.Outcome == sdk.OutcomeSuccess || v.ProviderStatus != code {
+					t.Fatalf("verdict = %v %d; want the receiver's %d", v.Outcome, v.ProviderStatus, code)
+				}
+				for _, secret := range secrets {
+					if leak := longestLeak(v.Detail, secret); leak != "" {
+						t.Errorf("detail holds %q of a secret: %q", leak, v.Detail)
+					}
+				}
+				if pad == 0 && !strings.Contains(v.Detail, "Webhook-Id: order-42-shipped") {
+					t.Errorf("detail = %q; want the rest of the echo kept", v.Detail)
+				}
+			})
+		}
+	}
+
+	t.Run("a recipient URL's credentials", func(t *testing.T) {
+		t.Parallel()
+		s := configure(t, &provider{}, map[string]any{"allow_recipient_url": true})
+		m := testMessage()
+		m.Recipient = fmt.Sprintf("http://%s:%s@%s/400?token=%s", user, password, host, token)
+		v := s.Send(context.Background(), m)
+		for _, secret := range secrets[:3] {
+			if strings.Contains(v.Detail, secret) {
+				t.Errorf("detail holds %q: %q", secret, v.Detail)
+			}
+		}
+	})
+}
+
+// longestLeak is the longest start of secret (at least 8 bytes) that text
+// holds, or "".
+func longestLeak(text, secret string) string {
+	for n := len(secret); n >= 8; n-- {
+		if strings.Contains(text, secret[:n]) {
+			return secret[:n]
+		}
+	}
+	return ""
+}
+
+// TestProvider_Configure_urlCredentials: a config error, and the log line of
+// a configured channel, never print the url's credentials.
+func TestProvider_Configure_urlCredentials(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"ftp://cfg-user:cfg-pass-123@127.0.0.1/x?token=cfg-token-456",
+		"http://cfg-user:cfg-pass-123@/x?token=cfg-token-456",
+		"http://cfg-user:cfg-pass-123@127.0.0.1:99999999/x?token=cfg-token-456%zz",
+		"http://cfg-user:cfg-pass-123@127.0.0.1/%zz?token=cfg-token-456",
+	} {
+		cfg, _ := json.Marshal(map[string]any{"url": raw, "timeout": "soon"})
+		_, err := (&provider{}).Configure(context.Background(), sdk.ConfigureRequest{Channel: "c", Config: cfg})
+		if err == nil {
+			t.Errorf("Configure(url %s, timeout soon) = nil error", raw)
+			continue
+		}
+		for _, secret := range []string{"cfg-pass-123", "cfg-token-456"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Configure error %q shows %q", err, secret)
+			}
+		}
+	}
+
+	var logs strings.Builder
+	cfg, _ := json.Marshal(map[string]any{"url": "http://cfg-user:cfg-pass-123@127.0.0.1/x?token=cfg-token-456"})
+	if _, err := (&provider{}).Configure(context.Background(), sdk.ConfigureRequest{Channel: "c", Config: cfg, Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace})}); err != nil {
+		t.Fatal(err)
+	}
+	scanner := bufio.NewScanner(strings.NewReader(logs.String()))
+	for scanner.Scan() {
+		if line := scanner.Text(); strings.Contains(line, "cfg-pass-123") || strings.Contains(line, "cfg-token-456") {
+			t.Errorf("log line shows a credential: %s", line)
+		}
+	}
+	if !strings.Contains(logs.String(), "webhook channel configured") {
+		t.Errorf("logs = %q; want the configured line", logs.String())
+	}
+}

@@ -1,0 +1,144 @@
+package sdk_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// expiredTLSServer is an https server on loopback whose certificate, valid
+// for 127.0.0.1, expired yesterday; the returned pool trusts it.
+func expiredTLSServer(t *testing.T) (*httptest.Server, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "expired test"},
+		NotBefore:             time.Now().Add(-48 * time.Hour),
+		NotAfter:              time.Now().Add(-24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return srv, pool
+}
+
+// TestClassifyHTTP_transportErrors sends to real loopback servers whose
+// failures no retry can fix (PERMANENT, saying why) and to ones where a
+// retry may help (TRANSIENT).
+func TestClassifyHTTP_transportErrors(t *testing.T) {
+	t.Parallel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	tlsSrv := httptest.NewTLSServer(ok)
+	t.Cleanup(tlsSrv.Close)
+	plainSrv := httptest.NewServer(ok)
+	t.Cleanup(plainSrv.Close)
+	expiredSrv, expiredPool := expiredTLSServer(t)
+
+	// A TCP server that answers with something that is neither TLS nor HTTP.
+	garbage, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { garbage.Close() })
+	go func() {
+		for {
+			c, err := garbage.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n")
+			c.Close()
+		}
+	}()
+
+	trusting := func(pool *x509.CertPool) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	}
+	tlsPool := x509.NewCertPool()
+	tlsPool.AddCert(tlsSrv.Certificate())
+	_, tlsPort, _ := net.SplitHostPort(tlsSrv.Listener.Addr().String())
+
+	tests := []struct {
+		name   string
+		client *http.Client
+		url    string
+		want   sdk.Outcome
+		why    string
+	}{
+		{"untrusted certificate", &http.Client{Timeout: 5 * time.Second}, tlsSrv.URL, sdk.OutcomePermanent, "authority this host does not trust"},
+		// The test certificate names 127.0.0.1, ::1 and example.com, not localhost.
+		{"certificate for another host", trusting(tlsPool), "https://localhost:" + tlsPort, sdk.OutcomePermanent, "not valid for this host name"},
+		{"expired certificate", trusting(expiredPool), expiredSrv.URL, sdk.OutcomePermanent, "expired"},
+		{"plain HTTP server on an https URL", &http.Client{Timeout: 5 * time.Second}, strings.Replace(plainSrv.URL, "http://", "https://", 1), sdk.OutcomePermanent, "does not speak TLS"},
+		{"not TLS at all", &http.Client{Timeout: 5 * time.Second}, "https://" + garbage.Addr().String(), sdk.OutcomePermanent, "does not speak TLS"},
+		{"trusted certificate", trusting(tlsPool), tlsSrv.URL, sdk.OutcomeSuccess, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			resp, err := tt.client.Get(tt.url)
+			if err == nil {
+				defer resp.Body.Close()
+			}
+			v := sdk.ClassifyHTTP(resp, err)
+			if v.Outcome != tt.want || !strings.Contains(v.Detail, tt.why) {
+				t.Errorf("got %v %q; want %v with a detail saying %q", v.Outcome, v.Detail, tt.want, tt.why)
+			}
+			if tt.want == sdk.OutcomePermanent && !strings.Contains(v.Detail, "final") {
+				t.Errorf("detail %q does not say the failure is final", v.Detail)
+			}
+		})
+	}
+}
+
+// TestClassifyStatus_final checks that 501 and 505 are final while the other
+// 5xx stay worth retrying, with any Retry-After capped.
+func TestClassifyStatus_final(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[int]sdk.Outcome{
+		500: sdk.OutcomeTransient, 501: sdk.OutcomePermanent, 502: sdk.OutcomeTransient,
+		503: sdk.OutcomeTransient, 504: sdk.OutcomeTransient, 505: sdk.OutcomePermanent,
+		507: sdk.OutcomeTransient, 599: sdk.OutcomeTransient,
+	} {
+		v := sdk.ClassifyStatus(code, "99999999", nil)
+		if v.Outcome != want || v.ProviderStatus != code {
+			t.Errorf("HTTP %d: got %v status %d, want %v", code, v.Outcome, v.ProviderStatus, want)
+		}
+		if want == sdk.OutcomeTransient && v.RetryAfter != sdk.MaxRetryAfter {
+			t.Errorf("HTTP %d Retry-After 99999999: hint %v, want the cap %v", code, v.RetryAfter, sdk.MaxRetryAfter)
+		}
+	}
+}
