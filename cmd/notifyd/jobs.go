@@ -124,6 +124,7 @@ func printJob(w io.Writer, j *schedule.Job) error {
 	row("state", string(j.State))
 	row("done/total", progress(j))
 	row("skipped", strconv.FormatInt(j.Skipped, 10)+" (no address on the channel)")
+	row("failed", strconv.FormatInt(j.Failed, 10)+" (FAILED at birth: template error or over a bound; see dlq list)")
 	row("cursor", orDash(j.Cursor))
 	row("owner", orDash(j.Owner))
 	if j.State == schedule.JobRunning && !j.Heartbeat.IsZero() {

@@ -176,7 +176,7 @@ func jobOut(j *schedule.Job) client.Job {
 		ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, FireTime: j.FireTime, Timezone: j.Timezone,
 		Channel: j.Channel, Payload: j.Payload, State: string(j.State), Cursor: j.Cursor,
 		Audience: client.Audience{Topic: j.Audience.Topic, Query: j.Audience.Query, Key: j.Audience.Key},
-		Done:     j.Done, Skipped: j.Skipped, Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat,
+		Done:     j.Done, Skipped: j.Skipped, Failed: j.Failed, Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat,
 		Error: j.Error, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt,
 	}
 	if j.Total != nil {

@@ -97,6 +97,9 @@ type Jobs struct {
 	ChunkSize  int           `koanf:"chunk_size"`
 	Heartbeat  time.Duration `koanf:"heartbeat"`
 	StuckAfter time.Duration `koanf:"stuck_after"`
+	// MaxTakeovers: a RUNNING job whose owners went stale this many times in
+	// a row at the same cursor is failed instead of taken over again.
+	MaxTakeovers int `koanf:"max_takeovers"`
 }
 
 // Channel binds a channel to a provider plugin and its config.
@@ -193,6 +196,7 @@ const (
 	DefaultScheduleMaxLate  = time.Hour
 	DefaultJobChunkSize     = 1000
 	DefaultJobHeartbeat     = 5 * time.Second
+	DefaultJobMaxTakeovers  = 3
 	DefaultJobStuckAfter    = time.Minute
 	DefaultSoftTimeout      = 10 * time.Second
 	DefaultHardTimeout      = 30 * time.Second
@@ -228,7 +232,8 @@ func Default() Config {
 			SweepAfter: DefaultSweepAfter, LeaseTTL: DefaultLeaseTTL, EpochInterval: DefaultEpochInterval,
 			StallAfter: DefaultStallAfter,
 		},
-		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter},
+		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter,
+			MaxTakeovers: DefaultJobMaxTakeovers},
 	}
 }
 

@@ -76,6 +76,9 @@ func (c *Config) Validate() error {
 	}); err != nil {
 		return err
 	}
+	if c.Jobs.MaxTakeovers < 0 || c.Jobs.MaxTakeovers > 100 {
+		return &Error{Key: "jobs.max_takeovers", Reason: "must be between 1 and 100 (0 = the default, 3)"}
+	}
 	if c.Shutdown.HardTimeout < c.Shutdown.SoftTimeout {
 		return &Error{Key: "shutdown.hard_timeout", Reason: "must be at least shutdown.soft_timeout"}
 	}

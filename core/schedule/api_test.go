@@ -109,7 +109,7 @@ func TestService_runFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.service(t, "a")
-	t.Run("template that does not render", func(t *testing.T) {
+	t.Run("template that does not render: each recipient FAILED, the run goes on", func(t *testing.T) {
 		job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
 			Payload: map[string]any{"t": "{{.data.missing}}"}})
 		if err != nil {
@@ -119,8 +119,13 @@ func TestService_runFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := mustGetJob(t, b.ctx, s, job.ID)
-		if j.State != JobFailed || !strings.Contains(j.Error, `render payload t for "addr-1"`) || !strings.Contains(j.Error, "missing") {
-			t.Errorf("job = %s error %q, want FAILED naming the leaf, recipient and key", j, j.Error)
+		if j.State != JobDone || j.Failed != 10 {
+			t.Errorf("job = %s failed %d, want DONE with 10 failed", j, j.Failed)
+		}
+		var reason string
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT last_error FROM notifications WHERE job_id = $1 AND recipient = 'addr-1' AND status = 'FAILED'`,
+			job.ID).Scan(&reason); err != nil || !strings.Contains(reason, `render payload t for "addr-1"`) || !strings.Contains(reason, "missing") {
+			t.Errorf("addr-1's notification: %q (%v), want FAILED naming the leaf, recipient and key", reason, err)
 		}
 	})
 	t.Run("query broken after creation", func(t *testing.T) {

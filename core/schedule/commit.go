@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/core/outbox"
 )
 
 // commitChunk inserts a chunk's PENDING rows and advances the cursor in one
@@ -23,10 +25,14 @@ func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job,
 	if payloads == nil {
 		payloads, static = []string{}, &c.static // sent and parsed once, not once per row
 	}
+	failedR, failedK, failedE := make([]string, len(c.failed)), make([]string, len(c.failed)), make([]string, len(c.failed))
+	for i, f := range c.failed {
+		failedR[i], failedK[i], failedE[i] = f.recipient, f.keySuffix, f.reason
+	}
 	var advanced int
 	err := conn.QueryRow(ctx, `
 		WITH job AS (
-			UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6,
+			UPDATE jobs SET cursor = nullif($4, ''), done = done + $5, skipped = skipped + $6, failed = failed + $18,
 			       heartbeat_at = $7, updated_at = $7,
 			       state = CASE WHEN $8 THEN 'DONE' ELSE state END,
 			       finished_at = CASE WHEN $8 THEN $7::timestamptz END,
@@ -39,10 +45,20 @@ func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job,
 			SELECT $9, r, coalesce(p::jsonb, $10::jsonb), $11 || r, 'PENDING', $12, $1, $7, $7
 			FROM unnest($13::text[], $14::text[]) AS t(r, p)
 			WHERE EXISTS (SELECT 1 FROM job)
+			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING),
+		-- Members whose notification could not be made: FAILED at birth,
+		-- with the reason, under the same key scheme.
+		failed AS (
+			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+			                           last_error, created_at, updated_at)
+			SELECT $9, r, '{}'::jsonb, $11 || k, 'FAILED', $12, $1, e, $7, $7
+			FROM unnest($15::text[], $16::text[], $17::text[]) AS t(r, k, e)
+			WHERE EXISTS (SELECT 1 FROM job)
 			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING)
 		SELECT count(*) FROM job`,
 		job.ID, s.owner, job.Cursor, c.cursor, c.processed, c.skipped, s.now(), c.last,
-		job.Channel, static, job.idempotencyPrefix(), job.dueAt(), c.recipients, payloads).Scan(&advanced)
+		job.Channel, static, job.idempotencyPrefix(), job.dueAt(), c.recipients, payloads,
+		failedR, failedK, failedE, len(c.failed)).Scan(&advanced)
 	if err != nil {
 		return fmt.Errorf("commit chunk of job %d (%d notifications): %w", job.ID, len(c.recipients), err)
 	}
@@ -52,6 +68,7 @@ func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job,
 	job.Cursor = c.cursor
 	job.Done += int64(c.processed)
 	job.Skipped += int64(c.skipped)
+	job.Failed += int64(len(c.failed))
 	if c.last {
 		job.State = JobDone
 	}
@@ -109,7 +126,9 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 		// The LIMIT is a literal, as in topicAudience.fetch.
 		err := conn.QueryRow(ctx, `
 			WITH page AS (
-				SELECT ts.subscriber_id AS id, nullif(s.addresses ->> $2, '') AS r
+				SELECT ts.subscriber_id AS id,
+				       CASE WHEN octet_length(s.addresses ->> $2) <= `+strconv.Itoa(outbox.MaxRecipientLen)+`
+				            THEN nullif(s.addresses ->> $2, '') END AS r
 				FROM (SELECT subscriber_id FROM topic_subscriptions
 				      WHERE topic = $1 AND subscriber_id > $3
 				      ORDER BY subscriber_id LIMIT `+strconv.Itoa(size)+`) ts

@@ -40,9 +40,19 @@
 //	            a campaign's creation time
 //	.schedule   the schedule's name ("" for a campaign)
 //
-// A missing map key is an error (missingkey=error) that fails the job: use
+// A missing map key is an error (missingkey=error): use
 // {{with index .data "k"}}{{.}}{{end}} for optional fields. Other leaves and
 // all keys are copied as they are.
+//
+// A render error fails one recipient, never the run: a member whose payload
+// cannot be rendered (a missing key, a template error), whose rendered
+// payload passes http.max_payload_bytes or MaxRangeIterations, or whose
+// recipient cannot be stored (over 1,024 bytes, invalid UTF-8, NUL) gets a
+// FAILED notification with the reason (under the same idempotency key, a
+// hash of the recipient when it is too long), counted in the job's failed;
+// the job goes on. A template is at most MaxTemplateBytes; printf widths are
+// bounded. A job whose owners keep dying at the same cursor (a job that
+// crashes the process) is failed after jobs.max_takeovers takeovers.
 //
 // Idempotency keys: "schedule:<name>:<fire time RFC3339>:<recipient>" for
 // runs and "campaign:<job id>:<recipient>" for campaigns.

@@ -22,8 +22,9 @@ import (
 // leaves that contain "{{" (a million recipients make this the hot path).
 type payloadTemplate struct {
 	segments []segment
-	dynamic  bool // some leaf is a template; otherwise every recipient gets the same bytes
-	usesData bool // some leaf may read .data: decode each recipient's data
+	budget   *renderBudget // the bounds of one recipient's render (render.go)
+	dynamic  bool          // some leaf is a template; otherwise every recipient gets the same bytes
+	usesData bool          // some leaf may read .data: decode each recipient's data
 }
 
 type segment struct {
@@ -59,6 +60,11 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 	if len(payload) == 0 {
 		return nil, fmt.Errorf("payload is empty")
 	}
+	if raw, err := json.Marshal(payload); err == nil && len(raw) > MaxTemplateBytes {
+		return nil, fmt.Errorf("payload template is %d bytes, at most %d", len(raw), MaxTemplateBytes)
+	}
+	budget := &renderBudget{}
+	funcs := templateFuncs(budget)
 	nonce := make([]byte, 12)
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("compile payload: %w", err)
@@ -72,10 +78,11 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 			if !strings.Contains(v, "{{") {
 				return v, nil
 			}
-			t, err := template.New(path).Option("missingkey=error").Parse(v)
+			t, err := template.New(path).Option("missingkey=error").Funcs(funcs).Parse(v)
 			if err != nil {
 				return nil, fmt.Errorf("payload %s: %w", path, err)
 			}
+			boundRanges(t)
 			leaves = append(leaves, segment{tmpl: t, path: path, fast: fastParts(t)})
 			return marker + strconv.Itoa(len(leaves)-1), nil
 		case map[string]any:
@@ -121,7 +128,7 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 	}
 	// Cut the encoding at each quoted marker; the random nonce cannot occur
 	// in the operator's own text.
-	p := &payloadTemplate{dynamic: len(leaves) > 0}
+	p := &payloadTemplate{dynamic: len(leaves) > 0, budget: budget}
 	for _, l := range leaves {
 		if mentionsData(l.tmpl.Root) {
 			p.usesData = true
@@ -149,22 +156,41 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 	return p, nil
 }
 
-// render appends the payload's JSON for one recipient to buf.
-func (p *payloadTemplate) render(buf []byte, vars map[string]any, out *strings.Builder) ([]byte, error) {
+// render appends the payload's JSON for one recipient to buf. The payload
+// may take at most limit bytes and MaxRangeIterations range iterations;
+// past either, or on any template error, render fails for this recipient
+// alone (the error wraps errRenderBound for a bound).
+func (p *payloadTemplate) render(buf []byte, vars map[string]any, limit int) ([]byte, error) {
+	start := len(buf)
+	b := p.budget
+	b.reset(limit)
 	for i := range p.segments {
 		s := &p.segments[i]
 		if s.tmpl == nil {
 			buf = append(buf, s.literal...)
 			continue
 		}
-		out.Reset()
-		if !s.renderFast(out, vars) {
-			out.Reset()
-			if err := s.tmpl.Execute(out, vars); err != nil {
-				return buf, fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
+		b.out.Reset()
+		b.outLeft = limit - (len(buf) - start)
+		if !s.renderFast(&b.out, vars) {
+			b.out.Reset()
+			err := s.tmpl.Execute(b, vars)
+			if err == nil && b.iterations > MaxRangeIterations {
+				err = fmt.Errorf("more than %d range iterations: %w", MaxRangeIterations, errRenderBound)
+			}
+			if err != nil {
+				return buf[:start], fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
 			}
 		}
-		buf = sdk.AppendJSONString(buf, out.String())
+		buf = sdk.AppendJSONString(buf, b.out.String())
+		if len(buf)-start > limit {
+			return buf[:start], fmt.Errorf("render payload %s for %q: the payload passes %d bytes, the payload bound (http.max_payload_bytes): %w",
+				s.path, vars[varRecipient], limit, errRenderBound)
+		}
+	}
+	if len(buf)-start > limit {
+		return buf[:start], fmt.Errorf("rendered payload is %d bytes, over the payload bound of %d (http.max_payload_bytes): %w",
+			len(buf)-start, limit, errRenderBound)
 	}
 	return buf, nil
 }

@@ -18,8 +18,7 @@ func renderOne(t *testing.T, payload map[string]any, recipient string, data stri
 	if vars[varData], err = decodeData([]byte(data)); err != nil {
 		t.Fatalf("decodeData: %v", err)
 	}
-	var sb strings.Builder
-	out, err := p.render(nil, vars, &sb)
+	out, err := p.render(nil, vars, 256<<10)
 	return string(out), err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,6 +24,17 @@ type renderedChunk struct {
 	skipped    int    // of which without an address / recipient
 	cursor     string // the cursor after this chunk
 	last       bool   // the audience is exhausted: this commit finishes the job
+	// failed are the members whose notification could not be made (a
+	// template error, a bound): each becomes a FAILED notification with the
+	// reason, and the run goes on.
+	failed []failedRow
+}
+
+// failedRow is one audience member whose notification is FAILED at birth.
+type failedRow struct {
+	recipient string // storable: cut to the bound when longer
+	keySuffix string // after the job's idempotency prefix: the recipient, or a hash of a long one
+	reason    string
 }
 
 // runJob materialises a claimed job from its cursor to the end, one
@@ -140,7 +150,7 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 	}
 	defer release()
 	if ta, ok := aud.(topicAudience); ok && !tmpl.dynamic {
-		static, err := tmpl.render(nil, newVars(job.dueAt(), job.Schedule), &strings.Builder{})
+		static, err := tmpl.render(nil, newVars(job.dueAt(), job.Schedule), s.payloadLimit())
 		if err != nil {
 			return permanent(err)
 		}
@@ -196,12 +206,13 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 	size := s.chunkSize(job)
 	cursor := job.Cursor
 	vars := newVars(job.dueAt(), job.Schedule)
-	var (
-		static []byte
-		text   strings.Builder
-	)
+	limit := s.payloadLimit()
+	var static []byte
 	if !tmpl.dynamic {
-		static, _ = tmpl.render(nil, vars, &text)
+		var err error
+		if static, err = tmpl.render(nil, vars, limit); err != nil {
+			return permanent(err) // the same for every recipient: the job's own fault
+		}
 	}
 	for {
 		c, err := aud.fetch(ctx, s.pool, cursor, size)
@@ -238,20 +249,27 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 				rc.skipped++
 				continue
 			}
-			rc.recipients = append(rc.recipients, r.recipient)
-			if static != nil {
+			var d any
+			if data != nil {
+				d, err = data.next() // read whatever happens below, to stay in step
+			}
+			if reason := checkRecipient(r.recipient); reason != "" {
+				rc.failed = append(rc.failed, failedFor(r.recipient, reason))
 				continue
 			}
-			vars[varRecipient] = r.recipient
-			if data != nil {
-				if vars[varData], err = data.next(); err != nil {
-					return permanent(fmt.Errorf("recipient %q: %w", r.recipient, err))
+			if err != nil {
+				rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
+				continue
+			}
+			if static == nil {
+				vars[varRecipient], vars[varData] = r.recipient, d
+				if buf, err = tmpl.render(buf, vars, limit); err != nil {
+					rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
+					continue
 				}
+				ends = append(ends, len(buf))
 			}
-			if buf, err = tmpl.render(buf, vars, &text); err != nil {
-				return permanent(err)
-			}
-			ends = append(ends, len(buf))
+			rc.recipients = append(rc.recipients, r.recipient)
 		}
 		if static != nil {
 			rc.static = string(static)

@@ -233,6 +233,9 @@ type Job struct {
 	Cursor  string `json:"cursor"`
 	Done    int64  `json:"done"`
 	Skipped int64  `json:"skipped"`
+	// Failed counts members whose notification could not be made (a payload
+	// template error, a bound): each is a FAILED notification with the reason.
+	Failed int64 `json:"failed"`
 	// Total is the audience size, nil until the job has counted it.
 	Total *int64 `json:"total"`
 	// Progress is Done/Total in [0, 1], nil while Total is unknown.
