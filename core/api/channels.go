@@ -168,6 +168,9 @@ func (s *Server) pauseChannel(w http.ResponseWriter, r *http.Request) error {
 			return e
 		}
 	}
+	if len(body.Reason) > outbox.MaxReasonLen {
+		return invalid("reason: %d bytes long, at most %d", len(body.Reason), outbox.MaxReasonLen)
+	}
 	return s.setPaused(w, r, name, true, body.Reason)
 }
 

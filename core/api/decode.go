@@ -31,6 +31,9 @@ func decodeJSON(r io.Reader, v any, useNumber bool) *Error {
 	if err != nil {
 		return jsonError(err)
 	}
+	if e := checkBodyText(b); e != nil {
+		return e
+	}
 	trimmed := bytes.TrimLeft(b, " \t\r\n")
 	if len(trimmed) == 0 {
 		return badRequest("request body is empty; want a JSON object")
@@ -51,6 +54,9 @@ func decodeJSON(r io.Reader, v any, useNumber bool) *Error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("request body has data after its JSON object")
+	}
+	if p := nulField(reflect.ValueOf(v), ""); p != "" {
+		return invalid("%s contains a NUL character, which notifyd cannot store", p)
 	}
 	return nil
 }

@@ -28,13 +28,17 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/netutil"
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/httpguard"
 	"github.com/notifyd/notifyd/core/metrics"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
@@ -54,10 +58,13 @@ const (
 // that idle or stalled clients do not pile up.
 const (
 	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 60 * time.Second
-	writeTimeout      = 60 * time.Second
-	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
+	// inflightWait is how long a request waits for room under
+	// http.max_inflight_body_bytes before it is refused with 503.
+	inflightWait   = 2 * time.Second
+	readTimeout    = 60 * time.Second
+	writeTimeout   = 60 * time.Second
+	idleTimeout    = 2 * time.Minute
+	maxHeaderBytes = 64 << 10
 )
 
 // Engine is what the API uses of the delivery engine, *delivery.Engine:
@@ -117,6 +124,8 @@ type Server struct {
 	metrics   *metrics.Registry
 	log       hclog.Logger
 	tokens    tokens
+	proxies   httpguard.Proxies
+	throttle  *httpguard.Throttle // failed bearer tokens per client
 	counts    countsCache
 	checkTO   time.Duration
 	handler   http.Handler
@@ -152,6 +161,11 @@ func New(o Options) (*Server, error) {
 		s.schedules = svc
 	}
 	s.tokens = newTokens(o.Config.HTTP.Tokens)
+	proxies, err := httpguard.ParseProxies(o.Config.HTTP.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.proxies, s.throttle = proxies, httpguard.NewThrottle(o.Config.HTTP.AuthFailuresPerMinute)
 	if s.tokens.empty() {
 		s.log.Warn("http.tokens is empty: every /v1 request will be refused with 401; set http.tokens to use the API")
 	}
@@ -165,7 +179,8 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
 	s.metricsHandler = s.metrics.Handler()
-	s.handler = s.routes()
+	s.handler = httpguard.NewInflight(cmp.Or(o.Config.HTTP.MaxInflightBodyBytes, config.DefaultMaxInflight),
+		o.Config.HTTP.MaxBodyBytes, inflightWait).Wrap(s.routes())
 	return s, nil
 }
 
@@ -180,6 +195,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s (http.listen): %w", s.cfg.HTTP.Listen, err)
 	}
+	ln = netutil.LimitListener(ln, cmp.Or(s.cfg.HTTP.MaxConnections, config.DefaultMaxConnections))
 	s.ln = ln
 	s.srv = &http.Server{
 		Handler:           s.handler,
@@ -303,13 +319,27 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			s.metrics.HTTP().Observe(r.Pattern, rec.code(), time.Since(start))
 		}()
 		if ac == token || (ac == metricsAc && !s.cfg.HTTP.PublicMetrics) {
+			who := s.proxies.ClientIP(r)
+			if wait := s.throttle.Blocked(who); wait > 0 {
+				rec.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+				writeError(rec, errorf(http.StatusTooManyRequests, client.CodeTooManyRequests,
+					"too many requests with a bad token from %s; retry in %s", who, wait.Round(time.Second)))
+				return
+			}
 			if e := s.tokens.check(r); e != nil {
+				if r.Header.Get("Authorization") != "" { // a guess, not a probe without credentials
+					s.throttle.Fail(who)
+				}
 				writeError(rec, e)
 				return
 			}
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.HTTP.MaxBodyBytes)
+		}
+		if e := checkRequestText(r); e != nil {
+			writeError(rec, e)
+			return
 		}
 		if err := h(rec, r); err != nil {
 			s.answer(rec, r, err)
@@ -323,6 +353,19 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) {
 		writeError(w, e)
+		return
+	}
+	if outbox.IsRowError(err) {
+		// Postgres refused a value of the request (every bound is checked
+		// before, so this is a bound that was missed): the client's fault,
+		// said without SQLSTATE text.
+		s.log.Warn("API request refused by the database", "route", r.Pattern, "error", err)
+		var pg *pgconn.PgError
+		msg := "a value of the request cannot be stored"
+		if errors.As(err, &pg) {
+			msg += ": " + pg.Message
+		}
+		writeError(w, invalid("%s", msg))
 		return
 	}
 	if r.Context().Err() != nil {

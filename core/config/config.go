@@ -57,6 +57,18 @@ type HTTP struct {
 	PublicMetrics   bool     `koanf:"public_metrics"`
 	MaxBodyBytes    int64    `koanf:"max_body_bytes"`
 	MaxPayloadBytes int64    `koanf:"max_payload_bytes"`
+	// MaxConnections caps open connections to the API and dashboard.
+	MaxConnections int `koanf:"max_connections"`
+	// MaxInflightBodyBytes caps request body bytes being read at once
+	// across all requests; past it a request gets 503 with Retry-After.
+	MaxInflightBodyBytes int64 `koanf:"max_inflight_body_bytes"`
+	// TrustedProxies are the CIDRs of TLS-terminating proxies whose
+	// X-Forwarded-For and X-Forwarded-Proto are believed.
+	TrustedProxies []string `koanf:"trusted_proxies"`
+	// AuthFailuresPerMinute: a client presenting more bad tokens (API) or
+	// failed logins (dashboard) than this in a minute gets 429 until the
+	// minute ends.
+	AuthFailuresPerMinute int `koanf:"auth_failures_per_minute"`
 }
 
 // Log sets the level and format of notifyd's own logs.
@@ -182,6 +194,9 @@ const (
 	DefaultListen          = "127.0.0.1:8080"
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultMaxPayloadBytes = 256 << 10
+	DefaultMaxConnections  = 256
+	DefaultMaxInflight     = 64 << 20
+	DefaultAuthFailures    = 10
 	// MaxPayloadCeiling is outbox.MaxPayloadBytes (a test keeps them equal):
 	// http.max_payload_bytes may lower it, never raise it.
 	MaxPayloadCeiling       = 1 << 20
@@ -219,9 +234,11 @@ const (
 // Default returns the configuration used when a key is absent.
 func Default() Config {
 	return Config{
-		Redis:    Redis{Prefix: DefaultRedisPrefix},
-		Plugins:  Plugins{Dir: DefaultPluginsDir, StartTimeout: DefaultPluginStart, HealthInterval: DefaultPluginHealth},
-		HTTP:     HTTP{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes},
+		Redis:   Redis{Prefix: DefaultRedisPrefix},
+		Plugins: Plugins{Dir: DefaultPluginsDir, StartTimeout: DefaultPluginStart, HealthInterval: DefaultPluginHealth},
+		HTTP: HTTP{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes,
+			MaxConnections: DefaultMaxConnections, MaxInflightBodyBytes: DefaultMaxInflight,
+			AuthFailuresPerMinute: DefaultAuthFailures},
 		Log:      Log{Level: "info", Format: "text"},
 		Postgres: Postgres{MaxConns: DefaultPostgresMaxConns},
 		Shutdown: Shutdown{SoftTimeout: DefaultSoftTimeout, HardTimeout: DefaultHardTimeout},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -50,6 +51,22 @@ func (c *Config) Validate() error {
 	if c.HTTP.MaxPayloadBytes < 1 || c.HTTP.MaxPayloadBytes > c.HTTP.MaxBodyBytes || c.HTTP.MaxPayloadBytes > MaxPayloadCeiling {
 		return &Error{Key: "http.max_payload_bytes", Reason: fmt.Sprintf(
 			"must be positive, at most http.max_body_bytes and at most %d (the outbox's ceiling)", MaxPayloadCeiling)}
+	}
+	if c.HTTP.AuthFailuresPerMinute < 0 {
+		return &Error{Key: "http.auth_failures_per_minute", Reason: "must be positive (0 = the default, 10)"}
+	}
+	if c.HTTP.MaxConnections < 1 {
+		return &Error{Key: "http.max_connections", Reason: "must be positive"}
+	}
+	if c.HTTP.MaxInflightBodyBytes < c.HTTP.MaxBodyBytes {
+		return &Error{Key: "http.max_inflight_body_bytes", Reason: "must be at least http.max_body_bytes"}
+	}
+	for i, p := range c.HTTP.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				return &Error{Key: fmt.Sprintf("http.trusted_proxies[%d]", i), Reason: fmt.Sprintf("%q is not an address or CIDR", p)}
+			}
+		}
 	}
 	for i, tok := range c.HTTP.Tokens {
 		if len(tok) < 16 {

@@ -22,6 +22,9 @@ const (
 	// Rendered payloads are held to http.max_payload_bytes as well.
 	MaxPayloadBytes = 1 << 20
 
+	// MaxReasonLen bounds an operator's pause reason.
+	MaxReasonLen = 1024
+
 	// MaxErrorLen bounds last_error and an attempt's error text: a longer
 	// provider message is cut (on a UTF-8 boundary) and marked.
 	MaxErrorLen = 4096

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -213,6 +214,11 @@ func (n NewNotification) validate() error {
 	return nil
 }
 
+// CheckText rejects what Postgres text cannot hold (invalid UTF-8, NUL),
+// saying which ("is not valid UTF-8"): every door checks the text it takes
+// with it.
+func CheckText(s string) error { return checkText(s) }
+
 // checkText rejects what Postgres text cannot hold.
 func checkText(s string) error {
 	if !utf8.ValidString(s) {
@@ -236,29 +242,56 @@ func checkJSON(b json.RawMessage) error {
 	if !json.Valid(b) {
 		return fmt.Errorf("is not valid JSON")
 	}
-	if hasNULEscape(b) {
-		return fmt.Errorf(`contains \u0000, which Postgres jsonb cannot store`)
+	if p := JSONEscapeProblem(b); p != "" {
+		return fmt.Errorf("%s", p)
 	}
 	return nil
 }
 
-// hasNULEscape reports a \u0000 escape in valid JSON: one whose backslash is
-// not itself escaped (an odd run of backslashes before the u).
-func hasNULEscape(b []byte) bool {
+// JSONEscapeProblem says what in valid JSON b Postgres cannot store ("" when
+// nothing): a \u0000 escape (jsonb and text refuse NUL) or an unpaired
+// surrogate escape (jsonb refuses it; encoding/json would silently turn it
+// into U+FFFD). An escape counts only when its backslash is not itself
+// escaped (an odd run of backslashes before the u).
+func JSONEscapeProblem(b []byte) string {
+	hex4 := func(i int) (rune, bool) {
+		if i+4 > len(b) {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+		return rune(v), err == nil
+	}
 	for i := 0; ; {
-		j := bytes.Index(b[i:], []byte(`u0000`))
+		j := bytes.Index(b[i:], []byte(`\u`))
 		if j < 0 {
-			return false
+			return ""
 		}
 		j += i
+		i = j + 2
 		run := 0
 		for k := j - 1; k >= 0 && b[k] == '\\'; k-- {
 			run++
 		}
 		if run%2 == 1 {
-			return true
+			continue
 		}
-		i = j + 1
+		v, ok := hex4(j + 2)
+		switch {
+		case !ok:
+		case v == 0:
+			return fmt.Sprintf(`contains \u0000 (a NUL character), which Postgres cannot store (byte %d)`, j)
+		case v >= 0xD800 && v <= 0xDBFF:
+			lo, ok := rune(0), j+8 <= len(b) && b[j+6] == '\\' && b[j+7] == 'u'
+			if ok {
+				lo, ok = hex4(j + 8)
+			}
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return fmt.Sprintf(`has an unpaired surrogate escape \u%04X (byte %d)`, v, j)
+			}
+			i = j + 12
+		case v >= 0xDC00 && v <= 0xDFFF:
+			return fmt.Sprintf(`has an unpaired surrogate escape \u%04X (byte %d)`, v, j)
+		}
 	}
 }
 

@@ -303,6 +303,8 @@ func TestValidate(t *testing.T) {
 		{"empty payload", with(func(n *outbox.NewNotification) { n.Payload = nil }), "notification 1: payload is empty"},
 		{"invalid payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":`) }), "notification 1: payload is not valid JSON"},
 		{"NUL escape in payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"x\u0000"}`) }), `notification 1: payload contains \u0000`},
+		{"lone high surrogate in payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\ud800x"}`) }), `payload has an unpaired surrogate escape \uD800`},
+		{"lone low surrogate in payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\udc00"}`) }), `payload has an unpaired surrogate escape \uDC00`},
 		{"negative job", with(func(n *outbox.NewNotification) { n.JobID = -1 }), "notification 1: job_id is -1"},
 	}
 	for _, tt := range tests {
@@ -314,6 +316,10 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	t.Run("valid", func(t *testing.T) {
+		pair := with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\ud83d\ude00"}`) })
+		if err := outbox.Validate([]outbox.NewNotification{ok, pair}); err != nil {
+			t.Errorf("Validate of a surrogate pair = %v, want nil", err)
+		}
 		escaped := with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\\u0000 is text"}`) })
 		if err := outbox.Validate([]outbox.NewNotification{ok, escaped}); err != nil {
 			t.Errorf("Validate = %v, want nil", err)

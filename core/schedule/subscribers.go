@@ -1,17 +1,21 @@
 package schedule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/outbox"
 )
 
 // Subscriber is an application's user as notifyd knows it.
@@ -29,16 +33,32 @@ type Subscriber struct {
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
-// Limits on subscriber input.
+// Limits on subscriber input (docs/config.md, "Bounds"). An address is a
+// recipient, so it has the outbox's recipient bound.
 const (
 	MaxExternalIDLen = 256
 	MaxUpsertBatch   = 5000 // rows per statement; larger inputs are split
+	// MaxAddresses and MaxTopics bound one subscriber's channels and topics.
+	MaxAddresses = 100
+	MaxTopics    = 100
+	// MaxAttributesBytes bounds a subscriber's attributes as JSON: they are
+	// rendered into every payload the subscriber gets.
+	MaxAttributesBytes = 64 << 10
+	// MaxAttributesDepth bounds their nesting.
+	MaxAttributesDepth = 32
 )
 
 func validateSubscriber(i int, s Subscriber) error {
 	at := fmt.Sprintf("subscriber %d (%q)", i, s.ExternalID)
 	if s.ExternalID == "" || len(s.ExternalID) > MaxExternalIDLen {
 		return fmt.Errorf("subscriber %d: external_id must be 1..%d bytes: %w", i, MaxExternalIDLen, ErrInvalid)
+	}
+	if reason := textProblem(s.ExternalID); reason != "" {
+		return fmt.Errorf("subscriber %d: external_id %s: %w", i, reason, ErrInvalid)
+	}
+	if len(s.Addresses) > MaxAddresses || len(s.Topics) > MaxTopics {
+		return fmt.Errorf("%s: %d addresses and %d topics, at most %d and %d: %w",
+			at, len(s.Addresses), len(s.Topics), MaxAddresses, MaxTopics, ErrInvalid)
 	}
 	for ch, addr := range s.Addresses {
 		if !config.NameRE.MatchString(ch) {
@@ -47,6 +67,26 @@ func validateSubscriber(i int, s Subscriber) error {
 		if addr == "" {
 			return fmt.Errorf("%s: address for channel %q is empty: %w", at, ch, ErrInvalid)
 		}
+		if len(addr) > outbox.MaxRecipientLen {
+			return fmt.Errorf("%s: address for channel %q is %d bytes long, at most %d: %w",
+				at, ch, len(addr), outbox.MaxRecipientLen, ErrInvalid)
+		}
+		if reason := textProblem(addr); reason != "" {
+			return fmt.Errorf("%s: address for channel %q %s: %w", at, ch, reason, ErrInvalid)
+		}
+	}
+	if s.Attributes != nil {
+		raw, err := json.Marshal(s.Attributes)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: attributes: %v: %w", at, err, ErrInvalid)
+		case len(raw) > MaxAttributesBytes:
+			return fmt.Errorf("%s: attributes are %d bytes as JSON, at most %d: %w", at, len(raw), MaxAttributesBytes, ErrInvalid)
+		case jsonDepth(s.Attributes) > MaxAttributesDepth:
+			return fmt.Errorf("%s: attributes nest deeper than %d: %w", at, MaxAttributesDepth, ErrInvalid)
+		case bytes.Contains(raw, []byte(`\u0000`)) || !utf8.Valid(raw):
+			return fmt.Errorf("%s: attributes contain a NUL character or invalid UTF-8: %w", at, ErrInvalid)
+		}
 	}
 	for _, t := range s.Topics {
 		if !config.NameRE.MatchString(t) {
@@ -54,6 +94,36 @@ func validateSubscriber(i int, s Subscriber) error {
 		}
 	}
 	return nil
+}
+
+// textProblem says why s cannot be stored as text ("" when it can).
+func textProblem(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
+}
+
+// jsonDepth is how deep v (decoded JSON) nests.
+func jsonDepth(v any) int {
+	switch v := v.(type) {
+	case map[string]any:
+		d := 0
+		for _, e := range v {
+			d = max(d, jsonDepth(e))
+		}
+		return d + 1
+	case []any:
+		d := 0
+		for _, e := range v {
+			d = max(d, jsonDepth(e))
+		}
+		return d + 1
+	}
+	return 0
 }
 
 // UpsertSubscribers inserts or replaces subscribers (addresses and attributes

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -221,8 +223,16 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
+	who := s.proxies.ClientIP(r)
+	if wait := s.throttle.Blocked(who); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		s.render(w, r, http.StatusTooManyRequests, "login", nil, view{Title: "Log in",
+			Data: loginData{Next: next, Error: fmt.Sprintf("Too many failed logins from %s; try again in %s.", who, wait.Round(time.Second))}})
+		return
+	}
 	if !s.tokenOK(strings.TrimSpace(r.PostForm.Get("token"))) {
-		s.log.Warn("dashboard login refused: token is not one of http.tokens", "remote", r.RemoteAddr)
+		s.throttle.Fail(who)
+		s.log.Warn("dashboard login refused: token is not one of http.tokens", "remote", who)
 		s.render(w, r, http.StatusUnauthorized, "login", nil, view{Title: "Log in",
 			Data: loginData{Next: next, Error: "That token is not one of the API tokens (http.tokens)."}})
 		return
@@ -234,9 +244,9 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	_, id := s.sessions.create()
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: id, Path: Prefix,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.proxies.HTTPS(r),
 	})
-	s.log.Info("dashboard login", "remote", r.RemoteAddr)
+	s.log.Info("dashboard login", "remote", who)
 	redirect(w, r, next)
 }
 
@@ -244,7 +254,7 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request, sess *session) {
 	s.sessions.remove(sess)
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: "", Path: Prefix, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.proxies.HTTPS(r),
 	})
 	redirect(w, r, "/ui/login")
 }

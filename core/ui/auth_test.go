@@ -145,6 +145,45 @@ func TestUI_LoginTLS(t *testing.T) {
 	}
 }
 
+// Behind a TLS-terminating proxy the session cookie is Secure, but only
+// when the proxy is trusted: anyone else's X-Forwarded-Proto is ignored.
+func TestUI_LoginBehindProxy(t *testing.T) {
+	t.Parallel()
+	viaProxy := func(b *bundle) *http.Cookie {
+		t.Helper()
+		return sessionCookie(t, b.client().post("/ui/login", url.Values{"token": {testToken}, "next": {"/ui/"}},
+			"X-Forwarded-Proto", "https", "X-Forwarded-For", "198.51.100.7"))
+	}
+	if ck := viaProxy(setup(t, withTrustedProxies("127.0.0.1/32"))); ck == nil || !ck.Secure {
+		t.Errorf("cookie behind a trusted TLS proxy %v, want Secure", ck)
+	}
+	if ck := viaProxy(setup(t)); ck == nil || ck.Secure {
+		t.Errorf("cookie with an untrusted X-Forwarded-Proto %v, want not Secure (the header is ignored)", ck)
+	}
+}
+
+// Failed logins from one client are throttled; a client behind a trusted
+// proxy is told apart by X-Forwarded-For.
+func TestUI_LoginThrottle(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withTrustedProxies("127.0.0.1/32"))
+	from := func(ip, token string) response {
+		return b.client().post("/ui/login", url.Values{"token": {token}, "next": {"/ui/"}}, "X-Forwarded-For", ip)
+	}
+	for range 10 {
+		if res := from("198.51.100.7", "wrong-token-0123456789"); res.status != http.StatusUnauthorized {
+			t.Fatalf("a wrong token: status %d, want 401", res.status)
+		}
+	}
+	res := from("198.51.100.7", testToken)
+	if res.status != http.StatusTooManyRequests || res.header.Get("Retry-After") == "" || !strings.Contains(res.body, "Too many failed logins") {
+		t.Errorf("11th login from the same client: status %d (Retry-After %q), want 429 saying why", res.status, res.header.Get("Retry-After"))
+	}
+	if res := from("198.51.100.8", testToken); res.status != http.StatusSeeOther {
+		t.Errorf("another client behind the proxy: status %d, want 303 (logged in)", res.status)
+	}
+}
+
 func TestUI_CSRF(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

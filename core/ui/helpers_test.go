@@ -100,6 +100,7 @@ type options struct {
 	redisURL string // a private Redis the test may stop; "" = the shared one
 	channels []string
 	schedule bool // configure a schedule
+	proxies  []string
 }
 
 type option func(*options)
@@ -110,6 +111,9 @@ func withRedis(url string) option         { return func(o *options) { o.redisURL
 func withSample(d time.Duration) option   { return func(o *options) { o.sample = d } }
 func withChannels(names ...string) option { return func(o *options) { o.channels = names } }
 func withSchedule() option                { return func(o *options) { o.schedule = true } }
+func withTrustedProxies(cidrs ...string) option {
+	return func(o *options) { o.proxies = cidrs }
+}
 
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
@@ -143,6 +147,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	cfg.Plugins.Dir = dir
 	cfg.Plugins.HealthInterval = time.Second
 	cfg.HTTP.Tokens = []string{testToken}
+	cfg.HTTP.TrustedProxies = o.proxies
 	cfg.Delivery.LeaseTTL = 2 * time.Second
 	cfg.Delivery.PromoteInterval = 20 * time.Millisecond
 	cfg.Delivery.EpochInterval = 100 * time.Millisecond

@@ -54,6 +54,13 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		render(http.StatusOK)
 		return
 	}
+	if len(d.Q) > outbox.MaxRecipientLen {
+		// Longer than any recipient or idempotency key notifyd stores.
+		d.Message = fmt.Sprintf("The search is %d bytes long; no id, key or recipient is longer than %d.", len(d.Q), outbox.MaxRecipientLen)
+		d.Q = d.Q[:0]
+		render(http.StatusBadRequest)
+		return
+	}
 	before, err := queryInt(qv, "before", 0, 0, 1<<62)
 	if err != nil {
 		d.Message = err.Error()

@@ -31,6 +31,18 @@ func TestUI_Lookup(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("NUL, invalid UTF-8 and an over-long recipient are a 400 page, not a database error", func(t *testing.T) {
+		for _, q := range []string{"q=a%00b", "q=%FF%FE&by=key", "q=x&by=%FF", "q=" + strings.Repeat("r", 1100) + "&by=recipient"} {
+			res := c.get("/ui/lookup?" + q)
+			if res.status < 400 || res.status >= 500 || strings.Contains(res.body, "SQLSTATE") {
+				t.Errorf("%.40s: status %d, want a 4xx page without database text", q, res.status)
+			}
+		}
+		res := c.post("/ui/dead/replay", url.Values{"csrf": {csrf}, "channel": {"a\x00b"}})
+		if res.status != http.StatusBadRequest {
+			t.Errorf("replay form with a NUL: status %d, want 400", res.status)
+		}
+	})
 	t.Run("by id and by key go to the notification", func(t *testing.T) {
 		want := "/ui/n/" + strconv.FormatInt(id, 10)
 		for _, q := range []string{"q=" + strconv.FormatInt(id, 10), "q=" + strconv.FormatInt(id, 10) + "&by=id", "q=order:42:shipped", "q=order:42:shipped&by=key"} {

@@ -22,12 +22,14 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/httpguard"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
@@ -100,6 +102,8 @@ type server struct {
 	log      hclog.Logger
 	now      func() time.Time
 	tokens   [][sha256.Size]byte
+	proxies  httpguard.Proxies   // whose X-Forwarded-* to believe
+	throttle *httpguard.Throttle // failed logins per client
 	sessions *sessions
 	sampler  *sampler
 	pages    map[string]*template.Template
@@ -135,6 +139,11 @@ func New(d Deps) (http.Handler, error) {
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(tok)))
 		}
 	}
+	proxies, perr := httpguard.ParseProxies(d.Config.HTTP.TrustedProxies)
+	if perr != nil {
+		return nil, fmt.Errorf("ui: %w", perr)
+	}
+	s.proxies, s.throttle = proxies, httpguard.NewThrottle(d.Config.HTTP.AuthFailuresPerMinute)
 	if len(s.tokens) == 0 {
 		return nil, errors.New("ui: http.tokens has no token; the dashboard logs in with one of the API's tokens")
 	}
@@ -185,7 +194,13 @@ func (s *server) routes() http.Handler {
 	mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", s.assetHandler()))
 
 	authed := func(pattern string, h func(http.ResponseWriter, *http.Request, *session)) {
-		mux.Handle(pattern, s.requireSession(h))
+		mux.Handle(pattern, s.requireSession(func(w http.ResponseWriter, r *http.Request, se *session) {
+			if msg := badText(r); msg != "" {
+				s.fail(w, r, http.StatusBadRequest, msg)
+				return
+			}
+			h(w, r, se)
+		}))
 	}
 	authed("POST /ui/logout", s.logout)
 	authed("GET /ui/{$}", s.channelsPage)
@@ -201,6 +216,29 @@ func (s *server) routes() http.Handler {
 		s.fail(w, r, http.StatusNotFound, "There is no dashboard page at "+r.URL.Path+".")
 	})
 	return mux
+}
+
+// badText says what in the request's path, query or form Postgres could not
+// store as text ("" when nothing): such input gets a 400 page naming it, not
+// a database error.
+func badText(r *http.Request) string {
+	if err := outbox.CheckText(r.URL.Path); err != nil {
+		return "The address " + err.Error() + "."
+	}
+	vals := r.URL.Query()
+	if r.Method == http.MethodPost {
+		if err := r.ParseForm(); err == nil {
+			vals = r.Form
+		}
+	}
+	for k, vs := range vals {
+		for _, v := range append([]string{k}, vs...) {
+			if err := outbox.CheckText(v); err != nil {
+				return fmt.Sprintf("The field %q %s.", strings.ToValidUTF8(k, "?"), err)
+			}
+		}
+	}
+	return ""
 }
 
 // securityHeaders forbids everything the pages do not need: no inline or

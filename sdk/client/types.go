@@ -320,6 +320,7 @@ const (
 	CodeConflict         = "conflict"           // 409: the notification is in a state that forbids the action
 	CodeBodyTooLarge     = "body_too_large"     // 413: body over http.max_body_bytes
 	CodeInvalid          = "invalid"            // 422: well-formed, but a value is not acceptable
+	CodeTooManyRequests  = "too_many_requests"  // 429: too many bad tokens or logins from this client
 	CodeInternal         = "internal"           // 500
 	CodeUnavailable      = "unavailable"        // 503
 )

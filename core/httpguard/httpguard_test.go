@@ -1,0 +1,132 @@
+package httpguard
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestProxies_ClientIPAndHTTPS(t *testing.T) {
+	t.Parallel()
+	p, err := ParseProxies([]string{"10.0.0.0/8", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseProxies([]string{"nonsense"}); err == nil || !strings.Contains(err.Error(), "http.trusted_proxies[0]") {
+		t.Errorf("ParseProxies(nonsense) = %v, want an error naming the key", err)
+	}
+	req := func(remote, xff, proto string) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		if proto != "" {
+			r.Header.Set("X-Forwarded-Proto", proto)
+		}
+		return r
+	}
+	tests := []struct {
+		name, remote, xff, proto, wantIP string
+		wantHTTPS                        bool
+	}{
+		{"direct client", "192.0.2.7:5000", "", "", "192.0.2.7", false},
+		{"untrusted peer's headers are ignored", "192.0.2.7:5000", "198.51.100.1", "https", "192.0.2.7", false},
+		{"trusted proxy", "10.1.2.3:443", "198.51.100.1", "https", "198.51.100.1", true},
+		{"a forged hop before the proxy's", "10.1.2.3:443", "203.0.113.9, 198.51.100.1", "https", "198.51.100.1", true},
+		{"chain of trusted proxies", "[::1]:443", "198.51.100.1, 10.9.9.9", "HTTPS", "198.51.100.1", true},
+		{"trusted proxy over http", "10.1.2.3:80", "198.51.100.1", "http", "198.51.100.1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := req(tt.remote, tt.xff, tt.proto)
+			if got := p.ClientIP(r); got != tt.wantIP {
+				t.Errorf("ClientIP = %s, want %s", got, tt.wantIP)
+			}
+			if got := p.HTTPS(r); got != tt.wantHTTPS {
+				t.Errorf("HTTPS = %v, want %v", got, tt.wantHTTPS)
+			}
+		})
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	th := NewThrottle(3)
+	th.now = func() time.Time { return now }
+	for range 3 {
+		if th.Blocked("a") != 0 {
+			t.Fatal("blocked before 3 failures")
+		}
+		th.Fail("a")
+	}
+	if got := th.Blocked("a"); got != time.Minute {
+		t.Errorf("after 3 failures Blocked = %v, want the rest of the minute", got)
+	}
+	if th.Blocked("b") != 0 {
+		t.Error("another client is blocked too")
+	}
+	now = now.Add(time.Minute)
+	if th.Blocked("a") != 0 {
+		t.Error("still blocked after the window")
+	}
+	t.Run("memory stays bounded under a flood of addresses", func(t *testing.T) {
+		f := NewThrottle(3)
+		f.MaxClients = 100
+		for i := range 10_000 {
+			f.Fail(strings.Repeat("x", i%50) + string(rune('a'+i%26)) + time.Duration(i).String())
+		}
+		if n := len(f.clients); n > 100 {
+			t.Errorf("%d clients remembered, want ≤ 100", n)
+		}
+	})
+}
+
+// Concurrent large bodies beyond the in-flight bound wait, then are refused
+// with 503 and Retry-After; the ones admitted are read whole.
+func TestInflight(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var admitted sync.WaitGroup
+	h := NewInflight(2<<20, 1<<20, 200*time.Millisecond).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		admitted.Done()
+		<-release // hold the body's bytes
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	body := strings.Repeat("x", 1<<20)
+	results := make(chan int, 3)
+	admitted.Add(2)
+	for range 2 {
+		go func() {
+			res, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+			if err != nil {
+				results <- 0
+				return
+			}
+			res.Body.Close()
+			results <- res.StatusCode
+		}()
+	}
+	admitted.Wait() // 2 MiB in flight: the bound
+	res, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Errorf("third 1 MiB body: %d (Retry-After %q), want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	close(release)
+	for range 2 {
+		if got := <-results; got != http.StatusOK {
+			t.Errorf("an admitted request got %d, want 200", got)
+		}
+	}
+}
