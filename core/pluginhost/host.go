@@ -173,24 +173,68 @@ func (h *Host) start(ctx context.Context, name string) (*Plugin, error) {
 }
 
 // verify checks that path is an executable file and, when
-// plugins.checksums.<name> is set, that it has that SHA-256.
-func (h *Host) verify(name, path string) error {
+// plugins.checksums.<name> is set, that it has that SHA-256. It returns the
+// file to execute: path itself when nothing is pinned; else a private copy of
+// exactly the bytes it hashed, so that a swap of path between the check and
+// the start can never run an unpinned binary. The caller removes the copy
+// (cleanup) once the process has started.
+func (h *Host) verify(name, path string) (exe string, cleanup func(), err error) {
 	if err := executable(path); err != nil {
-		return fmt.Errorf("plugin %s (%s): %w", name, path, err)
+		return "", nil, fmt.Errorf("plugin %s (%s): %w", name, path, err)
 	}
 	want := strings.ToLower(h.cfg.Checksums[name])
 	if want == "" {
-		return nil
+		return path, func() {}, nil
 	}
-	got, err := fileSHA256(path)
+	exe, got, cleanup, err := copyHashed(path)
 	if err != nil {
-		return fmt.Errorf("plugin %s (%s): %w", name, path, err)
+		return "", nil, fmt.Errorf("plugin %s (%s): %w", name, path, err)
 	}
 	if got != want {
-		return fmt.Errorf("plugin %s (%s): %w: the file's SHA-256 is %s, plugins.checksums.%s wants %s; refusing to start it",
+		cleanup()
+		return "", nil, fmt.Errorf("plugin %s (%s): %w: the file's SHA-256 is %s, plugins.checksums.%s wants %s; refusing to start it",
 			name, path, ErrChecksum, got, name, want)
 	}
-	return nil
+	if afterVerify != nil {
+		afterVerify(path)
+	}
+	return exe, cleanup, nil
+}
+
+// afterVerify, when set by a test, runs between the checksum check and the
+// start: where a swap of the plugin file would once have gone unnoticed.
+var afterVerify func(path string)
+
+// copyHashed copies path into a new private directory (0700, this process's
+// own) while hashing the bytes it copies, and returns the copy, their
+// SHA-256 and a cleanup that removes it.
+func copyHashed(path string) (exe, sum string, cleanup func(), err error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", "", nil, err
+	}
+	defer src.Close()
+	dir, err := os.MkdirTemp("", "notifyd-plugin-verified-*")
+	if err != nil {
+		return "", "", nil, fmt.Errorf("copy for checksum: %w", err)
+	}
+	cleanup = func() { _ = os.RemoveAll(dir) }
+	exe = filepath.Join(dir, filepath.Base(path))
+	dst, err := os.OpenFile(exe, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o500)
+	if err != nil {
+		cleanup()
+		return "", "", nil, fmt.Errorf("copy for checksum: %w", err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(dst, h), src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		cleanup()
+		return "", "", nil, fmt.Errorf("copy for checksum: %w", err)
+	}
+	return exe, hex.EncodeToString(h.Sum(nil)), cleanup, nil
 }
 
 func executable(path string) error {
@@ -206,19 +250,6 @@ func executable(path string) error {
 		return fmt.Errorf("not executable (mode %s); chmod +x it", fi.Mode().Perm())
 	}
 	return nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read for checksum: %w", err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Close stops every plugin: no new sends, in-flight sends drain until ctx
@@ -280,4 +311,19 @@ func sleep(d time.Duration, stop <-chan struct{}) bool {
 	case <-stop:
 		return false
 	}
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path (for discovery's list;
+// starting a pinned plugin hashes the copy it runs, in copyHashed).
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read for checksum: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -84,15 +84,19 @@ func (r *procRunner) waitErr() error {
 
 func (r *procRunner) kill() {
 	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
+		_ = killGroup(r.pid)
 	}
 }
 
+// Kill kills the plugin's whole process group: go-plugin calls it when the
+// handshake does not come within plugins.start_timeout, and a child the
+// plugin forked would otherwise keep its stdout open, and the host's reader
+// of it, for good.
 func (r *procRunner) Kill(context.Context) error {
 	if r.cmd == nil || r.cmd.Process == nil {
 		return nil
 	}
-	if err := r.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := killGroup(r.pid); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	return nil

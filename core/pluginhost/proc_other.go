@@ -2,8 +2,20 @@
 
 package pluginhost
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // sysProcAttr: without a parent-death signal, plugins rely on the sdk's
 // parent watch to exit when the host dies.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// killGroup kills the plugin (no process groups here).
+func killGroup(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return nil
+	}
+	return p.Kill()
+}

@@ -52,11 +52,23 @@ func (i *instance) stop(graceful bool) {
 // launch starts a process, checks it is who it says, and replays every
 // accepted channel config, so an instance is only ever used fully set up.
 func (p *Plugin) launch(ctx context.Context) (*instance, error) {
-	if err := p.host.verify(p.name, p.path); err != nil {
+	// On the launcher thread, where every plugin is forked: no fork can then
+	// inherit the copy's write descriptor and make its exec fail with "text
+	// file busy" (golang/go#22315).
+	var (
+		exe     string
+		cleanup func()
+	)
+	if err := p.host.launcher.do(func() (err error) {
+		exe, cleanup, err = p.host.verify(p.name, p.path)
+		return err
+	}); err != nil {
 		return nil, err
 	}
+	// Once the process runs, its file can go: the kernel keeps it.
+	defer cleanup()
 	tail := newTail(8)
-	run := &procRunner{name: p.name, path: p.path, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(), exited: make(chan struct{})}
+	run := &procRunner{name: p.name, path: exe, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(), exited: make(chan struct{})}
 	// go-plugin tags its own lines with plugin=<runner name> and the
 	// plugin's stderr lines with the logger name <host>.<runner name>.
 	cfg := providerclient.Config(p.host.log)
