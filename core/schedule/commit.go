@@ -181,3 +181,90 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 		}
 	}
 }
+
+// isolateBadRows finds the rows of a chunk that Postgres refuses (the chunk's
+// insert failed with outbox.IsRowError: an operator's trigger or constraint,
+// say) by inserting halves of it in transactions that are always rolled
+// back, and moves them to the chunk's failed rows with the reason, so the
+// chunk can commit and the run go on. It costs nothing unless a chunk
+// failed.
+func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *Job, c renderedChunk) (renderedChunk, error) {
+	try := func(idx []int) error {
+		rs, ps := make([]string, len(idx)), make([]string, 0, len(idx))
+		for i, k := range idx {
+			rs[i] = c.recipients[k]
+			if c.payloads != nil {
+				ps = append(ps, c.payloads[k])
+			}
+		}
+		var static *string
+		if c.payloads == nil {
+			static = &c.static
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		_, err = tx.Exec(ctx, `
+			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id)
+			SELECT $1, r, coalesce(p::jsonb, $2::jsonb), $3 || r, 'PENDING', $4, $5
+			FROM unnest($6::text[], $7::text[]) AS t(r, p)
+			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
+			job.Channel, static, job.idempotencyPrefix(), job.dueAt(), job.ID, rs, ps)
+		return err
+	}
+	var bad []int
+	reasons := map[int]string{}
+	var find func(idx []int) error
+	find = func(idx []int) error {
+		err := try(idx)
+		switch {
+		case err == nil:
+			return nil
+		case !outbox.IsRowError(err):
+			return err
+		case len(idx) == 1:
+			bad = append(bad, idx[0])
+			reasons[idx[0]] = fmt.Sprintf("could not be stored (%v)", err)
+			return nil
+		}
+		mid := len(idx) / 2
+		if err := find(idx[:mid]); err != nil {
+			return err
+		}
+		return find(idx[mid:])
+	}
+	all := make([]int, len(c.recipients))
+	for i := range all {
+		all[i] = i
+	}
+	if err := find(all); err != nil {
+		return c, fmt.Errorf("find the rows at fault in a chunk of job %d: %w", job.ID, err)
+	}
+	if len(bad) == 0 {
+		return c, fmt.Errorf("chunk of job %d failed, but no row of it alone does", job.ID)
+	}
+	isBad := make(map[int]bool, len(bad))
+	for _, k := range bad {
+		isBad[k] = true
+		c.failed = append(c.failed, failedFor(c.recipients[k], reasons[k]))
+	}
+	keep := c.recipients[:0:0]
+	var keepP []string
+	for k, r := range c.recipients {
+		if isBad[k] {
+			continue
+		}
+		keep = append(keep, r)
+		if c.payloads != nil {
+			keepP = append(keepP, c.payloads[k])
+		}
+	}
+	c.recipients, c.payloads = keep, keepP
+	if c.payloads == nil && len(keep) == 0 {
+		c.payloads = nil
+	}
+	s.log.Error("rows of a chunk could not be stored; recorded them FAILED", "job", job.ID, "rows", len(bad))
+	return c, nil
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/core/outbox"
 )
 
 // errDeposed: the job is no longer this owner's RUNNING job — another
@@ -154,7 +156,13 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 		if err != nil {
 			return permanent(err)
 		}
-		return s.materialiseInDB(ctx, conn, job, ta, string(static))
+		err = s.materialiseInDB(ctx, conn, job, ta, string(static))
+		if !outbox.IsRowError(err) {
+			return err
+		}
+		// A row Postgres refuses: go on from the cursor rendering in Go,
+		// where a chunk finds the row at fault (isolateBadRows).
+		log.Warn("a chunk could not be stored; finding the rows at fault", "error", err)
 	}
 	return s.pipeline(ctx, conn, job, aud, tmpl)
 }
@@ -175,7 +183,14 @@ func (s *Service) pipeline(ctx context.Context, conn *pgxpool.Conn, job *Job, au
 		if s.beforeChunk != nil {
 			s.beforeChunk(job.ID, n)
 		}
-		if err := s.commitChunk(ctx, conn, job, c); err != nil {
+		err := s.commitChunk(ctx, conn, job, c)
+		if outbox.IsRowError(err) {
+			// One row Postgres refuses must not hold the chunk, or the job.
+			if c, err = s.isolateBadRows(ctx, conn, job, c); err == nil {
+				err = s.commitChunk(ctx, conn, job, c)
+			}
+		}
+		if err != nil {
 			stopReading()
 			for range chunks { // let the reader finish
 			}
