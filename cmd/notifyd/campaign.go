@@ -14,7 +14,7 @@ import (
 	"github.com/notifyd/notifyd/core/schedule"
 )
 
-// newCampaignCmd creates an ad-hoc bulk job (DESIGN §6) through the API, or
+// newCampaignCmd creates an ad-hoc bulk job (docs/design.md §6) through the API, or
 // directly in the database with --config; a serving instance materialises
 // it, or this command with --config --run.
 func newCampaignCmd() *cobra.Command {

@@ -79,7 +79,7 @@ func serve(parent context.Context, path string, migrate bool) error {
 	}
 
 	host := pluginhost.New(cfg.Plugins, log.Named("plugins"))
-	store, reg := outbox.New(pool), metrics.New(version.Version)
+	store, reg := outbox.New(pool, outbox.WithLogger(log.Named("outbox"))), metrics.New(version.Version)
 	defer store.Close()
 	engine, err := delivery.New(delivery.Options{
 		Config: cfg, Store: store, Queue: queue.New(rc, cfg.Redis.Prefix),

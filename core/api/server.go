@@ -1,4 +1,4 @@
-// Package api is notifyd's HTTP API (DESIGN §8): JSON over net/http with
+// Package api is notifyd's HTTP API (docs/design.md §8): JSON over net/http with
 // Go's pattern routing, served by `notifyd serve` on http.listen.
 //
 // Every /v1 route needs a bearer token from http.tokens (compared in
@@ -256,7 +256,7 @@ type route struct {
 	handler func(*Server, http.ResponseWriter, *http.Request) error
 }
 
-// routeTable is every route, exactly the issue's list (DESIGN §8).
+// routeTable is every route, exactly the issue's list (docs/design.md §8).
 var routeTable = []route{
 	{"POST /v1/notifications", token, (*Server).enqueue},
 	{"GET /v1/notifications/{id}", token, (*Server).getNotification},

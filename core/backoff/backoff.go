@@ -1,5 +1,5 @@
 // Package backoff computes when a failed notification is tried again: random
-// exponential backoff per channel (DESIGN §5). Waiting is never done here —
+// exponential backoff per channel (docs/design.md §5). Waiting is never done here —
 // the delay becomes a due time in the queue's delayed set.
 package backoff
 

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"time"
@@ -12,7 +13,7 @@ import (
 )
 
 // Config is the whole of notifyd's configuration. The koanf tags are the YAML
-// keys and are part of the contract (DESIGN §8).
+// keys and are part of the contract (docs/design.md §8).
 type Config struct {
 	Postgres  Postgres            `koanf:"postgres"`
 	Redis     Redis               `koanf:"redis"`
@@ -149,7 +150,7 @@ type Breaker struct {
 	Cooldown time.Duration `koanf:"cooldown"`
 }
 
-// Retry is a channel's backoff policy (DESIGN §5).
+// Retry is a channel's backoff policy (docs/design.md §5).
 type Retry struct {
 	MaxAttempts int           `koanf:"max_attempts"`
 	Base        time.Duration `koanf:"base"`
@@ -167,7 +168,7 @@ const (
 	JitterWindow = "window"
 )
 
-// Schedule is a recurring bulk send (DESIGN §6).
+// Schedule is a recurring bulk send (docs/design.md §6).
 type Schedule struct {
 	Channel   string         `koanf:"channel"`
 	Cron      string         `koanf:"cron"`
@@ -302,6 +303,23 @@ func fillChannel(c Channel) Channel {
 		c.Partitions = 1
 	}
 	return c
+}
+
+// FillDelivery applies the defaults to a delivery block built in code: a zero
+// interval would be a ticker that panics, a zero batch a pipeline that never
+// drains.
+func FillDelivery(d Delivery) Delivery {
+	def := Default().Delivery
+	d.RelayInterval = cmp.Or(d.RelayInterval, def.RelayInterval)
+	d.RelayBatch = cmp.Or(d.RelayBatch, def.RelayBatch)
+	d.SettleBatch = cmp.Or(d.SettleBatch, def.SettleBatch)
+	d.PromoteInterval = cmp.Or(d.PromoteInterval, def.PromoteInterval)
+	d.SweepInterval = cmp.Or(d.SweepInterval, def.SweepInterval)
+	d.SweepAfter = cmp.Or(d.SweepAfter, def.SweepAfter)
+	d.LeaseTTL = cmp.Or(d.LeaseTTL, def.LeaseTTL)
+	d.EpochInterval = cmp.Or(d.EpochInterval, def.EpochInterval)
+	d.StallAfter = cmp.Or(d.StallAfter, def.StallAfter)
+	return d
 }
 
 // FillChannel applies the per-channel defaults to a channel built in code

@@ -15,7 +15,6 @@ import (
 	"github.com/notifyd/notifyd/core/backoff"
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -26,7 +25,7 @@ type channel struct {
 	name   string
 	cfg    config.Channel
 	policy backoff.Policy
-	plugin *pluginhost.Plugin
+	plugin Provider
 	log    hclog.Logger
 	// slots bounds the messages this instance has in flight on the channel.
 	slots chan struct{}
@@ -43,7 +42,7 @@ type channel struct {
 }
 
 func (c *channel) configure(ctx context.Context) error {
-	p, err := c.e.plugins.Plugin(ctx, c.cfg.Plugin)
+	p, err := c.e.plugins.Provider(ctx, c.cfg.Plugin)
 	if err != nil {
 		return err
 	}
@@ -81,8 +80,8 @@ func (c *channel) state(ctx context.Context) ChannelState {
 		Name: c.name, Plugin: c.cfg.Plugin, Running: c.ok, Error: c.err,
 		Paused: c.flow.paused.Load(), Reason: reason, Breaker: string(br), Partitions: len(c.queues),
 	}
-	if c.plugin != nil {
-		st.Restarts = c.plugin.Restarts()
+	if r, ok := c.plugin.(restarter); ok {
+		st.Restarts = r.Restarts()
 	}
 	return st
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 
-// Each crash window of DESIGN §4 is opened deterministically: a hook
+// Each crash window of docs/design.md §4 is opened deterministically: a hook
 // abandons the batch at that point, the engine is killed (nothing settled,
 // acked or handed back, as after kill -9), and a second engine recovers —
 // under the same instance id (a restart resuming its own backup list) or

@@ -1,4 +1,4 @@
-// Package delivery is the pipeline of DESIGN §4: relay PENDING rows into
+// Package delivery is the pipeline of docs/design.md §4: relay PENDING rows into
 // Redis, fetch them into this instance's backup list, claim them in Postgres,
 // send them through the channel's plugin, and settle the verdicts — Postgres
 // first, then Redis — plus the maintenance that makes it safe: retry
@@ -43,15 +43,18 @@ type Hooks struct {
 
 // Options configure an Engine.
 type Options struct {
-	Config   *config.Config
-	Store    *outbox.Store
-	Queue    *queue.Queue
-	Plugins  *pluginhost.Host
-	Logger   hclog.Logger
-	Hooks    Hooks
-	Now      func() time.Time  // for tests; time.Now when nil
-	Instance string            // overrides config instance.id (tests)
-	Metrics  *metrics.Delivery // where sends and settles are counted; nil: nowhere
+	Config *config.Config
+	Store  *outbox.Store
+	Queue  *queue.Queue
+	// Providers resolves channels' plugin names; nil: Plugins, the plugin
+	// host. Set one of the two.
+	Providers Providers
+	Plugins   *pluginhost.Host
+	Logger    hclog.Logger
+	Hooks     Hooks
+	Now       func() time.Time  // for tests; time.Now when nil
+	Instance  string            // overrides config instance.id (tests)
+	Metrics   *metrics.Delivery // where sends and settles are counted; nil: nowhere
 }
 
 // Engine runs every configured channel of one notifyd instance.
@@ -59,7 +62,7 @@ type Engine struct {
 	cfg      *config.Config
 	store    *outbox.Store
 	queue    *queue.Queue
-	plugins  *pluginhost.Host
+	plugins  Providers
 	log      hclog.Logger
 	hooks    Hooks
 	metrics  *metrics.Delivery
@@ -104,11 +107,22 @@ type ChannelState struct {
 
 // New validates the options and builds an engine; Start runs it.
 func New(o Options) (*Engine, error) {
-	if o.Config == nil || o.Store == nil || o.Queue == nil || o.Plugins == nil || o.Logger == nil {
-		return nil, errors.New("delivery: Config, Store, Queue, Plugins and Logger are required")
+	if o.Providers == nil && o.Plugins != nil {
+		o.Providers = hostProviders{o.Plugins}
+	}
+	if o.Config == nil || o.Store == nil || o.Queue == nil || o.Providers == nil || o.Logger == nil {
+		return nil, errors.New("delivery: Config, Store, Queue, Providers (or Plugins) and Logger are required")
+	}
+	// Defaults are applied here too, not only by the config loader: an
+	// engine built in code with a zero batch size once divided by zero.
+	cfg := *o.Config
+	cfg.Delivery = config.FillDelivery(cfg.Delivery)
+	cfg.Channels = make(map[string]config.Channel, len(o.Config.Channels))
+	for name, cc := range o.Config.Channels {
+		cfg.Channels[name] = config.FillChannel(cc)
 	}
 	e := &Engine{
-		cfg: o.Config, store: o.Store, queue: o.Queue, plugins: o.Plugins,
+		cfg: &cfg, store: o.Store, queue: o.Queue, plugins: o.Providers,
 		log: o.Logger, hooks: o.Hooks, now: o.Now, metrics: o.Metrics,
 		instance: o.Instance, channels: map[string]*channel{},
 	}
@@ -121,7 +135,7 @@ func New(o Options) (*Engine, error) {
 	if e.instance == "" {
 		e.instance = NewInstanceID()
 	}
-	for name, cc := range o.Config.Channels {
+	for name, cc := range cfg.Channels {
 		ch := &channel{
 			e: e, name: name, cfg: cc, policy: backoff.FromConfig(cc.Retry),
 			slots:  make(chan struct{}, cc.Concurrency),

@@ -17,11 +17,9 @@ const resyncPage = 5000
 // the next due time of a scheduled row.
 func (e *Engine) relayLoop(ctx context.Context) {
 	wake := make(chan struct{}, 1)
-	go func() {
-		if err := e.store.Listen(ctx, wake); err != nil && ctx.Err() == nil {
-			e.log.Warn("listen for outbox inserts; relying on polling", "error", err)
-		}
-	}()
+	// Listen reconnects by itself until ctx ends (logging each loss through
+	// the store's logger); meanwhile the relay polls every relay_interval.
+	go func() { _ = e.store.Listen(ctx, wake) }()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var failures int

@@ -1,7 +1,7 @@
 // Package outbox is the Postgres outbox: the table of notifications that is
 // the truth about every one of them, and the batched, state-guarded
 // transitions that move them through PENDING → QUEUED → PROCESSING → SENT /
-// FAILED / CANCELLED (DESIGN §2).
+// FAILED / CANCELLED (docs/design.md §2).
 //
 // Every transition is one set-based statement over unnest/ANY arrays (a
 // constant number of parameters for any batch size), guarded on the state

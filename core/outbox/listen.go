@@ -45,7 +45,7 @@ func (s *Store) Listen(ctx context.Context, wake chan<- struct{}) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.logger.Warn("outbox listen connection lost; reconnecting", "error", err, "backoff", backoff)
+		s.logger.Warn("outbox listen connection lost; reconnecting, the relay polls meanwhile", "error", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Notification statuses (DESIGN §2). SENT, FAILED and CANCELLED are terminal.
+// Notification statuses (docs/design.md §2). SENT, FAILED and CANCELLED are terminal.
 const (
 	StatusPending    = "PENDING"
 	StatusQueued     = "QUEUED"

@@ -1,5 +1,5 @@
 // Package pluginhost finds, launches and supervises provider plugins
-// (DESIGN §7): one process per plugin in use, speaking notifyd.provider.v1
+// (docs/design.md §7): one process per plugin in use, speaking notifyd.provider.v1
 // over go-plugin. A plugin that exits or stops answering Health is restarted
 // with backoff and its channels are configured again; sends caught in a
 // crash come back TRANSIENT with an unknown outcome, never lost. Plugins die

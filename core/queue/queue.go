@@ -6,7 +6,7 @@
 // outcome durable in Postgres. An instance that dies keeps its processing
 // list; when its lease runs out, Reap hands the list back to ready.
 //
-// Keys (DESIGN §3), all of one channel in one hash slot for Redis Cluster:
+// Keys (docs/design.md §3), all of one channel in one hash slot for Redis Cluster:
 //
 //	<prefix>:{ch:<channel>}:ready                 LIST, pushed left, fetched right (FIFO)
 //	<prefix>:{ch:<channel>}:delayed               ZSET, score = due time in Unix ms

@@ -1,5 +1,5 @@
 // Package schedule turns audiences into PENDING notifications ahead of time
-// (DESIGN §6): subscribers and topics, schedules, and the resumable bulk jobs
+// (docs/design.md §6): subscribers and topics, schedules, and the resumable bulk jobs
 // that schedule runs and campaigns are.
 //
 // A schedule (cron + IANA time zone) gets one run per fire time, created

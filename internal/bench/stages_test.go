@@ -21,7 +21,7 @@ import (
 	"github.com/notifyd/notifyd/sdk"
 )
 
-// BenchmarkStages takes the pipeline apart: each stage of DESIGN §4 runs on
+// BenchmarkStages takes the pipeline apart: each stage of docs/design.md §4 runs on
 // its own over N rows (NOTIFYD_BENCH_N, default 20,000), at the batch sizes
 // the engine uses, and reports its wall time per row and — for Postgres —
 // the CPU its backends spent per row, so a slow burst can be traced to

@@ -6,7 +6,7 @@
 // processes with SIGKILL, wipes and restarts Redis, restarts Postgres
 // immediately (a crash and WAL recovery) and adds latency, stalls and
 // connection resets on the network. Then it heals everything, waits for the
-// pipeline to finish and checks DESIGN's promise: every notification SENT
+// pipeline to finish and checks docs/design.md's promise: every notification SENT
 // (and seen by the sink) or FAILED where the sink refused it, none lost,
 // nothing left in flight in Postgres or Redis, duplicates counted.
 //

@@ -10,7 +10,7 @@ import (
 // (core/api) encodes exactly these, so the client and the API cannot drift
 // apart. docs/openapi.yaml describes the same shapes.
 
-// Statuses of a notification (DESIGN §2). SENT, FAILED and CANCELLED are
+// Statuses of a notification (docs/design.md §2). SENT, FAILED and CANCELLED are
 // terminal.
 const (
 	StatusPending    = "PENDING"
