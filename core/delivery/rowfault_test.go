@@ -92,54 +92,40 @@ func TestEngine_RowAtFault(t *testing.T) {
 		}
 	})
 
-	t.Run("claim", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, newSink(t, nil), wide)
-		b.poison("notifications", `NEW.recipient = 'poison' AND NEW.status = 'PROCESSING'`)
-		ids := b.sendBatch(recipients("poison", 40)...)
-		b.engine("", delivery.Hooks{})
-		for r, id := range ids {
-			n := b.wait(id, 20*time.Second)
-			want := outbox.StatusSent
-			if r == "poison" {
-				want = outbox.StatusFailed
+	// A row refused before it is sent (as it is claimed, or relayed) ends
+	// FAILED with the reason, in the dead letters, and is never sent.
+	for _, tt := range []struct{ stage, status, reason string }{
+		{"claim", "PROCESSING", "could not be claimed"},
+		{"relay", "QUEUED", "could not be queued"},
+	} {
+		t.Run(tt.stage, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil), wide)
+			b.poison("notifications", `NEW.recipient = 'poison' AND NEW.status = '`+tt.status+`'`)
+			ids := b.sendBatch(recipients("poison", 40)...)
+			b.engine("", delivery.Hooks{})
+			for r, id := range ids {
+				n := b.wait(id, 20*time.Second)
+				want := outbox.StatusSent
+				if r == "poison" {
+					want = outbox.StatusFailed
+				}
+				if n.Status != want {
+					t.Errorf("%s: %s (%q), want %s", r, n.Status, n.LastError, want)
+				}
+				if r == "poison" && !strings.Contains(n.LastError, tt.reason) {
+					t.Errorf("poison: last_error %q, want %q", n.LastError, tt.reason)
+				}
 			}
-			if n.Status != want {
-				t.Errorf("%s: %s (%q), want %s", r, n.Status, n.LastError, want)
+			if got := len(b.sink.deliveries("poison")); got != 0 {
+				t.Errorf("poison delivered %d times, want 0", got)
 			}
-			if r == "poison" && !strings.Contains(n.LastError, "could not be claimed") {
-				t.Errorf("poison: last_error %q, want the reason it could not be claimed", n.LastError)
+			failed, err := b.store.ListFailed(context.Background(), testChannel, 0, 10)
+			if err != nil || len(failed) != 1 || failed[0].ID != ids["poison"] {
+				t.Errorf("dead letters = %+v (%v), want the poison row alone", failed, err)
 			}
-		}
-		if got := len(b.sink.deliveries("poison")); got != 0 {
-			t.Errorf("poison delivered %d times, want 0", got)
-		}
-		failed, err := b.store.ListFailed(context.Background(), testChannel, 0, 10)
-		if err != nil || len(failed) != 1 || failed[0].ID != ids["poison"] {
-			t.Errorf("dead letters = %+v (%v), want the poison row alone", failed, err)
-		}
-	})
-
-	t.Run("relay", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, newSink(t, nil), wide)
-		b.poison("notifications", `NEW.recipient = 'poison' AND NEW.status = 'QUEUED'`)
-		ids := b.sendBatch(recipients("poison", 40)...)
-		b.engine("", delivery.Hooks{})
-		for r, id := range ids {
-			n := b.wait(id, 20*time.Second)
-			want := outbox.StatusSent
-			if r == "poison" {
-				want = outbox.StatusFailed
-			}
-			if n.Status != want {
-				t.Errorf("%s: %s (%q), want %s", r, n.Status, n.LastError, want)
-			}
-			if r == "poison" && !strings.Contains(n.LastError, "could not be queued") {
-				t.Errorf("poison: last_error %q, want the reason it could not be queued", n.LastError)
-			}
-		}
-	})
+		})
+	}
 
 	t.Run("a row that cannot be written at all", func(t *testing.T) {
 		t.Parallel()

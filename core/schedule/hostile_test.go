@@ -28,6 +28,25 @@ func (b *testBundle) failedReasons(t *testing.T, job int64) map[string]string {
 	return out
 }
 
+// runCampaign creates a campaign over audience with payload, runs it to the
+// end on s and returns the job, failing the test if it is not DONE with
+// failed members.
+func (b *testBundle) runCampaign(t *testing.T, s *Service, audience config.Audience, payload map[string]any, failed int64) *Job {
+	t.Helper()
+	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: audience, Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := mustGetJob(t, b.ctx, s, job.ID)
+	if j.State != JobDone || j.Failed != failed {
+		t.Errorf("job = %s failed %d, want DONE with %d failed", j, j.Failed, failed)
+	}
+	return j
+}
+
 func (b *testBundle) pendingCount(t *testing.T, job int64) int {
 	t.Helper()
 	var n int
@@ -75,18 +94,7 @@ func TestService_hostileTemplates(t *testing.T) {
 			// Everyone but sub-2 has no list: the template renders "" for them
 			// only when guarded, so guard on the list.
 			tmpl := `{{if index .data "l"}}` + tt.template + `{{else}}plain{{end}}`
-			job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
-				Payload: map[string]any{"x": tmpl}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.RunOnce(b.ctx); err != nil {
-				t.Fatal(err)
-			}
-			j := mustGetJob(t, b.ctx, s, job.ID)
-			if j.State != JobDone || j.Failed != 1 {
-				t.Errorf("job = %s failed %d, want DONE with 1 failed", j, j.Failed)
-			}
+			job := b.runCampaign(t, s, config.Audience{Topic: "news"}, map[string]any{"x": tmpl}, 1)
 			reasons := b.failedReasons(t, job.ID)
 			if got := reasons["addr-2"]; !strings.Contains(got, tt.want) {
 				t.Errorf("addr-2 FAILED with %q, want a reason containing %q (all: %v)", got, tt.want, reasons)
@@ -147,20 +155,10 @@ func TestService_overlongQueryRecipient(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.service(t, "a")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks",
-		Audience: config.Audience{Query: "SELECT id, r AS recipient FROM people", Key: "id"}, Payload: map[string]any{"t": "{{.recipient}}!"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RunOnce(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-	j := mustGetJob(t, b.ctx, s, job.ID)
-	if j.State != JobDone || j.Failed != 1 {
-		t.Errorf("job = %s failed %d, want DONE with 1 failed", j, j.Failed)
-	}
+	job := b.runCampaign(t, s, config.Audience{Query: "SELECT id, r AS recipient FROM people", Key: "id"},
+		map[string]any{"t": "{{.recipient}}!"}, 1)
 	var r, key, reason string
-	err = b.db.Pool.QueryRow(b.ctx, `SELECT recipient, idempotency_key, last_error FROM notifications WHERE job_id = $1 AND status = 'FAILED'`,
+	err := b.db.Pool.QueryRow(b.ctx, `SELECT recipient, idempotency_key, last_error FROM notifications WHERE job_id = $1 AND status = 'FAILED'`,
 		job.ID).Scan(&r, &key, &reason)
 	if err != nil || len(r) > outbox.MaxRecipientLen || !strings.Contains(key, "sha256:") || !strings.Contains(reason, "3200 bytes long") {
 		t.Errorf("FAILED row: %d-byte recipient, key %q, reason %q (%v); want it cut, a hashed key and the reason", len(r), key, reason, err)
@@ -246,17 +244,7 @@ CREATE TRIGGER refuse_addr_2 BEFORE INSERT ON notifications FOR EACH ROW EXECUTE
 				t.Fatal(err)
 			}
 			s := b.service(t, "a")
-			job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"t": payload}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.RunOnce(b.ctx); err != nil {
-				t.Fatal(err)
-			}
-			j := mustGetJob(t, b.ctx, s, job.ID)
-			if j.State != JobDone || j.Failed != 1 {
-				t.Errorf("job = %s failed %d, want DONE with 1 failed", j, j.Failed)
-			}
+			job := b.runCampaign(t, s, config.Audience{Topic: "news"}, map[string]any{"t": payload}, 1)
 			if got := b.failedReasons(t, job.ID)["addr-2"]; !strings.Contains(got, "addr-2 is refused here") {
 				t.Errorf("addr-2: %q, want FAILED with Postgres' reason", got)
 			}
