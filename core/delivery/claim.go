@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/queue"
 )
 
 // claim claims ids for sending. A claim Postgres refuses for a row's data
@@ -84,4 +85,98 @@ func (c *channel) overClaimed(send []outbox.Claimed) (keep []outbox.Claimed, ove
 		}})
 	}
 	return keep, over
+}
+
+// handle claims ids that sit in this instance's backup list and sends the
+// claimed ones; it owns one slot per id.
+func (c *channel) handle(ctx context.Context, ids []int64) {
+	e := c.e
+	c.track(ids)
+	if hookCrashed(e.hooks.AfterFetch, c.name, ids) {
+		c.release(len(ids))
+		return
+	}
+	claimed, err := c.claim(ctx, ids)
+	if err != nil {
+		// Postgres is unreachable: push the ids back into the delayed set so
+		// they are tried again; if Redis fails too, the orphan check does it.
+		e.claimStall.failing(e.now())
+		c.log.Warn("claim failed; retrying later", "ids", len(ids), "error", err)
+		due := e.now().Add(time.Second)
+		items := make([]queue.Item, len(ids))
+		for i, id := range ids {
+			items[i] = queue.Item{ID: id, Due: due}
+		}
+		for q, its := range c.itemsByQueue(items) {
+			if err := e.queue.Retry(context.WithoutCancel(ctx), q, e.instance, its); err != nil {
+				c.log.Warn("requeue after failed claim", "error", err)
+			}
+		}
+		c.untrack(ids)
+		c.release(len(ids))
+		return
+	}
+	e.claimStall.ok()
+	var send []outbox.Claimed
+	var skip, failed []int64
+	var deferred []queue.Item
+	for _, cl := range claimed {
+		switch {
+		case cl.Kind == outbox.ClaimSend:
+			send = append(send, cl)
+		case cl.Kind == outbox.ClaimDefer:
+			deferred = append(deferred, queue.Item{ID: cl.ID, Due: cl.NotBefore})
+		case cl.Status == outbox.StatusFailed:
+			failed = append(failed, cl.ID)
+		default:
+			skip = append(skip, cl.ID)
+		}
+	}
+	rctx := context.WithoutCancel(ctx)
+	// Already SENT/CANCELLED (or gone): the claim is the idempotency check,
+	// so the row is only acked, never sent again. A FAILED one is
+	// dead-lettered: it may be here because the dead-letter step after its
+	// commit was lost (a crash, a Redis error), and acking it would keep it
+	// out of the dead list for good; or because it was pushed again after
+	// it failed (a relay or resync racing its settle), when it is on the
+	// dead list already and must not be listed twice.
+	for q, ids := range c.byQueue(skip) {
+		if err := e.queue.Ack(rctx, q, e.instance, ids); err != nil {
+			c.log.Warn("ack skipped", "error", err)
+		}
+	}
+	for q, ids := range c.byQueue(failed) {
+		if err := e.queue.DeadOnce(rctx, q, e.instance, ids); err != nil {
+			c.log.Warn("dead-letter skipped FAILED", "error", err)
+		}
+	}
+	skip = append(skip, failed...)
+	for q, items := range c.itemsByQueue(deferred) {
+		if err := e.queue.Retry(rctx, q, e.instance, items); err != nil {
+			c.log.Warn("defer not-yet-claimable", "error", err)
+		}
+	}
+	if n := len(skip) + len(deferred); n > 0 {
+		c.untrack(append(skip, itemIDs(deferred)...))
+		c.release(n)
+	}
+	send, over := c.overClaimed(send)
+	if len(over) > 0 {
+		c.release(len(over))
+		e.settler.add(over)
+	}
+	send = c.capRecipients(ctx, send)
+	if len(send) == 0 {
+		return
+	}
+	sendIDs := claimedIDs(send)
+	if hookCrashed(e.hooks.AfterClaim, c.name, sendIDs) {
+		c.release(len(send))
+		return
+	}
+	e.sendWG.Add(1)
+	go func() {
+		defer e.sendWG.Done()
+		c.send(e.runCtx, send)
+	}()
 }

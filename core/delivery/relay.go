@@ -1,10 +1,15 @@
+// Stage 1 of docs/design.md §4: due PENDING rows to QUEUED, pushed into their
+// queues.
+
 package delivery
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/queue"
 )
 
 // relay relays up to limit due rows. A relay Postgres refuses for a row's
@@ -35,4 +40,118 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 	// FAILED in Postgres is the dead-letter list the API and dashboard read;
 	// the id was never in a Redis queue, so there is nothing to move there.
 	return nil, nil
+}
+
+// relayLoop moves due PENDING rows to QUEUED and pushes them, woken by
+// LISTEN/NOTIFY on insert and, as the fallback, by a timer that also fires at
+// the next due time of a scheduled row.
+func (e *Engine) relayLoop(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	// Listen reconnects by itself until ctx ends (logging each loss through
+	// the store's logger); meanwhile the relay polls every relay_interval.
+	go func() { _ = e.store.Listen(ctx, wake) }()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var failures int
+	var unpushed []outbox.Queued
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+		next, err := e.relayDue(ctx, &unpushed)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			e.relayStall.failing(e.now())
+			e.log.Warn("relay", "error", err)
+			resetTimer(timer, retryPause(failures))
+			continue
+		}
+		failures = 0
+		e.relayStall.ok()
+		wait := e.cfg.Delivery.RelayInterval
+		if !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		resetTimer(timer, wait)
+	}
+}
+
+// relayDue pushes what an earlier pass relayed but could not push, then
+// relays every due row, a batch at a time, and returns when the next
+// scheduled row falls due (zero when none). A failed push ends the pass: its
+// rows are committed QUEUED yet in no Redis queue, so they are kept in
+// *unpushed and pushed first on the next pass rather than left to the
+// sweeper (sweep_after), and relaying more into a Redis that is down would
+// only strand more. If the process dies meanwhile, the sweeper has them.
+//
+// Only the rows whose own queue's push failed are kept: on a Redis Cluster
+// one shard can refuse while the others take theirs, and pushing the taken
+// ones again on every pass would queue again those delivered meanwhile (the
+// claim skips them, but each costs a claim, and a FAILED one came back to
+// the dead list each time).
+func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.Time, error) {
+	if len(*unpushed) > 0 {
+		failed, err := e.pushQueued(ctx, *unpushed)
+		*unpushed = failed
+		if err != nil {
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(failed), err)
+		}
+	}
+	batch := e.cfg.Delivery.RelayBatch
+	for {
+		queued, err := e.relay(ctx, batch)
+		if err != nil {
+			// The statement may have committed with its reply lost (pgx
+			// cannot always tell): rows QUEUED in no Redis queue, which
+			// only a resync pass finds before the sweeper does.
+			e.resyncState.Lock()
+			e.relayFailedAt = e.now()
+			e.resyncPending.Store(true)
+			e.resyncState.Unlock()
+			return time.Time{}, err
+		}
+		if failed, err := e.pushQueued(ctx, queued); err != nil {
+			*unpushed = failed
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(failed), err)
+		}
+		if len(queued) < batch {
+			break
+		}
+	}
+	return e.store.NextDue(ctx)
+}
+
+// pushQueued pushes outbox rows into their channels' queues (idempotent),
+// each with its next_attempt_at so a retry keeps its backoff. It returns the
+// rows of the queues whose push failed, and the first error.
+func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) ([]outbox.Queued, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	byQueue := map[string][]outbox.Queued{}
+	for _, r := range rows {
+		q := e.queueOf(r.Channel, r.ID)
+		byQueue[q] = append(byQueue[q], r)
+	}
+	var failed []outbox.Queued
+	var firstErr error
+	for q, rs := range byQueue {
+		items := make([]queue.Item, len(rs))
+		for i, r := range rs {
+			items[i] = queue.Item{ID: r.ID, Due: r.NextAttemptAt}
+		}
+		if _, err := e.queue.Push(ctx, q, items); err != nil {
+			failed = append(failed, rs...)
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return failed, firstErr
 }

@@ -1,0 +1,122 @@
+// Stage 3 of docs/design.md §4: a claimed batch through the provider, and
+// the verdict turned into the outbox transition the settler commits.
+
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// send delivers one claimed batch through the plugin and hands the verdicts
+// to the settler.
+func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
+	e := c.e
+	started := e.now()
+	deadline := started.Add(c.cfg.Timeout)
+	msgs := make([]sdk.Message, len(batch))
+	for i, cl := range batch {
+		key := cl.IdempotencyKey
+		if key == "" {
+			key = fmt.Sprintf("notifyd-%d", cl.ID)
+		}
+		msgs[i] = sdk.Message{
+			ID: cl.ID, Channel: c.name, Recipient: cl.Recipient, Payload: cl.Payload,
+			Attempt: cl.Attempt, IdempotencyKey: key, CreatedAt: cl.CreatedAt, Deadline: deadline,
+		}
+	}
+	sctx, cancel := context.WithDeadline(ctx, deadline)
+	verdicts := c.plugin.Send(sctx, msgs)
+	cancel()
+	finished := e.now()
+	e.metrics.SendDuration(c.name, finished.Sub(started))
+	c.observe(ctx, verdicts)
+	ids := claimedIDs(batch)
+	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
+		c.release(len(batch))
+		return
+	}
+	items := make([]settleItem, len(batch))
+	for i, cl := range batch {
+		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished)}
+	}
+	c.release(len(batch))
+	e.settler.add(items)
+}
+
+// settlement turns a verdict into the outbox transition: SENT, back to
+// QUEUED after a backoff, or FAILED once permanent or out of attempts.
+func (c *channel) settlement(cl outbox.Claimed, v sdk.Verdict, started, finished time.Time) outbox.Settlement {
+	s := outbox.Settlement{
+		ID: cl.ID, Attempt: cl.Attempt, ProviderCode: v.ProviderCode,
+		StartedAt: started, FinishedAt: finished, Output: v.Result,
+	}
+	// A status is an HTTP-like code; anything else from a plugin (negative,
+	// huge) is not stored as one, so it cannot fail the settle's batch.
+	if v.ProviderStatus > 0 && v.ProviderStatus < 1000 {
+		s.ProviderStatus = v.ProviderStatus
+	}
+	switch v.Outcome {
+	case sdk.OutcomeSuccess, sdk.OutcomeTransient, sdk.OutcomePermanent:
+		s.Outcome = v.Outcome.String()
+	default:
+		s.Outcome = outbox.OutcomeTransient
+	}
+	switch v.Outcome {
+	case sdk.OutcomeSuccess:
+		s.Result = outbox.ResultSent
+	case sdk.OutcomePermanent:
+		s.Result, s.Error = outbox.ResultFailed, describe(v)
+	default: // transient, and anything unrecognised: retried, never dropped
+		if c.policy.Exhausted(cl.Attempt) {
+			s.Result = outbox.ResultFailed
+			s.Error = fmt.Sprintf("gave up after %d attempts: %s", cl.Attempt, describe(v))
+		} else {
+			s.Result, s.Error = outbox.ResultRetry, describe(v)
+			s.NextAttemptAt = finished.Add(c.policy.Delay(cl.Attempt, v.RetryAfter))
+		}
+	}
+	return s
+}
+
+// describe is the last_error an operator reads.
+func describe(v sdk.Verdict) string {
+	msg := v.Detail
+	if msg == "" {
+		msg = v.Outcome.String()
+	}
+	// The status and code have their own columns in the attempt log; add
+	// them to the message only when the plugin's detail does not say them.
+	var extra []string
+	if v.ProviderStatus != 0 && !strings.Contains(msg, strconv.Itoa(v.ProviderStatus)) {
+		extra = append(extra, fmt.Sprintf("HTTP %d", v.ProviderStatus))
+	}
+	if v.ProviderCode != "" && !strings.Contains(msg, v.ProviderCode) {
+		extra = append(extra, "code "+v.ProviderCode)
+	}
+	if len(extra) > 0 {
+		msg += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return printable(msg)
+}
+
+// printable keeps a provider's error text storable and readable: Postgres
+// text refuses NUL, and control bytes from an error page help nobody.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, s)
+}
