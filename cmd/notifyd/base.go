@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
+
+	notifyd "github.com/notifyd/notifyd"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/version"
-	"github.com/notifyd/notifyd/sdk"
 )
 
 // configFlag adds the --config flag every config-driven command takes.
@@ -31,22 +31,7 @@ func loadConfig(path string) (*config.Config, hclog.Logger, error) {
 
 // openPostgres connects and pings, so an unreachable database is one clear line.
 func openPostgres(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(cfg.Postgres.URL)
-	if err != nil {
-		// pgx masks the password; other query values may be secrets too.
-		return nil, fmt.Errorf("postgres.url: %s", sdk.RedactURLs(err.Error()))
-	}
-	pc.MaxConns = cfg.Postgres.MaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err == nil {
-		if err = pool.Ping(ctx); err != nil {
-			pool.Close()
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres at %s: %s", sdk.RedactURL(cfg.Postgres.URL), sdk.RedactURLs(oneLine(err)))
-	}
-	return pool, nil
+	return notifyd.OpenPostgres(ctx, cfg)
 }
 
 func newVersionCmd() *cobra.Command {
@@ -59,19 +44,4 @@ func newVersionCmd() *cobra.Command {
 			return err
 		},
 	}
-}
-
-// oneLine folds a multi-line error (pgx lists every address it tried) into
-// one line without repeats.
-func oneLine(err error) string {
-	seen := map[string]bool{}
-	var parts []string
-	for _, l := range strings.Split(err.Error(), "\n") {
-		l = strings.TrimSpace(l)
-		if l != "" && !seen[l] {
-			seen[l] = true
-			parts = append(parts, l)
-		}
-	}
-	return strings.Join(parts, " ")
 }

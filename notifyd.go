@@ -1,0 +1,273 @@
+// Package notifyd is the composition root: it builds and starts the whole
+// daemon — Postgres store, Redis queues, providers, the delivery engine,
+// schedules, the API and the dashboard — from one config, the way `notifyd
+// serve` does, so that an application can embed notifyd in its own process
+// (with providers written in Go, see Options.Providers) and tests can start
+// it in one call. docs/design.md says what each part does.
+//
+//	cfg := config.Default()               // or config.Load(path)
+//	cfg.Postgres.URL, cfg.Redis.URL = …
+//	cfg.Channels = map[string]config.Channel{"alerts": {Plugin: "memo"}}
+//	d, err := notifyd.Start(ctx, &cfg, notifyd.Options{
+//		Providers: delivery.NewInProcess(map[string]sdk.Provider{"memo": memo{}}, nil),
+//	})
+//	…
+//	defer d.Stop(context.Background())
+package notifyd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/core/api"
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/metrics"
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/ui"
+	"github.com/notifyd/notifyd/core/version"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// Options are what a config file cannot say.
+type Options struct {
+	// Logger receives every part's logs; nil: hclog's default at
+	// cfg.Log.Level.
+	Logger hclog.Logger
+	// Providers resolves channels' `plugin:` names; nil: the plugin host
+	// over plugins.dir. delivery.NewInProcess serves Go providers.
+	Providers delivery.Providers
+	// NoMigrate skips applying the database migrations at start.
+	NoMigrate bool
+}
+
+// Daemon is a running notifyd. Stop it once.
+type Daemon struct {
+	cfg    *config.Config
+	log    hclog.Logger
+	pool   *pgxpool.Pool
+	redis  redis.UniversalClient
+	store  *outbox.Store
+	host   *pluginhost.Host // nil with in-process providers
+	engine *delivery.Engine
+	sched  *schedule.Service
+	api    *api.Server
+	cancel context.CancelFunc
+}
+
+// Start connects to Postgres and Redis, applies migrations, starts the
+// delivery engine, the schedules and the API (with the dashboard when
+// http.tokens are set), and returns once they run. On an error nothing is
+// left running.
+func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, err error) {
+	if cfg == nil {
+		return nil, errors.New("notifyd: config is nil")
+	}
+	// The defaults apply here too, not only in the file loader: a config
+	// built in code may leave a channel's settings zero.
+	filled := *cfg
+	filled.Delivery = config.FillDelivery(cfg.Delivery)
+	filled.Channels = make(map[string]config.Channel, len(cfg.Channels))
+	for name, ch := range cfg.Channels {
+		filled.Channels[name] = config.FillChannel(ch)
+	}
+	cfg = &filled
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = hclog.New(&hclog.LoggerOptions{Name: "notifyd", Level: hclog.LevelFromString(cfg.Log.Level)})
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	d := &Daemon{cfg: cfg, log: log, cancel: cancel}
+	defer func() {
+		if err != nil {
+			d.close(context.Background())
+		}
+	}()
+
+	if d.pool, err = OpenPostgres(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if !o.NoMigrate {
+		n, err := outbox.Migrate(ctx, d.pool)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			log.Info("migrations applied", "applied", n)
+		}
+	}
+	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
+		return nil, err
+	}
+	if err := d.redis.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("connect to Redis: %w", err)
+	}
+
+	providers := o.Providers
+	if providers == nil {
+		d.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))
+	}
+	reg := metrics.New(version.Version)
+	d.store = outbox.New(d.pool, outbox.WithLogger(log.Named("outbox")))
+	if d.engine, err = delivery.New(delivery.Options{
+		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
+		Providers: providers, Plugins: d.host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
+	}); err != nil {
+		return nil, err
+	}
+	if err := d.engine.Start(ctx); err != nil {
+		return nil, err
+	}
+	// Schedules and bulk jobs: any instance evaluates them; a run is created
+	// once per fire time, and a job has one owner at a time.
+	if d.sched, err = schedule.New(d.pool, cfg, schedule.Options{Logger: log.Named("schedule"), InstanceID: d.engine.Instance()}); err != nil {
+		return nil, err
+	}
+	if err := d.sched.Start(ctx); err != nil {
+		return nil, err
+	}
+	var dashboard http.Handler
+	if len(cfg.HTTP.Tokens) > 0 {
+		dashboard, err = ui.New(ui.Deps{Context: ctx, Config: cfg, Store: d.store, Engine: d.engine, Plugins: d.host,
+			Schedules: d.sched, Logger: log.Named("ui")})
+		if err != nil {
+			log.Warn("dashboard disabled", "error", err)
+		}
+	}
+	if d.api, err = api.New(api.Options{
+		Config: cfg, Store: d.store, Engine: d.engine, Redis: d.redis, Plugins: d.host, Metrics: reg,
+		Logger: log.Named("api"), Schedules: d.sched, UI: dashboard,
+	}); err != nil {
+		return nil, err
+	}
+	if err := d.api.Start(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("notifyd serving", "instance", d.engine.Instance())
+	return d, nil
+}
+
+// Stop shuts down gracefully: the API first (no new requests), then the
+// engine finishes in-flight sends within shutdown.soft_timeout, and
+// everything is stopped by shutdown.hard_timeout or when ctx ends, whichever
+// comes first; nothing is lost either way (unfinished work is recovered by
+// the next instance to run).
+func (d *Daemon) Stop(ctx context.Context) error {
+	soft := cmp.Or(d.cfg.Shutdown.SoftTimeout, config.DefaultSoftTimeout)
+	hard := cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout)
+	if d.api != nil {
+		apiCtx, cancel := context.WithTimeout(ctx, soft)
+		if err := d.api.Stop(apiCtx); err != nil {
+			d.log.Warn("stop API", "error", err)
+		}
+		cancel()
+	}
+	d.log.Info("shutting down: finishing in-flight sends", "soft_timeout", soft, "hard_timeout", hard)
+	hardCtx, cancel := context.WithTimeout(ctx, hard)
+	defer cancel()
+	var stopErr error
+	if d.engine != nil {
+		stopErr = d.engine.Stop(hardCtx, soft)
+		if hardCtx.Err() != nil {
+			d.engine.Kill()
+		}
+		d.engine = nil
+	}
+	d.close(ctx)
+	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {
+		return stopErr
+	}
+	d.log.Info("stopped")
+	return nil
+}
+
+// close releases what Start acquired, in reverse; the engine is stopped by
+// then (or was never started).
+func (d *Daemon) close(ctx context.Context) {
+	if d.engine != nil { // Start failed after the engine started
+		_ = d.engine.Stop(ctx, 0)
+	}
+	if d.sched != nil {
+		d.sched.Stop()
+	}
+	if d.host != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := d.host.Close(closeCtx); err != nil {
+			d.log.Warn("stop plugins", "error", err)
+		}
+		cancel()
+	}
+	if d.store != nil {
+		d.store.Close()
+	}
+	if d.redis != nil {
+		_ = d.redis.Close()
+	}
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	d.cancel()
+}
+
+// Addr is where the API listens (http.listen; useful with port 0).
+func (d *Daemon) Addr() net.Addr { return d.api.Addr() }
+
+// Engine is the delivery engine (channel states, pause and resume, stalls).
+func (d *Daemon) Engine() *delivery.Engine { return d.engine }
+
+// Store is the outbox, for an application that enqueues in its own process
+// (outbox.Insert inside its own transactions is the transactional outbox).
+func (d *Daemon) Store() *outbox.Store { return d.store }
+
+// OpenPostgres opens the pool that postgres.url and postgres.max_conns
+// describe and checks that it answers; errors never print the URL's
+// credentials.
+func OpenPostgres(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.Postgres.URL)
+	if err != nil {
+		// pgx masks the password; other query values may be secrets too.
+		return nil, fmt.Errorf("postgres.url: %s", sdk.RedactURLs(err.Error()))
+	}
+	pc.MaxConns = cfg.Postgres.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err == nil {
+		if err = pool.Ping(ctx); err != nil {
+			pool.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres at %s: %s", sdk.RedactURL(cfg.Postgres.URL), sdk.RedactURLs(oneLine(err)))
+	}
+	return pool, nil
+}
+
+// oneLine folds a multi-line error (pgx lists every address it tried) into
+// one line without repeats.
+func oneLine(err error) string {
+	seen := map[string]bool{}
+	var parts []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !seen[l] {
+			seen[l] = true
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
+}
