@@ -57,6 +57,10 @@ func (s *Server) dlqReplay(w http.ResponseWriter, r *http.Request) error {
 		return e
 	}
 	ctx := r.Context()
+	if _, ok := s.cfg.Channels[sel.Channel]; sel.IDs == nil && !ok {
+		// As the dashboard: nobody here would deliver them.
+		return invalid("channel: %q is not configured on this instance; its dead letters cannot be replayed (purge them, or configure the channel)", sel.Channel)
+	}
 	var replayed []outbox.Queued
 	if sel.IDs != nil {
 		if _, err := s.checkFailed(ctx, sel); err != nil {
@@ -67,24 +71,35 @@ func (s *Server) dlqReplay(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		replayed = rows
-	} else {
+	}
+	// Past a commit, a client that hangs up must not stop the push.
+	rctx := context.WithoutCancel(ctx)
+	var reviveErr error
+	if sel.IDs == nil {
+		// A whole channel, a chunk at a time: each chunk is pushed as soon
+		// as it is committed, so a large dead-letter queue is never held in
+		// memory whole before its first notification goes back.
 		for {
 			rows, err := s.store.ReplayChannel(ctx, sel.Channel, replayChunk)
 			if err != nil {
 				return err
 			}
 			replayed = append(replayed, rows...)
+			if err := s.engine.Revive(rctx, rows); err != nil && reviveErr == nil {
+				reviveErr = err
+			}
 			if len(rows) < replayChunk {
 				break
 			}
 		}
+	} else {
+		reviveErr = s.engine.Revive(rctx, replayed)
 	}
-	// Past the commit, a client that hangs up must not stop the push.
 	out := client.Replayed{Replayed: int64(len(replayed)), IDs: make([]int64, len(replayed))}
 	for i, q := range replayed {
 		out.IDs[i] = q.ID
 	}
-	if err := s.engine.Revive(context.WithoutCancel(ctx), replayed); err != nil {
+	if err := reviveErr; err != nil {
 		s.log.Warn("DLQ replay: rows are QUEUED but the Redis push failed; the sweeper will queue them", "rows", len(replayed), "error", err)
 		out.Warning = fmt.Sprintf("replayed in Postgres, but queueing in Redis failed (%v); the sweeper queues them within delivery.sweep_after (%s)",
 			err, s.cfg.Delivery.SweepAfter)

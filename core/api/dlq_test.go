@@ -133,6 +133,24 @@ func TestServer_DLQReplay(t *testing.T) {
 		}
 	})
 
+	t.Run("a whole channel past the replay chunk, twice over", func(t *testing.T) {
+		recipients := make([]string, 2500) // past the 1,000-row chunk twice
+		for i := range recipients {
+			recipients[i] = fmt.Sprintf("bulk-%d", i)
+		}
+		b.deadLetter("alerts", recipients...)
+		got := decode[client.Replayed](t, wantStatus(t, b.do("POST", "/v1/dlq/replay", `{"channel":"alerts"}`), 200))
+		st, err := b.engine.Stats(b.ctx, "alerts")
+		must(t, err)
+		if got.Replayed != 2500 || st.Dead != 0 || st.Ready != 2500+3 {
+			t.Errorf("replayed %d; alerts queue %+v; want 2500 replayed and ready (beside the 3 before)", got.Replayed, st)
+		}
+	})
+
+	t.Run("a channel this instance does not run is refused, as on the dashboard", func(t *testing.T) {
+		wantError(t, b.do("POST", "/v1/dlq/replay", `{"channel":"elsewhere"}`), 422, client.CodeInvalid, "not configured")
+	})
+
 	for _, tc := range []struct {
 		name, body string
 		status     int
