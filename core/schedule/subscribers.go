@@ -76,6 +76,11 @@ func validateSubscriber(i int, s Subscriber) error {
 		}
 	}
 	if s.Attributes != nil {
+		if jsonDepth(s.Attributes) <= MaxAttributesDepth {
+			if p := attributesTextProblem(map[string]any(s.Attributes), "attributes"); p != "" {
+				return fmt.Errorf("%s: %s: %w", at, p, ErrInvalid)
+			}
+		}
 		raw, err := json.Marshal(s.Attributes)
 		switch {
 		case err != nil:
