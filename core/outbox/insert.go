@@ -245,6 +245,9 @@ func checkJSON(b json.RawMessage) error {
 	if p := JSONEscapeProblem(b); p != "" {
 		return fmt.Errorf("%s", p)
 	}
+	if p := jsonNumberProblem(b); p != "" {
+		return fmt.Errorf("%s", p)
+	}
 	return nil
 }
 
@@ -293,6 +296,60 @@ func JSONEscapeProblem(b []byte) string {
 			return fmt.Sprintf(`has an unpaired surrogate escape \u%04X (byte %d)`, v, j)
 		}
 	}
+}
+
+// jsonNumberProblem says which number of valid JSON b Postgres' numeric (what
+// jsonb keeps numbers as) cannot hold: an exponent or a run of digits past
+// its range (1e999999 is valid JSON, and was refused only by the insert).
+// "" when every number fits.
+func jsonNumberProblem(b []byte) string {
+	const maxDigits, maxExp = 100_000, 100_000
+	inString, escaped := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '-' || (c >= '0' && c <= '9'):
+			start, digits := i, 0
+			for i < len(b) && (b[i] >= '0' && b[i] <= '9' || b[i] == '-' || b[i] == '+' || b[i] == '.') {
+				if b[i] >= '0' && b[i] <= '9' {
+					digits++
+				}
+				i++
+			}
+			if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+				j := i + 1
+				if j < len(b) && (b[j] == '+' || b[j] == '-') {
+					j++
+				}
+				exp := 0
+				for ; j < len(b) && b[j] >= '0' && b[j] <= '9'; j++ {
+					if exp <= maxExp {
+						exp = exp*10 + int(b[j]-'0')
+					}
+				}
+				if exp > maxExp {
+					return fmt.Sprintf("has a number whose exponent is past what Postgres can store (byte %d)", start)
+				}
+				i = j
+			}
+			if digits > maxDigits {
+				return fmt.Sprintf("has a number of %d digits, past what Postgres can store (byte %d)", digits, start)
+			}
+			i--
+		}
+	}
+	return ""
 }
 
 // timestamptz maps the zero time to NULL.

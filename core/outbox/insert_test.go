@@ -303,6 +303,8 @@ func TestValidate(t *testing.T) {
 		{"empty payload", with(func(n *outbox.NewNotification) { n.Payload = nil }), "notification 1: payload is empty"},
 		{"invalid payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":`) }), "notification 1: payload is not valid JSON"},
 		{"NUL escape in payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"x\u0000"}`) }), `notification 1: payload contains \u0000`},
+		{"a number past numeric's range", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"n":1e999999}`) }), "payload has a number whose exponent is past"},
+		{"a tiny number past numeric's range", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"n":[1,-1e-999999]}`) }), "payload has a number whose exponent is past"},
 		{"lone high surrogate in payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\ud800x"}`) }), `payload has an unpaired surrogate escape \uD800`},
 		{"lone low surrogate in payload", with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\udc00"}`) }), `payload has an unpaired surrogate escape \uDC00`},
 		{"negative job", with(func(n *outbox.NewNotification) { n.JobID = -1 }), "notification 1: job_id is -1"},
@@ -316,7 +318,9 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	t.Run("valid", func(t *testing.T) {
-		pair := with(func(n *outbox.NewNotification) { n.Payload = json.RawMessage(`{"a":"\ud83d\ude00"}`) })
+		pair := with(func(n *outbox.NewNotification) {
+			n.Payload = json.RawMessage(`{"a":"\ud83d\ude00","e":"1e999999 in a string","n":-12.5e-3,"q":"\"1e999999"}`)
+		})
 		if err := outbox.Validate([]outbox.NewNotification{ok, pair}); err != nil {
 			t.Errorf("Validate of a surrogate pair = %v, want nil", err)
 		}

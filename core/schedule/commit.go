@@ -252,6 +252,9 @@ func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *J
 	}
 	keep := c.recipients[:0:0]
 	var keepP []string
+	if c.payloads != nil {
+		keepP = []string{} // still rendered, even when no row is left: never the static path
+	}
 	for k, r := range c.recipients {
 		if isBad[k] {
 			continue
@@ -262,9 +265,6 @@ func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *J
 		}
 	}
 	c.recipients, c.payloads = keep, keepP
-	if c.payloads == nil && len(keep) == 0 {
-		c.payloads = nil
-	}
 	s.log.Error("rows of a chunk could not be stored; recorded them FAILED", "job", job.ID, "rows", len(bad))
 	return c, nil
 }

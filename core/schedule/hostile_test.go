@@ -79,6 +79,9 @@ func TestService_hostileTemplates(t *testing.T) {
 		{"output past the payload bound", `{{range .data.l}}{{range $.data.l}}{{printf "%0999d" 0}}{{end}}{{end}}`, list(20), "payload bound"},
 		{"ranges that print nothing", `{{range .data.l}}{{range $.data.l}}{{range $.data.l}}{{end}}{{end}}{{end}}t`, list(2000), "range iterations"},
 		{"ranges with two variables", `{{range $i, $a := .data.l}}{{range $j, $b := $.data.l}}{{end}}{{end}}t`, list(2000), "range iterations"},
+		{"recursion that halves a list: 2^200 calls, no output, no range",
+			`{{define "a"}}{{if .}}{{template "a" (slice . 1)}}{{template "a" (slice . 1)}}{{end}}{{end}}{{template "a" (index .data "l")}}`, list(200), "template calls"},
+		{"a rendered NUL", `{{printf "%c" 0}}`, list(1), "NUL character"},
 		{"a printf width in memory", `{{printf "%0999999999d" 1}}`, list(1), "width or precision over 1000"},
 		{"a printf star width", `{{printf "%*d" 999999999 1}}`, list(1), "* width"},
 	}
@@ -94,6 +97,9 @@ func TestService_hostileTemplates(t *testing.T) {
 			// Everyone but sub-2 has no list: the template renders "" for them
 			// only when guarded, so guard on the list.
 			tmpl := `{{if index .data "l"}}` + tt.template + `{{else}}plain{{end}}`
+			if strings.HasPrefix(tt.template, "{{define") { // a define cannot sit inside an if; it guards itself
+				tmpl = tt.template
+			}
 			job := b.runCampaign(t, s, config.Audience{Topic: "news"}, map[string]any{"x": tmpl}, 1)
 			reasons := b.failedReasons(t, job.ID)
 			if got := reasons["addr-2"]; !strings.Contains(got, tt.want) {

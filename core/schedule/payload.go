@@ -175,12 +175,16 @@ func (p *payloadTemplate) render(buf []byte, vars map[string]any, limit int) ([]
 		if !s.renderFast(&b.out, vars) {
 			b.out.Reset()
 			err := s.tmpl.Execute(b, vars)
-			if err == nil && b.iterations > MaxRangeIterations {
-				err = fmt.Errorf("more than %d range iterations: %w", MaxRangeIterations, errRenderBound)
+			if err == nil {
+				err = b.err // a bound a range stopped at
 			}
 			if err != nil {
 				return buf[:start], fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
 			}
+		}
+		if strings.IndexByte(b.out.String(), 0) >= 0 { // the fast path writes data as it is
+			return buf[:start], fmt.Errorf("render payload %s for %q: the rendered payload contains a NUL character, which notifyd cannot store: %w",
+				s.path, vars[varRecipient], errRenderBound)
 		}
 		buf = sdk.AppendJSONString(buf, b.out.String())
 		if len(buf)-start > limit {

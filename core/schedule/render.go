@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"time"
 	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/core/config"
@@ -25,11 +27,15 @@ import (
 const (
 	// MaxTemplateBytes bounds one job's payload template, as JSON.
 	MaxTemplateBytes = 64 << 10
-	// MaxRangeIterations bounds the range iterations of one recipient's
-	// render, across every leaf: with the output bound (the payload bound),
-	// it bounds a render's time, since every other loop a template can
-	// write (recursive {{template}}) is capped by text/template's depth.
+	// MaxRangeIterations bounds the steps of one recipient's render across
+	// every leaf: range iterations and {{template}} calls, the only two ways
+	// a template can loop (recursion that halves a list runs 2^n calls at a
+	// depth of n, under text/template's own depth limit). With the output
+	// bound (the payload bound) it bounds a render's work; maxRenderTime
+	// bounds its time as well.
 	MaxRangeIterations = 100_000
+	// maxRenderTime bounds one recipient's render, checked at every step.
+	maxRenderTime = time.Second
 	// maxFormatWidth bounds a width or precision in printf: fmt pads in
 	// memory before anything reaches the output bound.
 	maxFormatWidth = 1000
@@ -45,12 +51,15 @@ type renderBudget struct {
 	outLeft    int
 	limit      int
 	iterations int
+	started    time.Time
+	err        error // the first bound passed (a range stops quietly; render reports it)
 }
 
 func (b *renderBudget) reset(outBytes int) {
 	b.out.Reset()
 	b.outLeft, b.limit = outBytes, outBytes
-	b.iterations = 0
+	b.iterations, b.err = 0, nil
+	b.started = time.Now()
 }
 
 // Write is the output of text/template: it refuses to grow past the bound.
@@ -58,14 +67,28 @@ func (b *renderBudget) Write(p []byte) (int, error) {
 	if len(p) > b.outLeft {
 		return 0, fmt.Errorf("the rendered payload passes the payload bound of %d bytes (http.max_payload_bytes): %w", b.limit, errRenderBound)
 	}
+	if bytes.IndexByte(p, 0) >= 0 {
+		return 0, fmt.Errorf("the rendered payload contains a NUL character, which notifyd cannot store: %w", errRenderBound)
+	}
 	b.outLeft -= len(p)
 	return b.out.Write(p)
 }
 
 func (b *renderBudget) iterate() error {
+	if b.err != nil {
+		return b.err
+	}
+	b.err = b.step()
+	return b.err
+}
+
+func (b *renderBudget) step() error {
 	b.iterations++
 	if b.iterations > MaxRangeIterations {
-		return fmt.Errorf("more than %d range iterations: %w", MaxRangeIterations, errRenderBound)
+		return fmt.Errorf("more than %d range iterations or template calls: %w", MaxRangeIterations, errRenderBound)
+	}
+	if b.iterations%256 == 0 && time.Since(b.started) > maxRenderTime {
+		return fmt.Errorf("rendering took more than %s: %w", maxRenderTime, errRenderBound)
 	}
 	return nil
 }
@@ -74,6 +97,7 @@ func (b *renderBudget) iterate() error {
 const (
 	funcRange1 = "notifydRange1"
 	funcRange2 = "notifydRange2"
+	funcStep   = "notifydStep"
 )
 
 // templateFuncs are the functions every payload template parses with: the
@@ -84,6 +108,17 @@ func templateFuncs(b *renderBudget) template.FuncMap {
 		funcRange1: func(v any) (iter.Seq[any], error) { return rangeElems(b, v) },
 		funcRange2: func(v any) (iter.Seq2[any, any], error) { return rangePairs(b, v) },
 		"printf":   boundedSprintf,
+		// funcStep passes a {{template}} call's argument through, counting
+		// the call against the budget.
+		funcStep: func(args ...any) (any, error) {
+			if err := b.iterate(); err != nil {
+				return nil, err
+			}
+			if len(args) == 0 {
+				return nil, nil
+			}
+			return args[len(args)-1], nil
+		},
 	}
 }
 
@@ -210,6 +245,13 @@ func boundRangesIn(n parse.Node) {
 	case *parse.WithNode:
 		boundRangesIn(n.List)
 		boundRangesIn(n.ElseList)
+	case *parse.TemplateNode:
+		step := &parse.CommandNode{NodeType: parse.NodeCommand, Pos: n.Pos,
+			Args: []parse.Node{parse.NewIdentifier(funcStep).SetTree(nil).SetPos(n.Pos)}}
+		if n.Pipe == nil {
+			n.Pipe = &parse.PipeNode{NodeType: parse.NodePipe, Pos: n.Pos, Line: n.Line}
+		}
+		n.Pipe.Cmds = append(n.Pipe.Cmds, step)
 	case *parse.RangeNode:
 		name := funcRange1
 		if len(n.Pipe.Decl) == 2 {
