@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,7 @@ const token = "hostile-token-0123456789abcdef"
 // daemon is one `notifyd serve` process under test.
 type daemon struct {
 	t      *testing.T
+	db     *testenv.DB // read only to find a job's notifications
 	bin    string
 	cfg    string
 	addr   string
@@ -47,7 +50,7 @@ func start(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	testenv.InstallPlugin(t, plugins, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
-	d := &daemon{t: t, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
+	d := &daemon{t: t, db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
 	d.ok = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	d.reject = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -162,42 +165,54 @@ func (d *daemon) alive() {
 	}
 }
 
-// rssBytes is the daemon's resident memory.
-func (d *daemon) rssBytes() int64 {
+// memory returns a /proc/PID/status field in bytes: VmRSS (resident now)
+// or VmHWM (the peak resident).
+func (d *daemon) memory(field string) int64 {
 	d.t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
 	if err != nil {
-		d.t.Fatal(err)
+		d.t.Fatalf("read notifyd's memory: %v", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10
 		}
 	}
+	d.t.Fatalf("no %s in /proc/%d/status", field, d.cmd.Process.Pid)
 	return 0
 }
 
-// raw sends a request as bytes (no client-side checks) and returns the
-// status and body.
-func (d *daemon) raw(method, path string, body []byte) (int, string) {
+// raw sends one request over its own connection with the request line
+// written verbatim, so raw NUL and invalid UTF-8 bytes reach the server as
+// a hostile client sends them (net/http would escape or refuse them). It
+// returns the status and body; status 0 means the server closed the
+// connection without an answer.
+func (d *daemon) raw(method, target string, body []byte) (int, string) {
 	d.t.Helper()
-	var rd io.Reader
+	conn, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+	if err != nil {
+		d.t.Fatalf("%s %.80q: dial: %v", method, target, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n", method, target, d.addr, token)
 	if body != nil {
-		rd = bytes.NewReader(body)
+		fmt.Fprintf(&req, "Content-Type: application/json\r\nContent-Length: %d\r\n", len(body))
 	}
-	req, err := http.NewRequest(method, "http://"+d.addr+path, rd)
-	if err != nil {
-		return 0, err.Error() // a path Go itself refuses to send
+	req.WriteString("\r\n")
+	req.Write(body)
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		// The server may answer and close before reading a large body.
+		d.t.Logf("%s %.80q: write: %v", method, target, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
+		return 0, "no answer: " + err.Error()
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	return res.StatusCode, string(b)
 }
 
@@ -209,30 +224,62 @@ func (d *daemon) cli(args ...string) (string, error) {
 	return string(out), err
 }
 
+// cli5xx matches how the CLI reports a 5xx answer (sdk/client's Error).
+var cli5xx = regexp.MustCompile(`notifyd API: 5[0-9][0-9]`)
+
 // waitFinal polls until every id is SENT, FAILED with a reason or
-// CANCELLED, and returns the final rows.
+// CANCELLED, and returns the final rows. Those still not final after within
+// fail the test, listed with their state.
 func (d *daemon) waitFinal(ids []int64, within time.Duration) map[int64]*client.NotificationInfo {
 	d.t.Helper()
 	deadline := time.Now().Add(within)
 	out := map[int64]*client.NotificationInfo{}
-	for _, id := range ids {
-		for {
+	pending := ids
+	for {
+		var still []int64
+		var stuck []string
+		for _, id := range pending {
 			n, err := d.c.Notification(context.Background(), id)
 			if err != nil {
-				d.t.Fatalf("notification %d: %v", id, err)
+				d.t.Errorf("GET /v1/notifications/%d: %v", id, err)
+				continue
 			}
-			if n.Status == "SENT" || n.Status == "CANCELLED" || n.Status == "FAILED" {
+			switch n.Status {
+			case "SENT", "CANCELLED", "FAILED":
 				if n.Status == "FAILED" && n.LastError == "" {
 					d.t.Errorf("notification %d FAILED without a reason", id)
 				}
 				out[id] = n
-				break
+			default:
+				still = append(still, id)
+				stuck = append(stuck, fmt.Sprintf("%d %s (attempts %d, last error %q)", id, n.Status, n.Attempts, n.LastError))
 			}
-			if time.Now().After(deadline) {
-				d.t.Fatalf("notification %d still %s after %s (last error %q)", id, n.Status, within, n.LastError)
+		}
+		if len(still) == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			if len(stuck) > 20 {
+				stuck = append(stuck[:20], fmt.Sprintf("… and %d more", len(stuck)-20))
 			}
-			time.Sleep(50 * time.Millisecond)
+			d.t.Errorf("%d notifications not final %s after they were accepted:\n%s", len(still), within, strings.Join(stuck, "\n"))
+			return out
+		}
+		pending = still
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// panics counts the Go panics and fatal errors in the daemon's log (a
+// recovered handler panic answers 500 and is logged; a plugin's is too).
+func (d *daemon) panics() (n int, first string) {
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(line, "panic") || strings.HasPrefix(line, "fatal error: ") {
+			if n == 0 {
+				first = line
+			}
+			n++
 		}
 	}
-	return out
+	return n, first
 }
