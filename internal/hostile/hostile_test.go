@@ -16,6 +16,8 @@ func TestHostile(t *testing.T) {
 	t.Run("a 3,200-character recipient", func(t *testing.T) { longRecipient(t, d) })
 	t.Run("a campaign that renders megabytes", func(t *testing.T) { templateBomb(t, d) })
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
+	// Last: a template the daemon cannot stop may hold a job and a core.
+	t.Run("hostile templates", func(t *testing.T) { templates(t, d) })
 	d.alive()
 	if d.cmd.Process.Pid != pid {
 		t.Fatalf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
