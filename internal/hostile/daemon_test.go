@@ -28,7 +28,6 @@ const token = "hostile-token-0123456789abcdef"
 
 // daemon is one `notifyd serve` process under test.
 type daemon struct {
-	t      *testing.T
 	db     *testenv.DB // read only to find a job's notifications
 	bin    string
 	cfg    string
@@ -38,6 +37,7 @@ type daemon struct {
 	c      *client.Client
 	ok     *httptest.Server // answers 200
 	reject *httptest.Server // answers 400
+	odd    *httptest.Server // answers as the recipient asks: see oddReceiver
 }
 
 func start(t *testing.T) *daemon {
@@ -50,14 +50,16 @@ func start(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	testenv.InstallPlugin(t, plugins, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
-	d := &daemon{t: t, db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
+	d := &daemon{db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
 	d.ok = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	d.reject = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		http.Error(w, "no such user", http.StatusBadRequest)
 	}))
+	d.odd = httptest.NewServer(http.HandlerFunc(oddReceiver))
 	t.Cleanup(d.ok.Close)
 	t.Cleanup(d.reject.Close)
+	t.Cleanup(d.odd.Close)
 	d.addr = freeAddr(t)
 	d.cfg = filepath.Join(dir, "notifyd.yaml")
 	yaml := fmt.Sprintf(`
@@ -76,7 +78,11 @@ channels:
     plugin: webhook
     config: {url: %q, timeout: 2s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
-`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook")
+  odd:
+    plugin: webhook
+    config: {url: %q, timeout: 2s}
+    retry: {max_attempts: 2, base: 100ms, max: 500ms, max_retry_after: 1s}
+`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook")
 	if err := os.WriteFile(d.cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -155,23 +161,23 @@ func tail(s string, n int) string {
 }
 
 // alive fails the test if the daemon's process is gone or was replaced.
-func (d *daemon) alive() {
-	d.t.Helper()
+func (d *daemon) alive(t testing.TB) {
+	t.Helper()
 	if err := syscall.Kill(d.cmd.Process.Pid, 0); err != nil || d.cmd.ProcessState != nil {
-		d.t.Fatalf("notifyd (pid %d) is gone; log:\n%s", d.cmd.Process.Pid, tail(d.log.String(), 40))
+		t.Fatalf("notifyd (pid %d) is gone; log:\n%s", d.cmd.Process.Pid, tail(d.log.String(), 40))
 	}
 	if err := d.c.Health(context.Background()); err != nil {
-		d.t.Fatalf("/healthz: %v", err)
+		t.Fatalf("/healthz: %v", err)
 	}
 }
 
 // memory returns a /proc/PID/status field in bytes: VmRSS (resident now)
 // or VmHWM (the peak resident).
-func (d *daemon) memory(field string) int64 {
-	d.t.Helper()
+func (d *daemon) memory(t testing.TB, field string) int64 {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
 	if err != nil {
-		d.t.Fatalf("read notifyd's memory: %v", err)
+		t.Fatalf("read notifyd's memory: %v", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
@@ -179,7 +185,7 @@ func (d *daemon) memory(field string) int64 {
 			return kb << 10
 		}
 	}
-	d.t.Fatalf("no %s in /proc/%d/status", field, d.cmd.Process.Pid)
+	t.Fatalf("no %s in /proc/%d/status", field, d.cmd.Process.Pid)
 	return 0
 }
 
@@ -188,11 +194,11 @@ func (d *daemon) memory(field string) int64 {
 // a hostile client sends them (net/http would escape or refuse them). It
 // returns the status and body; status 0 means the server closed the
 // connection without an answer.
-func (d *daemon) raw(method, target string, body []byte) (int, string) {
-	d.t.Helper()
+func (d *daemon) raw(t testing.TB, method, target string, body []byte) (int, string) {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
 	if err != nil {
-		d.t.Fatalf("%s %.80q: dial: %v", method, target, err)
+		t.Fatalf("%s %.80q: dial: %v", method, target, err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
@@ -205,7 +211,7 @@ func (d *daemon) raw(method, target string, body []byte) (int, string) {
 	req.Write(body)
 	if _, err := conn.Write(req.Bytes()); err != nil {
 		// The server may answer and close before reading a large body.
-		d.t.Logf("%s %.80q: write: %v", method, target, err)
+		t.Logf("%s %.80q: write: %v", method, target, err)
 	}
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -230,8 +236,8 @@ var cli5xx = regexp.MustCompile(`notifyd API: 5[0-9][0-9]`)
 // waitFinal polls until every id is SENT, FAILED with a reason or
 // CANCELLED, and returns the final rows. Those still not final after within
 // fail the test, listed with their state.
-func (d *daemon) waitFinal(ids []int64, within time.Duration) map[int64]*client.NotificationInfo {
-	d.t.Helper()
+func (d *daemon) waitFinal(t testing.TB, ids []int64, within time.Duration) map[int64]*client.NotificationInfo {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	out := map[int64]*client.NotificationInfo{}
 	pending := ids
@@ -241,13 +247,13 @@ func (d *daemon) waitFinal(ids []int64, within time.Duration) map[int64]*client.
 		for _, id := range pending {
 			n, err := d.c.Notification(context.Background(), id)
 			if err != nil {
-				d.t.Errorf("GET /v1/notifications/%d: %v", id, err)
+				t.Errorf("GET /v1/notifications/%d: %v", id, err)
 				continue
 			}
 			switch n.Status {
 			case "SENT", "CANCELLED", "FAILED":
 				if n.Status == "FAILED" && n.LastError == "" {
-					d.t.Errorf("notification %d FAILED without a reason", id)
+					t.Errorf("notification %d FAILED without a reason", id)
 				}
 				out[id] = n
 			default:
@@ -262,7 +268,7 @@ func (d *daemon) waitFinal(ids []int64, within time.Duration) map[int64]*client.
 			if len(stuck) > 20 {
 				stuck = append(stuck[:20], fmt.Sprintf("… and %d more", len(stuck)-20))
 			}
-			d.t.Errorf("%d notifications not final %s after they were accepted:\n%s", len(still), within, strings.Join(stuck, "\n"))
+			t.Errorf("%d notifications not final %s after they were accepted:\n%s", len(still), within, strings.Join(stuck, "\n"))
 			return out
 		}
 		pending = still

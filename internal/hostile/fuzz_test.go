@@ -41,7 +41,7 @@ func fuzz(t *testing.T, d *daemon) {
 	)
 	do := func(q request) (int, string) {
 		sent++
-		status, answer := d.raw(q.method, q.target, q.body)
+		status, answer := d.raw(t, q.method, q.target, q.body)
 		if status >= 500 || status == 0 {
 			fivexx = append(fivexx, fmt.Sprintf("%s %.120q → %d %.300s\n    body %.200q", q.method, q.target, status, answer, q.body))
 		}
@@ -105,7 +105,7 @@ func fuzz(t *testing.T, d *daemon) {
 	if len(wrong) > 0 {
 		t.Errorf("%d edges got the wrong answer (seed %d):\n%s", len(wrong), seed, strings.Join(wrong, "\n"))
 	}
-	d.alive()
+	d.alive(t)
 	if d.cmd.Process.Pid != pid {
 		t.Fatalf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
 	}
@@ -129,7 +129,7 @@ func fuzz(t *testing.T, d *daemon) {
 			}
 		}
 	}
-	final := d.waitFinal(accepted, 60*time.Second)
+	final := d.waitFinal(t, accepted, 60*time.Second)
 	counts := map[string]int{}
 	for _, n := range final {
 		counts[n.Status]++

@@ -16,13 +16,14 @@ func TestHostile(t *testing.T) {
 	t.Run("a 3,200-character recipient", func(t *testing.T) { longRecipient(t, d) })
 	t.Run("a campaign that renders megabytes", func(t *testing.T) { templateBomb(t, d) })
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
+	t.Run("hostile receivers", func(t *testing.T) { receivers(t, d) })
 	// Last: a template the daemon cannot stop may hold a job and a core.
 	t.Run("hostile templates", func(t *testing.T) { templates(t, d) })
-	d.alive()
+	d.alive(t)
 	if d.cmd.Process.Pid != pid {
 		t.Fatalf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
 	}
-	if rss := d.memory("VmRSS"); rss > 1<<30 {
+	if rss := d.memory(t, "VmRSS"); rss > 1<<30 {
 		t.Errorf("notifyd's resident memory is %d MB, want under 1 GiB", rss>>20)
 	}
 	if panics, first := d.panics(); panics > 0 {
@@ -30,11 +31,18 @@ func TestHostile(t *testing.T) {
 	}
 }
 
+// enqueueOK enqueues n ordinary notifications through the Go client.
 func enqueueOK(t *testing.T, d *daemon, channel string, n int) []int64 {
+	t.Helper()
+	return enqueueTo(t, d, channel, "user", n)
+}
+
+// enqueueTo enqueues n notifications to recipients prefix-0, prefix-1, …
+func enqueueTo(t *testing.T, d *daemon, channel, prefix string, n int) []int64 {
 	t.Helper()
 	ns := make([]client.Notification, n)
 	for i := range ns {
-		ns[i] = client.Notification{Channel: channel, Recipient: fmt.Sprintf("user-%d", i), Payload: json.RawMessage(`{"text":"hi"}`)}
+		ns[i] = client.Notification{Channel: channel, Recipient: fmt.Sprintf("%s-%d", prefix, i), Payload: json.RawMessage(`{"text":"hi"}`)}
 	}
 	res, err := d.c.EnqueueBatch(context.Background(), ns)
 	if err != nil {

@@ -56,7 +56,7 @@ func longRecipient(t *testing.T, d *daemon) {
 	normal = append(normal, enqueueOK(t, d, "hooks", 25)...)
 	for _, long := range longs {
 		// One at a time, among normal ones.
-		status, body := d.raw("POST", "/v1/notifications", mustJSON(map[string]any{
+		status, body := d.raw(t, "POST", "/v1/notifications", mustJSON(map[string]any{
 			"channel": "hooks", "recipient": long, "payload": map[string]string{"text": "hi"}}))
 		if !is4xxNaming(status, body, "recipient") {
 			t.Errorf("POST /v1/notifications with a %d-byte recipient: %d %.300s; want a 4xx naming recipient", len(long), status, body)
@@ -68,7 +68,7 @@ func longRecipient(t *testing.T, d *daemon) {
 			items[i] = map[string]any{"channel": "hooks", "recipient": fmt.Sprintf("batch-%d", i), "payload": map[string]string{"text": "hi"}}
 		}
 		items[6]["recipient"] = long
-		status, body = d.raw("POST", "/v1/notifications", mustJSON(map[string]any{"notifications": items}))
+		status, body = d.raw(t, "POST", "/v1/notifications", mustJSON(map[string]any{"notifications": items}))
 		if !is4xxNaming(status, body, "notifications[6].recipient") {
 			t.Errorf("a batch with a %d-byte recipient at [6]: %d %.300s; want a 4xx naming notifications[6].recipient", len(long), status, body)
 		}
@@ -79,13 +79,13 @@ func longRecipient(t *testing.T, d *daemon) {
 		}
 	}
 	// A subscriber's address becomes a campaign's recipient: the same hole.
-	status, body := d.raw("PUT", "/v1/subscribers/long-address", mustJSON(map[string]any{
+	status, body := d.raw(t, "PUT", "/v1/subscribers/long-address", mustJSON(map[string]any{
 		"addresses": map[string]string{"hooks": randomASCII(r, 10_000)}, "topics": []string{"news"}}))
 	if !is4xxNaming(status, body, "address") {
 		t.Errorf("PUT /v1/subscribers/long-address with a 10 KB address: %d %.300s; want a 4xx naming the address", status, body)
 	}
 	normal = append(normal, enqueueOK(t, d, "hooks", 25)...)
-	for id, n := range d.waitFinal(normal, 60*time.Second) {
+	for id, n := range d.waitFinal(t, normal, 60*time.Second) {
 		if n.Status != "SENT" {
 			t.Errorf("notification %d beside the long recipients: %s (%q), want SENT", id, n.Status, n.LastError)
 		}
@@ -113,7 +113,7 @@ func longRecipient(t *testing.T, d *daemon) {
 		}
 	}
 
-	d.alive()
+	d.alive(t)
 	if d.cmd.Process.Pid != pid {
 		t.Errorf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
 	}
@@ -156,7 +156,7 @@ func templateBomb(t *testing.T, d *daemon) {
 				t.Fatalf("PUT subscriber %s: %v", s.ExternalID, err)
 			}
 		}
-		status, body := d.raw("POST", "/v1/campaigns", []byte(`{"channel":"hooks","audience":{"topic":"`+topic+`"},"payload":{"x":"`+bombTemplate+`"}}`))
+		status, body := d.raw(t, "POST", "/v1/campaigns", []byte(`{"channel":"hooks","audience":{"topic":"`+topic+`"},"payload":{"x":"`+bombTemplate+`"}}`))
 		if status != 202 {
 			t.Fatalf("POST /v1/campaigns (the %d-element bomb): %d %s; want 202", n, status, body)
 		}
@@ -170,8 +170,8 @@ func templateBomb(t *testing.T, d *daemon) {
 		deadline := time.Now().Add(60 * time.Second)
 		var j *client.Job
 		for {
-			d.alive()
-			maxRSS = max(maxRSS, d.memory("VmRSS"))
+			d.alive(t)
+			maxRSS = max(maxRSS, d.memory(t, "VmRSS"))
 			var err error
 			if j, err = d.c.Job(ctx, job.ID); err != nil {
 				t.Fatalf("GET /v1/jobs/%d: %v", job.ID, err)
@@ -189,7 +189,7 @@ func templateBomb(t *testing.T, d *daemon) {
 			t.Errorf("job %d FAILED without a reason", job.ID)
 		}
 
-		byRecipient := d.jobNotifications(job.ID)
+		byRecipient := d.jobNotifications(t, job.ID)
 		if v, ok := byRecipient[topic+"-victim"]; ok {
 			if v.Status != "FAILED" || v.LastError == "" {
 				t.Errorf("the bomb's notification %d: %s (%q); want FAILED with a reason", v.ID, v.Status, v.LastError)
@@ -202,12 +202,12 @@ func templateBomb(t *testing.T, d *daemon) {
 				normal = append(normal, s.ID)
 			}
 		}
-		for id, x := range d.waitFinal(normal, 60*time.Second) {
+		for id, x := range d.waitFinal(t, normal, 60*time.Second) {
 			if x.Status != "SENT" {
 				t.Errorf("notification %d sent beside the %d-element bomb: %s (%q), want SENT", id, n, x.Status, x.LastError)
 			}
 		}
-		d.alive()
+		d.alive(t)
 		if d.cmd.Process.Pid != pid {
 			t.Fatalf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
 		}
@@ -215,7 +215,7 @@ func templateBomb(t *testing.T, d *daemon) {
 			t.Errorf("notifyd's VmRSS reached %d MB during the %d-element bomb, want under 1 GiB", maxRSS>>20, n)
 		}
 	}
-	if hwm := d.memory("VmHWM"); hwm > 1<<30 {
+	if hwm := d.memory(t, "VmHWM"); hwm > 1<<30 {
 		t.Errorf("notifyd's peak resident memory (VmHWM) is %d MB, want under 1 GiB", hwm>>20)
 	}
 }
@@ -223,29 +223,29 @@ func templateBomb(t *testing.T, d *daemon) {
 // jobNotifications reads a job's notifications through the API, by
 // recipient; only their ids come from the database (the API lists no
 // notifications by job).
-func (d *daemon) jobNotifications(job int64) map[string]*client.NotificationInfo {
-	d.t.Helper()
+func (d *daemon) jobNotifications(t testing.TB, job int64) map[string]*client.NotificationInfo {
+	t.Helper()
 	ctx := context.Background()
 	rows, err := d.db.Pool.Query(ctx, `SELECT id FROM notifications WHERE job_id = $1`, job)
 	if err != nil {
-		d.t.Fatalf("the notifications of job %d: %v", job, err)
+		t.Fatalf("the notifications of job %d: %v", job, err)
 	}
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			d.t.Fatal(err)
+			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
-		d.t.Fatalf("the notifications of job %d: %v", job, err)
+		t.Fatalf("the notifications of job %d: %v", job, err)
 	}
 	out := map[string]*client.NotificationInfo{}
 	for _, id := range ids {
 		n, err := d.c.Notification(ctx, id)
 		if err != nil {
-			d.t.Fatalf("GET /v1/notifications/%d: %v", id, err)
+			t.Fatalf("GET /v1/notifications/%d: %v", id, err)
 		}
 		out[n.Recipient] = n
 	}

@@ -47,7 +47,7 @@ func templates(t *testing.T, d *daemon) {
 			Attributes: map[string]any{"l": list}, Topics: []string{topic}}); err != nil {
 			t.Fatalf("PUT subscriber %s-victim: %v", topic, err)
 		}
-		status, body := d.raw("POST", "/v1/campaigns", mustJSON(map[string]any{"channel": "hooks", "audience": map[string]string{"topic": topic},
+		status, body := d.raw(t, "POST", "/v1/campaigns", mustJSON(map[string]any{"channel": "hooks", "audience": map[string]string{"topic": topic},
 			"payload": map[string]string{"x": h.tmpl}}))
 		var job client.Job
 		if status != 202 || json.Unmarshal([]byte(body), &job) != nil || job.ID == 0 {
@@ -62,8 +62,8 @@ func templates(t *testing.T, d *daemon) {
 	deadline := time.Now().Add(60 * time.Second)
 	final := make([]*client.Job, len(jobs))
 	for {
-		d.alive()
-		maxRSS = max(maxRSS, d.memory("VmRSS"))
+		d.alive(t)
+		maxRSS = max(maxRSS, d.memory(t, "VmRSS"))
 		left := 0
 		for i, id := range jobs {
 			if id == 0 || final[i] != nil {
@@ -98,11 +98,11 @@ func templates(t *testing.T, d *daemon) {
 		if j.State == "FAILED" && j.Error == "" {
 			t.Errorf("%s: job %d FAILED without a reason", h.name, j.ID)
 		}
-		v, ok := d.jobNotifications(j.ID)[fmt.Sprintf("tpl%d-victim", i)]
+		v, ok := d.jobNotifications(t, j.ID)[fmt.Sprintf("tpl%d-victim", i)]
 		if !ok {
 			continue
 		}
-		got := d.waitFinal([]int64{v.ID}, 30*time.Second)[v.ID]
+		got := d.waitFinal(t, []int64{v.ID}, 30*time.Second)[v.ID]
 		switch {
 		case got == nil:
 		case h.wantSent && got.Status != "SENT":
@@ -111,12 +111,12 @@ func templates(t *testing.T, d *daemon) {
 			t.Errorf("%s: notification %d %s (%q); want FAILED with a reason", h.name, v.ID, got.Status, got.LastError)
 		}
 	}
-	for id, x := range d.waitFinal(normal, 60*time.Second) {
+	for id, x := range d.waitFinal(t, normal, 60*time.Second) {
 		if x.Status != "SENT" {
 			t.Errorf("notification %d sent beside the hostile templates: %s (%q), want SENT", id, x.Status, x.LastError)
 		}
 	}
-	d.alive()
+	d.alive(t)
 	if d.cmd.Process.Pid != pid {
 		t.Fatalf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
 	}
