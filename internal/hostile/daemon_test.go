@@ -33,6 +33,7 @@ type daemon struct {
 	cfg    string
 	addr   string
 	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited and been reaped
 	log    *syncBuffer
 	c      *client.Client
 	ok     *httptest.Server // answers 200
@@ -91,18 +92,20 @@ channels:
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("start notifyd serve: %v", err)
 	}
+	d.exited = make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = d.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-d.exited:
 		case <-time.After(15 * time.Second):
 			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-d.exited
 		}
+		// Its plugins, should any outlive it.
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 		if t.Failed() {
 			t.Logf("notifyd's log:\n%s", tail(d.log.String(), 60))
 		}
@@ -115,6 +118,11 @@ channels:
 	for {
 		if r, err := d.c.Ready(context.Background()); err == nil && r.Status == "ready" {
 			return d
+		}
+		select {
+		case <-d.exited:
+			t.Fatalf("notifyd serve exited before it was ready (%v); log:\n%s", d.cmd.ProcessState, tail(d.log.String(), 40))
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("notifyd not ready after 60 s; log:\n%s", tail(d.log.String(), 40))
@@ -160,11 +168,14 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// alive fails the test if the daemon's process is gone or was replaced.
+// alive fails the test if the daemon's process has exited or /healthz does
+// not answer. Nothing restarts it here, so alive means the same PID.
 func (d *daemon) alive(t testing.TB) {
 	t.Helper()
-	if err := syscall.Kill(d.cmd.Process.Pid, 0); err != nil || d.cmd.ProcessState != nil {
-		t.Fatalf("notifyd (pid %d) is gone; log:\n%s", d.cmd.Process.Pid, tail(d.log.String(), 40))
+	select {
+	case <-d.exited:
+		t.Fatalf("notifyd (pid %d) is gone (%v); log:\n%s", d.cmd.Process.Pid, d.cmd.ProcessState, tail(d.log.String(), 40))
+	default:
 	}
 	if err := d.c.Health(context.Background()); err != nil {
 		t.Fatalf("/healthz: %v", err)

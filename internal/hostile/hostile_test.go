@@ -12,7 +12,6 @@ import (
 // TestHostile runs the reproductions and the fuzz against one daemon.
 func TestHostile(t *testing.T) {
 	d := start(t)
-	pid := d.cmd.Process.Pid
 	t.Run("a 3,200-character recipient", func(t *testing.T) { longRecipient(t, d) })
 	t.Run("a campaign that renders megabytes", func(t *testing.T) { templateBomb(t, d) })
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
@@ -20,9 +19,6 @@ func TestHostile(t *testing.T) {
 	// Last: a template the daemon cannot stop may hold a job and a core.
 	t.Run("hostile templates", func(t *testing.T) { templates(t, d) })
 	d.alive(t)
-	if d.cmd.Process.Pid != pid {
-		t.Fatalf("notifyd's pid changed: %d → %d", pid, d.cmd.Process.Pid)
-	}
 	if rss := d.memory(t, "VmRSS"); rss > 1<<30 {
 		t.Errorf("notifyd's resident memory is %d MB, want under 1 GiB", rss>>20)
 	}
