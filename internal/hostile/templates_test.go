@@ -83,6 +83,9 @@ func templates(t *testing.T, d *daemon) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	if rd, err := d.c.Ready(ctx); err == nil {
+		t.Logf("/readyz after the templates: %s %v", rd.Status, rd.Checks)
+	}
 	for i, h := range hostileTemplates {
 		j := final[i]
 		if jobs[i] == 0 {
