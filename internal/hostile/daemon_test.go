@@ -101,6 +101,7 @@ channels:
 		select {
 		case <-d.exited:
 		case <-time.After(15 * time.Second):
+			t.Logf("notifyd did not exit within 15 s of SIGTERM; killed")
 			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 			<-d.exited
 		}

@@ -64,6 +64,7 @@ func receivers(t *testing.T, d *daemon) {
 		}
 	}
 	normal := enqueueOK(t, d, "hooks", 20)
+	logged := map[string]bool{}
 	for id, n := range d.waitFinal(t, append(ids, normal...), 60*time.Second) {
 		w, odd := want[id]
 		if !odd {
@@ -73,7 +74,8 @@ func receivers(t *testing.T, d *daemon) {
 			continue
 		}
 		prefix, status, _ := strings.Cut(w, " ")
-		if testing.Verbose() {
+		if testing.Verbose() && !logged[prefix] {
+			logged[prefix] = true
 			t.Logf("%s: %s after %d attempts, last_error %d bytes %.160q, result %d bytes", prefix, n.Status, n.Attempts, len(n.LastError), n.LastError, len(n.Result))
 		}
 		if n.Status != status {
