@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,15 +28,17 @@ const token = "hostile-token-0123456789abcdef"
 
 // daemon is one `notifyd serve` process under test.
 type daemon struct {
-	t      *testing.T
+	db     *testenv.DB // read only to find a job's notifications
 	bin    string
 	cfg    string
 	addr   string
 	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited and been reaped
 	log    *syncBuffer
 	c      *client.Client
 	ok     *httptest.Server // answers 200
 	reject *httptest.Server // answers 400
+	odd    *httptest.Server // answers as the recipient asks: see oddReceiver
 }
 
 func start(t *testing.T) *daemon {
@@ -47,14 +51,16 @@ func start(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	testenv.InstallPlugin(t, plugins, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
-	d := &daemon{t: t, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
+	d := &daemon{db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
 	d.ok = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	d.reject = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		http.Error(w, "no such user", http.StatusBadRequest)
 	}))
+	d.odd = httptest.NewServer(http.HandlerFunc(oddReceiver))
 	t.Cleanup(d.ok.Close)
 	t.Cleanup(d.reject.Close)
+	t.Cleanup(d.odd.Close)
 	d.addr = freeAddr(t)
 	d.cfg = filepath.Join(dir, "notifyd.yaml")
 	yaml := fmt.Sprintf(`
@@ -73,7 +79,11 @@ channels:
     plugin: webhook
     config: {url: %q, timeout: 2s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
-`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook")
+  odd:
+    plugin: webhook
+    config: {url: %q, timeout: 2s}
+    retry: {max_attempts: 2, base: 100ms, max: 500ms, max_retry_after: 1s}
+`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook")
 	if err := os.WriteFile(d.cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -82,18 +92,21 @@ channels:
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("start notifyd serve: %v", err)
 	}
+	d.exited = make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = d.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-d.exited:
 		case <-time.After(15 * time.Second):
+			t.Logf("notifyd did not exit within 15 s of SIGTERM; killed")
 			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-d.exited
 		}
+		// Its plugins, should any outlive it.
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 		if t.Failed() {
 			t.Logf("notifyd's log:\n%s", tail(d.log.String(), 60))
 		}
@@ -106,6 +119,11 @@ channels:
 	for {
 		if r, err := d.c.Ready(context.Background()); err == nil && r.Status == "ready" {
 			return d
+		}
+		select {
+		case <-d.exited:
+			t.Fatalf("notifyd serve exited before it was ready (%v); log:\n%s", d.cmd.ProcessState, tail(d.log.String(), 40))
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("notifyd not ready after 60 s; log:\n%s", tail(d.log.String(), 40))
@@ -151,53 +169,68 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// alive fails the test if the daemon's process is gone or was replaced.
-func (d *daemon) alive() {
-	d.t.Helper()
-	if err := syscall.Kill(d.cmd.Process.Pid, 0); err != nil || d.cmd.ProcessState != nil {
-		d.t.Fatalf("notifyd (pid %d) is gone; log:\n%s", d.cmd.Process.Pid, tail(d.log.String(), 40))
+// alive fails the test if the daemon's process has exited or /healthz does
+// not answer. Nothing restarts it here, so alive means the same PID.
+func (d *daemon) alive(t testing.TB) {
+	t.Helper()
+	select {
+	case <-d.exited:
+		t.Fatalf("notifyd (pid %d) is gone (%v); log:\n%s", d.cmd.Process.Pid, d.cmd.ProcessState, tail(d.log.String(), 40))
+	default:
 	}
 	if err := d.c.Health(context.Background()); err != nil {
-		d.t.Fatalf("/healthz: %v", err)
+		t.Fatalf("/healthz: %v", err)
 	}
 }
 
-// rssBytes is the daemon's resident memory.
-func (d *daemon) rssBytes() int64 {
-	d.t.Helper()
+// memory returns a /proc/PID/status field in bytes: VmRSS (resident now)
+// or VmHWM (the peak resident).
+func (d *daemon) memory(t testing.TB, field string) int64 {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
 	if err != nil {
-		d.t.Fatal(err)
+		t.Fatalf("read notifyd's memory: %v", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10
 		}
 	}
+	t.Fatalf("no %s in /proc/%d/status", field, d.cmd.Process.Pid)
 	return 0
 }
 
-// raw sends a request as bytes (no client-side checks) and returns the
-// status and body.
-func (d *daemon) raw(method, path string, body []byte) (int, string) {
-	d.t.Helper()
-	var rd io.Reader
+// raw sends one request over its own connection with the request line
+// written verbatim, so raw NUL and invalid UTF-8 bytes reach the server as
+// a hostile client sends them (net/http would escape or refuse them). It
+// returns the status and body; status 0 means the server closed the
+// connection without an answer.
+func (d *daemon) raw(t testing.TB, method, target string, body []byte) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s %.80q: dial: %v", method, target, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n", method, target, d.addr, token)
 	if body != nil {
-		rd = bytes.NewReader(body)
+		fmt.Fprintf(&req, "Content-Type: application/json\r\nContent-Length: %d\r\n", len(body))
 	}
-	req, err := http.NewRequest(method, "http://"+d.addr+path, rd)
-	if err != nil {
-		return 0, err.Error() // a path Go itself refuses to send
+	req.WriteString("\r\n")
+	req.Write(body)
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		// The server may answer and close before reading a large body.
+		t.Logf("%s %.80q: write: %v", method, target, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
+		return 0, "no answer: " + err.Error()
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	return res.StatusCode, string(b)
 }
 
@@ -209,30 +242,62 @@ func (d *daemon) cli(args ...string) (string, error) {
 	return string(out), err
 }
 
+// cli5xx matches how the CLI reports a 5xx answer (sdk/client's Error).
+var cli5xx = regexp.MustCompile(`notifyd API: 5[0-9][0-9]`)
+
 // waitFinal polls until every id is SENT, FAILED with a reason or
-// CANCELLED, and returns the final rows.
-func (d *daemon) waitFinal(ids []int64, within time.Duration) map[int64]*client.NotificationInfo {
-	d.t.Helper()
+// CANCELLED, and returns the final rows. Those still not final after within
+// fail the test, listed with their state.
+func (d *daemon) waitFinal(t testing.TB, ids []int64, within time.Duration) map[int64]*client.NotificationInfo {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	out := map[int64]*client.NotificationInfo{}
-	for _, id := range ids {
-		for {
+	pending := ids
+	for {
+		var still []int64
+		var stuck []string
+		for _, id := range pending {
 			n, err := d.c.Notification(context.Background(), id)
 			if err != nil {
-				d.t.Fatalf("notification %d: %v", id, err)
+				t.Errorf("GET /v1/notifications/%d: %v", id, err)
+				continue
 			}
-			if n.Status == "SENT" || n.Status == "CANCELLED" || n.Status == "FAILED" {
+			switch n.Status {
+			case "SENT", "CANCELLED", "FAILED":
 				if n.Status == "FAILED" && n.LastError == "" {
-					d.t.Errorf("notification %d FAILED without a reason", id)
+					t.Errorf("notification %d FAILED without a reason", id)
 				}
 				out[id] = n
-				break
+			default:
+				still = append(still, id)
+				stuck = append(stuck, fmt.Sprintf("%d %s (attempts %d, last error %q)", id, n.Status, n.Attempts, n.LastError))
 			}
-			if time.Now().After(deadline) {
-				d.t.Fatalf("notification %d still %s after %s (last error %q)", id, n.Status, within, n.LastError)
+		}
+		if len(still) == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			if len(stuck) > 20 {
+				stuck = append(stuck[:20], fmt.Sprintf("… and %d more", len(stuck)-20))
 			}
-			time.Sleep(50 * time.Millisecond)
+			t.Errorf("%d notifications not final %s after they were accepted:\n%s", len(still), within, strings.Join(stuck, "\n"))
+			return out
+		}
+		pending = still
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// panics counts the Go panics and fatal errors in the daemon's log (a
+// recovered handler panic answers 500 and is logged; a plugin's is too).
+func (d *daemon) panics() (n int, first string) {
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(line, "panic") || strings.HasPrefix(line, "fatal error: ") {
+			if n == 0 {
+				first = line
+			}
+			n++
 		}
 	}
-	return out
+	return n, first
 }
