@@ -16,6 +16,7 @@ all: build
 build:
 	@mkdir -p $(BIN)/plugins
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/notifyd ./cmd/notifyd
+	$(GO) build -o $(BIN)/notifyd-bench ./cmd/notifyd-bench
 	@for p in $(PLUGINS); do \
 	  echo "$(GO) build -o $(BIN)/plugins/notifyd-plugin-$$p ./plugins/$$p"; \
 	  $(GO) build -o $(BIN)/plugins/notifyd-plugin-$$p ./plugins/$$p || exit 1; \
@@ -25,8 +26,13 @@ build:
 services:
 	@scripts/services
 
+# The repository holds two modules: the daemon (.) and the SDK (sdk/, its own
+# go.mod, which plugins and applications depend on alone). The daemon's
+# go.mod replaces the SDK with ./sdk, so one checkout builds both; vet and
+# test cover both.
 vet:
 	$(GO) vet ./...
+	cd sdk && $(GO) vet ./...
 
 demo: build
 	@scripts/demo
@@ -37,6 +43,7 @@ demo: build
 # hide a change that breaks them.
 test: services vet build
 	scripts/browser && $(GO) test -race -count=1 -timeout 30m ./...
+	cd sdk && $(GO) test -race -count=1 -timeout 10m ./...
 
 # chaos runs the fault-tolerance suite in full (≥ 100,000 notifications under
 # kill -9, Redis wipes, Postgres restarts and network faults; ~10 minutes).
@@ -52,6 +59,7 @@ chaos:
 
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	cd sdk && $(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
 # proto regenerates the plugin protocol's Go code (committed). protoc is
 # Debian's (apt-get install protobuf-compiler, 3.21.12); the Go generators are

@@ -26,8 +26,9 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.24.0
 	google.golang.org/grpc v1.85.0
-	google.golang.org/protobuf v1.36.12
 )
+
+require google.golang.org/protobuf v1.36.12 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -52,6 +53,7 @@ require (
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/notifyd/notifyd/sdk v0.0.0-00010101000000-000000000000
 	github.com/oklog/run v1.1.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -66,3 +68,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261005182115-fad411399dd8 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
+
+replace github.com/notifyd/notifyd/sdk => ./sdk

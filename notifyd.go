@@ -37,6 +37,7 @@ import (
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/service"
 	"github.com/notifyd/notifyd/core/ui"
 	"github.com/notifyd/notifyd/core/version"
 	"github.com/notifyd/notifyd/sdk"
@@ -64,6 +65,7 @@ type Daemon struct {
 	host   *pluginhost.Host // nil with in-process providers
 	engine *delivery.Engine
 	sched  *schedule.Service
+	ops    *service.Service
 	api    *api.Server
 	cancel context.CancelFunc
 }
@@ -142,17 +144,25 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	if err := d.sched.Start(ctx); err != nil {
 		return nil, err
 	}
+	// The operations (DLQ, overview, pause, cancel): one implementation,
+	// behind both the API and the dashboard.
+	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Engine: d.engine, Logger: log.Named("service")}); err != nil {
+		return nil, err
+	}
+	if err := d.ops.Start(ctx); err != nil {
+		return nil, err
+	}
 	var dashboard http.Handler
 	if len(cfg.HTTP.Tokens) > 0 {
 		dashboard, err = ui.New(ui.Deps{Context: ctx, Config: cfg, Store: d.store, Engine: d.engine, Plugins: d.host,
-			Schedules: d.sched, Logger: log.Named("ui")})
+			Schedules: d.sched, Service: d.ops, Logger: log.Named("ui")})
 		if err != nil {
 			log.Warn("dashboard disabled", "error", err)
 		}
 	}
 	if d.api, err = api.New(api.Options{
 		Config: cfg, Store: d.store, Engine: d.engine, Redis: d.redis, Plugins: d.host, Metrics: reg,
-		Logger: log.Named("api"), Schedules: d.sched, UI: dashboard,
+		Logger: log.Named("api"), Schedules: d.sched, Service: d.ops, UI: dashboard,
 	}); err != nil {
 		return nil, err
 	}
@@ -203,6 +213,9 @@ func (d *Daemon) close(ctx context.Context) {
 	if d.engine != nil { // Start failed after the engine started
 		_ = d.engine.Stop(ctx, 0)
 	}
+	if d.ops != nil {
+		_ = d.ops.Stop(ctx)
+	}
 	if d.sched != nil {
 		d.sched.Stop()
 	}
@@ -228,8 +241,12 @@ func (d *Daemon) close(ctx context.Context) {
 // Addr is where the API listens (http.listen; useful with port 0).
 func (d *Daemon) Addr() net.Addr { return d.api.Addr() }
 
-// Engine is the delivery engine (channel states, pause and resume, stalls).
+// Engine is the delivery engine (channel states, stalls).
 func (d *Daemon) Engine() *delivery.Engine { return d.engine }
+
+// Service is the operations — replay and purge dead letters, the channel
+// overview, pause and resume, cancel — as the API and dashboard run them.
+func (d *Daemon) Service() *service.Service { return d.ops }
 
 // Store is the outbox, for an application that enqueues in its own process
 // (outbox.Insert inside its own transactions is the transactional outbox).

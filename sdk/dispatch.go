@@ -103,7 +103,7 @@ const workerIdle = 10 * time.Second
 // workerIdle. A send through an HTTP client grows a fresh goroutine's stack
 // several times over (copied each time); a worker keeps its grown stack
 // from one send to the next, which took stack growth out of the webhook
-// plugin's profile (≈8% of its CPU in notifyd bench).
+// plugin's profile (≈8% of its CPU in notifyd-bench).
 func (s *server) run(f func()) {
 	select {
 	case s.idle <- f:

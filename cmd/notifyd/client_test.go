@@ -22,6 +22,7 @@ import (
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )
@@ -76,7 +77,11 @@ schedules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Options{Config: cfg, Store: store, Engine: engine, Redis: rds.Client, Schedules: svc, Plugins: host})
+	ops, err := service.New(service.Options{Config: cfg, Store: store, Engine: engine, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Options{Config: cfg, Store: store, Engine: engine, Redis: rds.Client, Schedules: svc, Service: ops, Plugins: host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +235,11 @@ func TestCLI_DLQAndChannels(t *testing.T) {
 	}
 
 	wantLines(t, b.ok("dlq", "replay", fmt.Sprint(ids[0])), "replayed 1")
-	b.failed("409", "dlq", "replay", fmt.Sprint(ids[0]))
+	// QUEUED now: skipped with the reason on stderr, and exit 1.
+	if out, errOut, err := b.run("dlq", "replay", fmt.Sprint(ids[0])); err == nil || !strings.Contains(err.Error(), "1 notification(s) not replayed") ||
+		!strings.Contains(errOut, fmt.Sprintf("not replayed: notification %d is QUEUED, not FAILED", ids[0])) || !strings.Contains(out, "replayed 0") {
+		t.Errorf("replay of a replayed id: %v\n%s\n%s", err, out, errOut)
+	}
 	b.failed("give notification ids or --channel", "dlq", "replay")
 	b.failed("not both", "dlq", "replay", "--channel", "quiz", "5")
 	b.failed("--yes", "dlq", "purge", "--channel", "quiz")

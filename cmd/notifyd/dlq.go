@@ -105,7 +105,7 @@ must be FAILED, or nothing changes) or every FAILED notification of --channel.`,
 			if res.Warning != "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", res.Warning)
 			}
-			return nil
+			return skippedErr(cmd, "replayed", res.Skipped)
 		},
 	}
 	cmd.Flags().StringVar(&channel, "channel", "", "replay every FAILED notification of this channel")
@@ -139,13 +139,26 @@ func newDLQPurgeCmd(af *apiFlags) *cobra.Command {
 			if af.json() {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "purged %d\n", res.Purged)
-			return err
+			fmt.Fprintf(cmd.OutOrStdout(), "purged %d\n", res.Purged)
+			return skippedErr(cmd, "purged", res.Skipped)
 		},
 	}
 	cmd.Flags().StringVar(&channel, "channel", "", "the channel (every FAILED notification of it when no ids are given)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm purging a whole channel")
 	return cmd
+}
+
+// skippedErr lists the ids the server left alone on stderr, one a line
+// with the reason, and makes the command exit 1 when there are any: a
+// script that named an id learns it was not acted on.
+func skippedErr(cmd *cobra.Command, what string, skipped []client.Skipped) error {
+	for _, sk := range skipped {
+		fmt.Fprintf(cmd.ErrOrStderr(), "not %s: notification %d %s\n", what, sk.ID, sk.Reason)
+	}
+	if len(skipped) == 0 {
+		return nil
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%d notification(s) not %s (see above)", len(skipped), what)}
 }
 
 // dlqSelector builds the request from --channel and id arguments; a purge

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // tokens holds the SHA-256 of every configured bearer token. Comparing
@@ -37,14 +37,14 @@ func (t tokens) check(r *http.Request) *Error {
 	h := r.Header.Get("Authorization")
 	scheme, presented, ok := strings.Cut(h, " ")
 	if h == "" {
-		return errorf(http.StatusUnauthorized, client.CodeUnauthorized, "missing Authorization header; want \"Authorization: Bearer <token>\" with a token from http.tokens")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "missing Authorization header; want \"Authorization: Bearer <token>\" with a token from http.tokens")
 	}
 	presented = strings.TrimSpace(presented)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || presented == "" {
-		return errorf(http.StatusUnauthorized, client.CodeUnauthorized, "Authorization header is not \"Bearer <token>\"")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "Authorization header is not \"Bearer <token>\"")
 	}
 	if t.empty() {
-		return errorf(http.StatusUnauthorized, client.CodeUnauthorized, "no API tokens are configured (http.tokens); the API refuses every request")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "no API tokens are configured (http.tokens); the API refuses every request")
 	}
 	d := sha256.Sum256([]byte(presented))
 	match := 0
@@ -52,7 +52,7 @@ func (t tokens) check(r *http.Request) *Error {
 		match |= subtle.ConstantTimeCompare(d[:], t.digests[i][:])
 	}
 	if match != 1 {
-		return errorf(http.StatusUnauthorized, client.CodeUnauthorized, "bearer token is not one of http.tokens")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "bearer token is not one of http.tokens")
 	}
 	return nil
 }

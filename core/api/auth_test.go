@@ -6,7 +6,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // concrete turns a route pattern into a method and a path to request.
@@ -47,7 +47,7 @@ func TestServer_Auth(t *testing.T) {
 				{"bearer without a token", "Bearer ", "Bearer"},
 			} {
 				a := b.doAuth(method, path, bad.header, body)
-				wantError(t, a, 401, client.CodeUnauthorized, bad.mention)
+				wantError(t, a, 401, wire.CodeUnauthorized, bad.mention)
 				if got := a.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
 					t.Errorf("%s: WWW-Authenticate %q, want Bearer", bad.name, got)
 				}
@@ -69,7 +69,7 @@ func TestServer_AuthPublicMetrics(t *testing.T) {
 		t.Errorf("/metrics without a token does not serve the metrics:\n%.300s", a.body)
 	}
 	// /v1 still needs a token.
-	wantError(t, b.doAuth("GET", "/v1/channels", "", ""), 401, client.CodeUnauthorized)
+	wantError(t, b.doAuth("GET", "/v1/channels", "", ""), 401, wire.CodeUnauthorized)
 }
 
 // TestServer_AuthNoTokens: with http.tokens empty every /v1 request is
@@ -77,9 +77,9 @@ func TestServer_AuthPublicMetrics(t *testing.T) {
 func TestServer_AuthNoTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.Tokens = nil }})
-	wantError(t, b.do("GET", "/v1/channels", ""), 401, client.CodeUnauthorized, "no API tokens")
-	wantError(t, b.doAuth("GET", "/v1/channels", "Bearer ", ""), 401, client.CodeUnauthorized)
-	wantError(t, b.do("GET", "/metrics", ""), 401, client.CodeUnauthorized)
+	wantError(t, b.do("GET", "/v1/channels", ""), 401, wire.CodeUnauthorized, "no API tokens")
+	wantError(t, b.doAuth("GET", "/v1/channels", "Bearer ", ""), 401, wire.CodeUnauthorized)
+	wantError(t, b.do("GET", "/metrics", ""), 401, wire.CodeUnauthorized)
 	wantStatus(t, b.doAuth("GET", "/healthz", "", ""), 200)
 }
 
@@ -89,6 +89,6 @@ func TestServer_AuthEmptyTokenNeverMatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.Tokens = []string{""} }})
 	for _, h := range []string{"", "Bearer", "Bearer ", "Bearer  "} {
-		wantError(t, b.doAuth("GET", "/v1/channels", h, ""), 401, client.CodeUnauthorized)
+		wantError(t, b.doAuth("GET", "/v1/channels", h, ""), 401, wire.CodeUnauthorized)
 	}
 }

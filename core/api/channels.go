@@ -7,82 +7,38 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/metrics"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/schedule"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// countsCache keeps outbox.CountByStatus for ttl: the count is a sequential
-// scan (about a second per 10M rows), and a dashboard polling /v1/channels
-// every second must not turn into a scan every second. One caller counts at
-// a time; the others wait for its result.
-type countsCache struct {
-	store *outbox.Store
-	ttl   time.Duration
-
-	mu     sync.Mutex
-	at     time.Time
-	counts map[string]map[string]int64
-}
-
-func (c *countsCache) get(ctx context.Context) (map[string]map[string]int64, time.Time, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counts != nil && time.Since(c.at) < c.ttl {
-		return c.counts, c.at, nil
-	}
-	counts, err := c.store.CountByStatus(ctx)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	c.counts, c.at = counts, time.Now()
-	return counts, c.at, nil
-}
-
 // listChannels: GET /v1/channels. Every configured channel, plus any channel
-// that only has rows left in the outbox.
+// that only has rows left in the outbox (service.Overview); the counts are
+// at most http's counts TTL old.
 func (s *Server) listChannels(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	counts, at, err := s.counts.get(ctx)
+	ov, err := s.ops.Overview(r.Context(), s.countsTTL)
 	if err != nil {
 		return err
 	}
-	states := s.channelStates(ctx)
-	names := s.channelNames()
-	for ch := range counts {
-		if _, ok := s.cfg.Channels[ch]; !ok {
-			names = append(names, ch)
-		}
+	if ov.CountErr != nil {
+		return ov.CountErr
 	}
-	slices.Sort(names)
-	out := client.Channels{Channels: make([]client.ChannelStats, 0, len(names)), CountsAt: at}
-	for _, name := range names {
-		cs := client.ChannelStats{Name: name, Counts: map[string]int64{}}
-		if cfg, ok := s.cfg.Channels[name]; ok {
-			cs.Configured, cs.Plugin = true, cfg.Plugin
+	out := wire.Channels{Channels: make([]wire.ChannelStats, 0, len(ov.Channels)), CountsAt: ov.CountsAt}
+	for _, c := range ov.Channels {
+		if c.QueueErr != nil {
+			return c.QueueErr
 		}
-		if st, ok := states[name]; ok {
-			cs.Running, cs.Error = st.Running, st.Error
-			cs.Paused, cs.PauseReason, cs.Breaker = st.Paused, st.Reason, st.Breaker
-			cs.Partitions, cs.PluginRestarts = st.Partitions, st.Restarts
+		st, q := c.State, c.Queue
+		cs := wire.ChannelStats{
+			Name: c.Name, Configured: c.Configured, Plugin: c.Plugin, Counts: c.Counts,
+			Running: st.Running, Error: st.Error, Paused: st.Paused, PauseReason: st.Reason, Breaker: st.Breaker,
+			Partitions: st.Partitions, PluginRestarts: st.Restarts,
+			Ready: q.Ready, Delayed: q.Delayed, Processing: q.Processing, Dead: q.Dead, Instances: q.Instances,
+			Sent: c.Counts[outbox.StatusSent], Failed: c.Counts[outbox.StatusFailed],
 		}
-		qs, err := s.engine.Stats(ctx, name)
-		if err != nil && cs.Configured {
-			return err
-		}
-		// An unconfigured channel's name came from the outbox and may not
-		// even be a valid queue name: it simply has no queue sizes.
-		cs.Ready, cs.Delayed, cs.Processing, cs.Dead, cs.Instances = qs.Ready, qs.Delayed, qs.Processing, qs.Dead, qs.Instances
-		for _, st := range []string{outbox.StatusPending, outbox.StatusQueued, outbox.StatusProcessing,
-			outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled} {
-			cs.Counts[st] = counts[name][st]
-		}
-		cs.Sent, cs.Failed = cs.Counts[outbox.StatusSent], cs.Counts[outbox.StatusFailed]
 		out.Channels = append(out.Channels, cs)
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -158,7 +114,7 @@ func (s *Server) activeJobs(ctx context.Context) ([]metrics.JobProgress, error) 
 // in the queue. The pause is kept in Postgres, so it survives a Redis wipe.
 func (s *Server) pauseChannel(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	var body client.PauseRequest
+	var body wire.PauseRequest
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
 		return jsonError(err)
@@ -167,9 +123,6 @@ func (s *Server) pauseChannel(w http.ResponseWriter, r *http.Request) error {
 		if e := decodeJSON(bytes.NewReader(raw), &body, false); e != nil {
 			return e
 		}
-	}
-	if len(body.Reason) > outbox.MaxReasonLen {
-		return invalid("reason: %d bytes long, at most %d", len(body.Reason), outbox.MaxReasonLen)
 	}
 	return s.setPaused(w, r, name, true, body.Reason)
 }
@@ -180,19 +133,16 @@ func (s *Server) resumeChannel(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, name string, paused bool, reason string) error {
-	if _, ok := s.cfg.Channels[name]; !ok {
-		return notFound("channel %q is not configured", name)
-	}
 	var err error
 	if paused {
-		err = s.engine.Pause(r.Context(), name, reason)
+		err = s.ops.Pause(r.Context(), name, reason)
 	} else {
-		err = s.engine.Resume(r.Context(), name)
+		err = s.ops.Resume(r.Context(), name)
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, client.ChannelControl{Name: name, Paused: paused})
+	writeJSON(w, http.StatusOK, wire.ChannelControl{Name: name, Paused: paused})
 	return nil
 }
 
@@ -203,4 +153,10 @@ func (s *Server) channelFlows(ctx context.Context) []metrics.ChannelFlow {
 		out = append(out, metrics.ChannelFlow{Name: st.Name, Paused: st.Paused, Breaker: st.Breaker})
 	}
 	return out
+}
+
+// queueStats is the metrics queue collector's view of one channel's queue.
+func (s *Server) queueStats(ctx context.Context, channel string) (metrics.QueueStats, error) {
+	st, err := s.engine.Stats(ctx, channel)
+	return metrics.QueueStats{Ready: st.Ready, Delayed: st.Delayed, Processing: st.Processing, Dead: st.Dead, Instances: st.Instances}, err
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/queue"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 func TestServer_Channels(t *testing.T) {
@@ -32,7 +32,7 @@ func TestServer_Channels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]client.ChannelStats{}
+	byName := map[string]wire.ChannelStats{}
 	var names []string
 	for _, c := range got.Channels {
 		byName[c.Name] = c
@@ -48,13 +48,13 @@ func TestServer_Channels(t *testing.T) {
 	if o.Ready != 1 || o.Delayed != 1 || o.Dead != 2 || o.Processing != 0 {
 		t.Errorf("orders queue ready %d delayed %d dead %d processing %d, want 1 1 2 0", o.Ready, o.Delayed, o.Dead, o.Processing)
 	}
-	if o.Failed != 2 || o.Sent != 0 || o.Counts[client.StatusPending] != 3 || o.Counts[client.StatusFailed] != 2 {
+	if o.Failed != 2 || o.Sent != 0 || o.Counts[wire.StatusPending] != 3 || o.Counts[wire.StatusFailed] != 2 {
 		t.Errorf("orders counts failed %d sent %d %v, want 2 failed, 3 pending", o.Failed, o.Sent, o.Counts)
 	}
 	if len(o.Counts) != 6 {
 		t.Errorf("counts %v, want all six statuses", o.Counts)
 	}
-	if r := byName["retired"]; r.Configured || r.Counts[client.StatusPending] != 1 {
+	if r := byName["retired"]; r.Configured || r.Counts[wire.StatusPending] != 1 {
 		t.Errorf("retired %+v: want not configured, 1 pending", r)
 	}
 	if got.CountsAt.IsZero() {
@@ -75,8 +75,7 @@ func TestServer_Channels(t *testing.T) {
 func TestServer_ChannelsCountsExpire(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
-	srv, err := api.New(api.Options{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client, CountsTTL: time.Nanosecond})
-	must(t, err)
+	srv := newServer(t, api.Options{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client, CountsTTL: time.Nanosecond})
 	_ = srv
 	b.insert("alerts", "x")
 	first := pending(t, b, srv)
@@ -89,10 +88,10 @@ func TestServer_ChannelsCountsExpire(t *testing.T) {
 func pending(t *testing.T, b *bundle, srv *api.Server) int64 {
 	t.Helper()
 	a := serve(t, srv, "GET", "/v1/channels", "Bearer "+tokenA, "")
-	got := decode[client.Channels](t, wantStatus(t, a, 200))
+	got := decode[wire.Channels](t, wantStatus(t, a, 200))
 	for _, c := range got.Channels {
 		if c.Name == "alerts" {
-			return c.Counts[client.StatusPending]
+			return c.Counts[wire.StatusPending]
 		}
 	}
 	t.Fatalf("no alerts channel in %s", a.body)

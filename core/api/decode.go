@@ -14,7 +14,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/schedule"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // The request decoders are pure functions of the body (and the config they
@@ -69,7 +69,7 @@ func jsonError(err error) *Error {
 	)
 	switch {
 	case errors.As(err, &tooBig):
-		return errorf(http.StatusRequestEntityTooLarge, client.CodeBodyTooLarge,
+		return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge,
 			"request body is over the %d-byte limit (http.max_body_bytes)", tooBig.Limit)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return badRequest("request body ends in the middle of its JSON")
@@ -164,9 +164,9 @@ func decodeEnqueue(r io.Reader, rules enqueueRules) (ns []outbox.NewNotification
 		batch, items = true, body.Notifications
 		switch {
 		case len(items) == 0:
-			return nil, true, invalid("notifications: empty; want 1 to %d", client.MaxBatch)
-		case len(items) > client.MaxBatch:
-			return nil, true, invalid("notifications: %d in one request, at most %d", len(items), client.MaxBatch)
+			return nil, true, invalid("notifications: empty; want 1 to %d", wire.MaxBatch)
+		case len(items) > wire.MaxBatch:
+			return nil, true, invalid("notifications: %d in one request, at most %d", len(items), wire.MaxBatch)
 		}
 	}
 	ns = make([]outbox.NewNotification, len(items))
@@ -223,12 +223,12 @@ func (it enqueueItem) check(at func(string) string, rules enqueueRules) (outbox.
 }
 
 // maxIDs bounds the ids of one DLQ request.
-const maxIDs = client.MaxBatch
+const maxIDs = wire.MaxBatch
 
 // decodeSelector reads a DLQ replay or purge body: {"ids": [...]} and/or
 // {"channel": "..."}. A replay takes exactly one of the two.
-func decodeSelector(r io.Reader, replay bool) (client.DLQSelector, *Error) {
-	var sel client.DLQSelector
+func decodeSelector(r io.Reader, replay bool) (wire.DLQSelector, *Error) {
+	var sel wire.DLQSelector
 	if e := decodeJSON(r, &sel, false); e != nil {
 		return sel, e
 	}
@@ -288,9 +288,9 @@ func decodeSubscriber(r io.Reader, id string) (schedule.Subscriber, *Error) {
 
 // campaignBody is the POST /v1/campaigns body.
 type campaignBody struct {
-	Channel  string          `json:"channel"`
-	Audience client.Audience `json:"audience"`
-	Payload  map[string]any  `json:"payload"`
+	Channel  string         `json:"channel"`
+	Audience wire.Audience  `json:"audience"`
+	Payload  map[string]any `json:"payload"`
 }
 
 // decodeCampaign reads a campaign. Its audience must be a topic: a query

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // hookSink records webhook deliveries; a recipient listed in reject is
@@ -64,7 +64,7 @@ func (s *hookSink) deliveries(recipient string) []hookDelivery {
 }
 
 // waitStatus polls the API until notification id reaches want.
-func waitStatus(t *testing.T, b *bundle, id int64, want string) *client.NotificationInfo {
+func waitStatus(t *testing.T, b *bundle, id int64, want string) *wire.NotificationInfo {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -90,13 +90,13 @@ func TestServer_EndToEnd(t *testing.T) {
 	sink := newHookSink(t)
 	b := setup(t, setupOptions{sinkURL: sink.srv.URL + "/hook", startEngine: true})
 
-	sent, err := b.c.Enqueue(b.ctx, client.Notification{
+	sent, err := b.c.Enqueue(b.ctx, wire.Notification{
 		Channel: "orders", Recipient: "user-7", Payload: json.RawMessage(`{"text":"shipped"}`), IdempotencyKey: "order-42-shipped",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := waitStatus(t, b, sent.ID, client.StatusSent)
+	n := waitStatus(t, b, sent.ID, wire.StatusSent)
 	if n.Attempts != 1 || len(n.History) != 1 || n.History[0].Outcome != "SUCCESS" || n.SentAt.IsZero() {
 		t.Errorf("sent notification %+v: want one SUCCESS attempt and sent_at", n)
 	}
@@ -123,24 +123,24 @@ func TestServer_EndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("a dead letter, replayed after the receiver is fixed, is delivered", func(t *testing.T) {
-		bad, err := b.c.Enqueue(b.ctx, client.Notification{Channel: "orders", Recipient: "picky", Payload: json.RawMessage(`{}`)})
+		bad, err := b.c.Enqueue(b.ctx, wire.Notification{Channel: "orders", Recipient: "picky", Payload: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead := waitStatus(t, b, bad.ID, client.StatusFailed)
+		dead := waitStatus(t, b, bad.ID, wire.StatusFailed)
 		if !strings.Contains(dead.LastError, "400") {
 			t.Errorf("last_error %q, want the receiver's 400", dead.LastError)
 		}
-		page, err := b.c.DLQ(b.ctx, client.DLQQuery{Channel: "orders"})
+		page, err := b.c.DLQ(b.ctx, wire.DLQQuery{Channel: "orders"})
 		if err != nil || len(page.Notifications) != 1 || page.Notifications[0].ID != bad.ID {
 			t.Fatalf("DLQ = %+v, %v; want just %d", page, err, bad.ID)
 		}
 		sink.reject.Store(false)
-		rep, err := b.c.ReplayDLQ(b.ctx, client.DLQSelector{IDs: []int64{bad.ID}})
+		rep, err := b.c.ReplayDLQ(b.ctx, wire.DLQSelector{IDs: []int64{bad.ID}})
 		if err != nil || rep.Replayed != 1 || rep.Warning != "" {
 			t.Fatalf("ReplayDLQ = %+v, %v", rep, err)
 		}
-		done := waitStatus(t, b, bad.ID, client.StatusSent)
+		done := waitStatus(t, b, bad.ID, wire.StatusSent)
 		if len(done.History) != 2 || done.History[0].Outcome != "PERMANENT" || done.History[1].Outcome != "SUCCESS" {
 			t.Errorf("history %+v, want PERMANENT then SUCCESS", done.History)
 		}

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Error is an answer other than success: an HTTP status, a code from the
-// client package (client.CodeInvalid, …) and a message that names the field
+// client package (wire.CodeInvalid, …) and a message that names the field
 // or parameter at fault. Handlers return it; anything else they return is
 // logged and answered 500 without its text.
 type Error struct {
@@ -27,25 +27,25 @@ func errorf(status int, code, format string, args ...any) *Error {
 // badRequest: the request cannot be read (JSON syntax, a wrong JSON type, an
 // unknown field, an unparseable query or path parameter).
 func badRequest(format string, args ...any) *Error {
-	return errorf(http.StatusBadRequest, client.CodeBadRequest, format, args...)
+	return errorf(http.StatusBadRequest, wire.CodeBadRequest, format, args...)
 }
 
 // invalid: well-formed, but a value is unacceptable (a missing field, an
 // unknown channel, a payload over the limit).
 func invalid(format string, args ...any) *Error {
-	return errorf(http.StatusUnprocessableEntity, client.CodeInvalid, format, args...)
+	return errorf(http.StatusUnprocessableEntity, wire.CodeInvalid, format, args...)
 }
 
 func notFound(format string, args ...any) *Error {
-	return errorf(http.StatusNotFound, client.CodeNotFound, format, args...)
+	return errorf(http.StatusNotFound, wire.CodeNotFound, format, args...)
 }
 
 func conflict(format string, args ...any) *Error {
-	return errorf(http.StatusConflict, client.CodeConflict, format, args...)
+	return errorf(http.StatusConflict, wire.CodeConflict, format, args...)
 }
 
 func unavailable(format string, args ...any) *Error {
-	return errorf(http.StatusServiceUnavailable, client.CodeUnavailable, format, args...)
+	return errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, format, args...)
 }
 
 // writeJSON answers status with v as JSON.
@@ -54,7 +54,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		// Only a bug gets here (every answer type encodes); say so plainly.
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(client.ErrorBody{Error: client.ErrorDetail{Code: client.CodeInternal, Message: "encode answer: " + err.Error()}})
+		b, _ = json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeInternal, Message: "encode answer: " + err.Error()}})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -67,5 +67,5 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="notifyd"`)
 	}
-	writeJSON(w, e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}})
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}})
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // The fuzz targets drive the request decoders with arbitrary bodies. Their
@@ -30,7 +30,7 @@ func checkDecodeError(t *testing.T, e *Error) {
 	if !slices.Contains([]int{400, 413, 422}, e.Status) {
 		t.Fatalf("status %d, want 400, 413 or 422: %v", e.Status, e)
 	}
-	want := map[int]string{400: client.CodeBadRequest, 413: client.CodeBodyTooLarge, 422: client.CodeInvalid}[e.Status]
+	want := map[int]string{400: wire.CodeBadRequest, 413: wire.CodeBodyTooLarge, 422: wire.CodeInvalid}[e.Status]
 	if e.Code != want || e.Message == "" {
 		t.Fatalf("error %+v: want code %s and a message", e, want)
 	}
@@ -75,7 +75,7 @@ func FuzzDecodeEnqueue(f *testing.F) {
 			}
 			return
 		}
-		if len(ns) == 0 || len(ns) > client.MaxBatch || (!batch && len(ns) != 1) {
+		if len(ns) == 0 || len(ns) > wire.MaxBatch || (!batch && len(ns) != 1) {
 			t.Fatalf("%d notifications (batch %v)", len(ns), batch)
 		}
 		for i, n := range ns {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // healthz: GET /healthz, open: the process is up and serving.
@@ -19,7 +19,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // answer says which check failed but not why (it is unauthenticated); the
 // reason goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	out := client.Readiness{Status: "ready", Checks: map[string]string{}}
+	out := wire.Readiness{Status: "ready", Checks: map[string]string{}}
 	check := func(name string, f func(ctx context.Context) error) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.checkTO)
 		defer cancel()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/core/api"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Bad bearer tokens from one client are throttled: past
@@ -22,7 +22,7 @@ func TestServer_BadTokenThrottle(t *testing.T) {
 		wantStatus(t, b.doAuth("GET", "/v1/channels", "Bearer guess-"+strings.Repeat("x", i+16), ""), 401)
 	}
 	a := b.doAuth("GET", "/v1/channels", "Bearer guess-again-0123456789", "")
-	wantError(t, a, 429, client.CodeTooManyRequests, "too many requests with a bad token")
+	wantError(t, a, 429, wire.CodeTooManyRequests, "too many requests with a bad token")
 	if a.header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
@@ -37,8 +37,7 @@ func TestServer_MaxConnections(t *testing.T) {
 	b := setup(t, setupOptions{})
 	cfg := *b.cfg
 	cfg.HTTP.Listen, cfg.HTTP.MaxConnections = "127.0.0.1:0", 2
-	srv, err := api.New(api.Options{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
-	must(t, err)
+	srv := newServer(t, api.Options{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
 	must(t, srv.Start(context.Background()))
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	addr := srv.Addr().String()

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // enqueue: POST /v1/notifications. 202 with {id, status} (a list for a
@@ -22,11 +22,11 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]client.Enqueued, len(res))
+	out := make([]wire.Enqueued, len(res))
 	status := http.StatusOK
 	created := map[string]int{}
 	for i, in := range res {
-		out[i] = client.Enqueued{ID: in.ID, Status: in.Status, Duplicate: in.Duplicate}
+		out[i] = wire.Enqueued{ID: in.ID, Status: in.Status, Duplicate: in.Duplicate}
 		if !in.Duplicate {
 			status = http.StatusAccepted
 			created[ns[i].Channel]++
@@ -36,7 +36,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		s.metrics.Delivery().Enqueued(ch, n)
 	}
 	if batch {
-		writeJSON(w, status, client.EnqueuedBatch{Notifications: out})
+		writeJSON(w, status, wire.EnqueuedBatch{Notifications: out})
 	} else {
 		writeJSON(w, status, out[0])
 	}
@@ -68,39 +68,25 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	changed, err := s.store.Cancel(r.Context(), []int64{id})
-	if err != nil {
+	if _, err := s.ops.Cancel(r.Context(), id); err != nil {
 		return err
 	}
-	if len(changed) == 0 {
-		st, err := s.store.Statuses(r.Context(), []int64{id})
-		if err != nil {
-			return err
-		}
-		cur, ok := st[id]
-		switch {
-		case !ok:
-			return notFound("notification %d does not exist", id)
-		case cur.Status != outbox.StatusCancelled:
-			return conflict("notification %d is %s; only PENDING or QUEUED notifications can be cancelled", id, cur.Status)
-		}
-	}
-	writeJSON(w, http.StatusOK, client.Cancelled{ID: id, Status: outbox.StatusCancelled})
+	writeJSON(w, http.StatusOK, wire.Cancelled{ID: id, Status: outbox.StatusCancelled})
 	return nil
 }
 
 // notificationInfo is the wire form of a row; history only for a single read.
-func notificationInfo(n *outbox.Notification, history bool) client.NotificationInfo {
-	out := client.NotificationInfo{
+func notificationInfo(n *outbox.Notification, history bool) wire.NotificationInfo {
+	out := wire.NotificationInfo{
 		ID: n.ID, Channel: n.Channel, Recipient: n.Recipient, Payload: n.Payload,
 		IdempotencyKey: n.IdempotencyKey, Status: n.Status, Attempts: n.AttemptCount,
 		DueAt: n.DueAt, NextAttemptAt: n.NextAttemptAt, LastError: n.LastError, Result: n.Result,
 		JobID: n.JobID, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, SentAt: n.SentAt,
 	}
 	if history {
-		out.History = make([]client.Attempt, len(n.Attempts))
+		out.History = make([]wire.Attempt, len(n.Attempts))
 		for i, a := range n.Attempts {
-			out.History[i] = client.Attempt{
+			out.History[i] = wire.Attempt{
 				Attempt: a.Attempt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
 				DurationSeconds: a.Duration().Seconds(), Outcome: a.Outcome,
 				ProviderStatus: a.ProviderStatus, ProviderCode: a.ProviderCode, Error: a.Error,

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/notifyd/notifyd/core/schedule"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // scheduleError maps the schedule package's sentinel errors to answers.
@@ -62,8 +62,8 @@ func (s *Server) deleteSubscriber(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func subscriberOut(s *schedule.Subscriber) client.Subscriber {
-	out := client.Subscriber{
+func subscriberOut(s *schedule.Subscriber) wire.Subscriber {
+	out := wire.Subscriber{
 		ExternalID: s.ExternalID, Addresses: s.Addresses, Attributes: s.Attributes, Topics: s.Topics,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
@@ -79,12 +79,12 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := client.Schedules{Schedules: make([]client.Schedule, len(infos))}
+	out := wire.Schedules{Schedules: make([]wire.Schedule, len(infos))}
 	for i, in := range infos {
-		out.Schedules[i] = client.Schedule{
+		out.Schedules[i] = wire.Schedule{
 			Name: in.Name, Channel: in.Channel, Cron: in.Cron, Timezone: in.Timezone,
-			Lead: client.Duration(in.Lead), MaxLate: client.Duration(in.MaxLate),
-			Audience: client.Audience{Topic: in.Audience.Topic, Query: in.Audience.Query, Key: in.Audience.Key},
+			Lead: wire.Duration(in.Lead), MaxLate: wire.Duration(in.MaxLate),
+			Audience: wire.Audience{Topic: in.Audience.Topic, Query: in.Audience.Query, Key: in.Audience.Key},
 			NextFire: in.NextFire,
 		}
 		if in.LastRun != nil {
@@ -149,7 +149,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := client.Jobs{Jobs: make([]client.Job, len(jobs))}
+	out := wire.Jobs{Jobs: make([]wire.Job, len(jobs))}
 	for i, j := range jobs {
 		out.Jobs[i] = jobOut(j)
 	}
@@ -171,11 +171,11 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func jobOut(j *schedule.Job) client.Job {
-	out := client.Job{
+func jobOut(j *schedule.Job) wire.Job {
+	out := wire.Job{
 		ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, FireTime: j.FireTime, Timezone: j.Timezone,
 		Channel: j.Channel, Payload: j.Payload, State: string(j.State), Cursor: j.Cursor,
-		Audience: client.Audience{Topic: j.Audience.Topic, Query: j.Audience.Query, Key: j.Audience.Key},
+		Audience: wire.Audience{Topic: j.Audience.Topic, Query: j.Audience.Query, Key: j.Audience.Key},
 		Done:     j.Done, Skipped: j.Skipped, Failed: j.Failed, Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat,
 		Error: j.Error, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt,
 	}

@@ -44,8 +44,9 @@ import (
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/service"
 	"github.com/notifyd/notifyd/core/version"
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Defaults for Options.
@@ -90,10 +91,11 @@ type Options struct {
 	Store  *outbox.Store         // required
 	Engine Engine                // required
 	Redis  redis.UniversalClient // required, for /readyz
-	// Schedules answers the subscriber, schedule, campaign and job routes.
-	// nil: the API makes its own (not started: it creates runs and
-	// campaigns, and whichever instance runs the schedule service
-	// materialises them).
+	// Service runs the operator operations (DLQ, overview, pause, cancel);
+	// required. The API is one of its doors.
+	Service *service.Service
+	// Schedules answers the subscriber, schedule, campaign and job routes;
+	// required.
 	Schedules *schedule.Service
 	// Plugins is the engine's plugin host: /readyz asks every running
 	// channel's plugin for its health, and the plugin metrics read it. nil:
@@ -106,8 +108,9 @@ type Options struct {
 	// one. The API registers the queue, plugin and job collectors on it.
 	Metrics *metrics.Registry
 	Logger  hclog.Logger
-	// CountsTTL is how long /v1/channels reuses the outbox counts (a count
-	// reads the whole table). Default CountsTTLDefault.
+	// CountsTTL is how old the outbox counts /v1/channels answers with may
+	// be (a count reads the whole table; the service's sampler keeps one).
+	// Default CountsTTLDefault.
 	CountsTTL time.Duration
 	// CheckTimeout bounds each /readyz check. Default CheckTimeoutDefault.
 	CheckTimeout time.Duration
@@ -126,7 +129,8 @@ type Server struct {
 	tokens    tokens
 	proxies   httpguard.Proxies
 	throttle  *httpguard.Throttle // failed bearer tokens per client
-	counts    countsCache
+	ops       *service.Service
+	countsTTL time.Duration
 	checkTO   time.Duration
 	handler   http.Handler
 	// metricsHandler serves s.metrics, built once.
@@ -139,8 +143,8 @@ type Server struct {
 
 // New builds the API and its routes; Start serves it.
 func New(o Options) (*Server, error) {
-	if o.Config == nil || o.Store == nil || o.Engine == nil || o.Redis == nil {
-		return nil, errors.New("api: Config, Store, Engine and Redis are required")
+	if o.Config == nil || o.Store == nil || o.Engine == nil || o.Redis == nil || o.Service == nil || o.Schedules == nil {
+		return nil, errors.New("api: Config, Store, Engine, Redis, Service and Schedules are required")
 	}
 	s := &Server{
 		cfg: o.Config, store: o.Store, redis: o.Redis, schedules: o.Schedules,
@@ -148,17 +152,9 @@ func New(o Options) (*Server, error) {
 		log:     cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
 		checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
 	}
-	s.counts.ttl = cmp.Or(o.CountsTTL, CountsTTLDefault)
-	s.counts.store = o.Store
+	s.ops, s.countsTTL = o.Service, cmp.Or(o.CountsTTL, CountsTTLDefault)
 	if s.metrics == nil {
 		s.metrics = metrics.New(version.Version)
-	}
-	if s.schedules == nil {
-		svc, err := schedule.New(o.Store.Pool(), o.Config, schedule.Options{Logger: s.log.Named("schedule")})
-		if err != nil {
-			return nil, fmt.Errorf("api: %w", err)
-		}
-		s.schedules = svc
 	}
 	s.tokens = newTokens(o.Config.HTTP.Tokens)
 	proxies, err := httpguard.ParseProxies(o.Config.HTTP.TrustedProxies)
@@ -170,7 +166,7 @@ func New(o Options) (*Server, error) {
 		s.log.Warn("http.tokens is empty: every /v1 request will be refused with 401; set http.tokens to use the API")
 	}
 	if err := s.metrics.Register(
-		metrics.NewQueueCollector(o.Engine, s.channelNames),
+		metrics.NewQueueCollector(s.queueStats, s.channelNames),
 		metrics.NewPluginCollector(s.pluginStates),
 		metrics.NewJobCollector(s.activeJobs),
 		metrics.NewChannelCollector(s.channelFlows),
@@ -313,7 +309,7 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			if p := recover(); p != nil {
 				s.log.Error("panic in API handler", "route", r.Pattern, "panic", p, "stack", string(debug.Stack()))
 				if !rec.wrote {
-					writeError(rec, errorf(http.StatusInternalServerError, client.CodeInternal, "internal error; see the server log"))
+					writeError(rec, errorf(http.StatusInternalServerError, wire.CodeInternal, "internal error; see the server log"))
 				}
 			}
 			s.metrics.HTTP().Observe(r.Pattern, rec.code(), time.Since(start))
@@ -322,7 +318,7 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			who := s.proxies.ClientIP(r)
 			if wait := s.throttle.Blocked(who); wait > 0 {
 				rec.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-				writeError(rec, errorf(http.StatusTooManyRequests, client.CodeTooManyRequests,
+				writeError(rec, errorf(http.StatusTooManyRequests, wire.CodeTooManyRequests,
 					"too many requests with a bad token from %s; retry in %s", who, wait.Round(time.Second)))
 				return
 			}
@@ -355,6 +351,18 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, e)
 		return
 	}
+	var se *service.Error
+	if errors.As(err, &se) {
+		switch se.Kind {
+		case service.NotFound:
+			writeError(w, notFound("%s", se.Message))
+		case service.Conflict:
+			writeError(w, conflict("%s", se.Message))
+		default:
+			writeError(w, invalid("%s", se.Message))
+		}
+		return
+	}
 	if outbox.IsRowError(err) {
 		// Postgres refused a value of the request (every bound is checked
 		// before, so this is a bound that was missed): the client's fault,
@@ -374,7 +382,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	s.log.Error("API request failed", "route", r.Pattern, "error", err)
-	writeError(w, errorf(http.StatusInternalServerError, client.CodeInternal, "internal error; see the server log"))
+	writeError(w, errorf(http.StatusInternalServerError, wire.CodeInternal, "internal error; see the server log"))
 }
 
 // fallback answers unknown routes (404) and wrong methods (405) with the
@@ -391,7 +399,7 @@ func (s *Server) fallback(mux *http.ServeMux) http.Handler {
 		code := probe.code()
 		if code == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.Header().Get("Allow"))
-			writeError(w, errorf(code, client.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.Header().Get("Allow")))
+			writeError(w, errorf(code, wire.CodeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.Header().Get("Allow")))
 		} else {
 			writeError(w, notFound("no route %s %s", r.Method, r.URL.Path))
 		}

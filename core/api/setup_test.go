@@ -24,6 +24,8 @@ import (
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )
@@ -147,13 +149,10 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	if rc == nil {
 		rc = rds.Client
 	}
-	b.srv, err = api.New(api.Options{
+	b.srv = newServer(t, api.Options{
 		Config: cfg, Store: b.store, Engine: b.engine, Redis: rc, Plugins: b.host,
 		Metrics: b.metrics, Logger: log.Named("api"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hs := httptest.NewServer(b.srv.Handler())
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
@@ -162,6 +161,33 @@ func setup(t testing.TB, o setupOptions) *bundle {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// newServer builds the API as the composition root does, over a service
+// layer and a schedule service of its own (neither started: the overview
+// counts on demand, and nothing here materialises runs).
+func newServer(t testing.TB, o api.Options) *api.Server {
+	t.Helper()
+	eng, ok := o.Engine.(service.Engine)
+	if !ok {
+		t.Fatalf("newServer: %T is not a service.Engine", o.Engine)
+	}
+	var err error
+	if o.Service == nil {
+		if o.Service, err = service.New(service.Options{Config: o.Config, Store: o.Store, Engine: eng, Logger: o.Logger}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.Schedules == nil {
+		if o.Schedules, err = schedule.New(o.Store.Pool(), o.Config, schedule.Options{Logger: o.Logger}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := api.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 type testWriter struct{ t testing.TB }

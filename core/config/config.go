@@ -6,10 +6,10 @@ package config
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Config is the whole of notifyd's configuration. The koanf tags are the YAML
@@ -323,7 +323,7 @@ func FillDelivery(d Delivery) Delivery {
 }
 
 // FillChannel applies the per-channel defaults to a channel built in code
-// (tests, notifyd bench); Load does this for every configured channel.
+// (tests, notifyd-bench); Load does this for every configured channel.
 func FillChannel(c Channel) Channel { return fillChannel(c) }
 
 func fillSchedule(s Schedule, jobs Jobs) Schedule {
@@ -344,7 +344,7 @@ func fillSchedule(s Schedule, jobs Jobs) Schedule {
 
 // NameRE is what channel and schedule names may look like: they appear in
 // Redis keys, URLs and metric labels.
-var NameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+var NameRE = wire.NameRE
 
 // Error is a validation failure that names the offending key.
 type Error struct {

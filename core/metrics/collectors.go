@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/notifyd/notifyd/core/queue"
 )
 
 // ScrapeTimeoutDefault bounds the reads one collector makes per scrape, so a
@@ -15,10 +13,16 @@ import (
 // stalling the scrape.
 const ScrapeTimeoutDefault = 3 * time.Second
 
-// QueueStatser is what the queue collector reads: *queue.Queue.
-type QueueStatser interface {
-	Stats(ctx context.Context, channel string) (queue.Stats, error)
+// QueueStats is one channel's Redis queue sizes as the queue collector
+// reports them.
+type QueueStats struct {
+	Ready, Delayed, Processing, Dead int64
+	Instances                        int // instances holding an unexpired lease
 }
+
+// QueueStatser reads one channel's queue sizes (the engine adapts its
+// queue's Stats to it; metrics knows nothing of the queue).
+type QueueStatser func(ctx context.Context, channel string) (QueueStats, error)
 
 type queueCollector struct {
 	q         QueueStatser
@@ -51,7 +55,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	for _, name := range c.channels() {
-		st, err := c.q.Stats(ctx, name)
+		st, err := c.q(ctx, name)
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(c.depth, err)
 			continue

@@ -123,7 +123,7 @@ func TestQueueCollector_Collect(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := metrics.New("test")
-	if err := r.Register(metrics.NewQueueCollector(q, func() []string { return []string{"empty", "orders"} })); err != nil {
+	if err := r.Register(metrics.NewQueueCollector(fromQueue(q), func() []string { return []string{"empty", "orders"} })); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -146,7 +146,9 @@ notifyd_queue_depth{channel="orders",queue="ready"} 2
 func TestQueueCollector_ErrorKeepsScrapeGoing(t *testing.T) {
 	t.Parallel()
 	r := metrics.New("test")
-	failing := statserFunc(func(context.Context, string) (queue.Stats, error) { return queue.Stats{}, errors.New("redis down") })
+	failing := metrics.QueueStatser(func(context.Context, string) (metrics.QueueStats, error) {
+		return metrics.QueueStats{}, errors.New("redis down")
+	})
 	if err := r.Register(metrics.NewQueueCollector(failing, func() []string { return []string{"orders"} })); err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +163,13 @@ func TestQueueCollector_ErrorKeepsScrapeGoing(t *testing.T) {
 	}
 }
 
-type statserFunc func(context.Context, string) (queue.Stats, error)
-
-func (f statserFunc) Stats(ctx context.Context, ch string) (queue.Stats, error) { return f(ctx, ch) }
+// fromQueue reads a real queue the way the API server adapts the engine's.
+func fromQueue(q *queue.Queue) metrics.QueueStatser {
+	return func(ctx context.Context, ch string) (metrics.QueueStats, error) {
+		st, err := q.Stats(ctx, ch)
+		return metrics.QueueStats{Ready: st.Ready, Delayed: st.Delayed, Processing: st.Processing, Dead: st.Dead, Instances: st.Instances}, err
+	}
+}
 
 func TestPluginCollector_Collect(t *testing.T) {
 	t.Parallel()
@@ -237,7 +243,7 @@ func TestRegistry_Lint(t *testing.T) {
 		metrics.NewJobCollector(func(context.Context) ([]metrics.JobProgress, error) {
 			return []metrics.JobProgress{{ID: 1, Kind: "campaign", State: "RUNNING", Total: 3}}, nil
 		}),
-		metrics.NewQueueCollector(statserFunc(func(context.Context, string) (queue.Stats, error) { return queue.Stats{}, nil }),
+		metrics.NewQueueCollector(func(context.Context, string) (metrics.QueueStats, error) { return metrics.QueueStats{}, nil },
 			func() []string { return []string{"c"} }),
 	)
 	problems, err := testutil.GatherAndLint(r.Gatherer())

@@ -52,10 +52,13 @@ RETURNING id, channel`, ids)
 	return out, nil
 }
 
-// ReplayChannel replays up to limit FAILED rows of channel, lowest id first,
-// as Replay does. Call it again until it returns fewer than limit to replay
-// a whole dead-letter queue in bounded transactions.
-func (s *Store) ReplayChannel(ctx context.Context, channel string, limit int) ([]Queued, error) {
+// ReplayChannel replays up to limit FAILED rows of channel with an id past
+// after, lowest id first, as Replay does. Call it again, after the last id
+// it returned, until it returns fewer than limit to replay a whole
+// dead-letter queue in bounded transactions: each row is visited once, so a
+// row that fails again during the pass is not replayed twice and the pass
+// ends even when every send fails at once.
+func (s *Store) ReplayChannel(ctx context.Context, channel string, after int64, limit int) ([]Queued, error) {
 	if channel == "" {
 		return nil, fmt.Errorf("replay channel: channel is empty")
 	}
@@ -65,7 +68,7 @@ func (s *Store) ReplayChannel(ctx context.Context, channel string, limit int) ([
 	rows, err := s.pool.Query(ctx, `
 WITH failed AS (
     SELECT id FROM notifications
-     WHERE status = 'FAILED' AND channel = $1
+     WHERE status = 'FAILED' AND channel = $1 AND id > $3
      ORDER BY channel, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -73,7 +76,7 @@ WITH failed AS (
 UPDATE notifications n SET status = 'QUEUED', attempts = 0, next_attempt_at = NULL, updated_at = now()
   FROM failed
  WHERE n.id = failed.id AND n.status = 'FAILED'
-RETURNING n.id, n.channel`, channel, limit)
+RETURNING n.id, n.channel`, channel, limit, after)
 	if err != nil {
 		return nil, fmt.Errorf("replay channel %q: %w", channel, err)
 	}

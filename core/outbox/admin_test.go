@@ -101,7 +101,7 @@ func TestStore_Replay(t *testing.T) {
 	t.Run("by channel, up to limit", func(t *testing.T) {
 		mine := b.failed(t, "replay-me", 3)
 		other := b.failed(t, "other", 1)
-		got, err := b.store.ReplayChannel(b.ctx, "replay-me", 2)
+		got, err := b.store.ReplayChannel(b.ctx, "replay-me", 0, 2)
 		if err != nil {
 			t.Fatalf("ReplayChannel: %v", err)
 		}
@@ -109,14 +109,19 @@ func TestStore_Replay(t *testing.T) {
 		if !slices.Equal(ids(got), mine[:2]) {
 			t.Errorf("ReplayChannel = %v, want the two lowest ids %v", ids(got), mine[:2])
 		}
-		got, err = b.store.ReplayChannel(b.ctx, "replay-me", 2)
+		// The first two fail again: a pass after the last id it replayed
+		// does not visit them a second time.
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET status = 'FAILED' WHERE id = ANY($1)`, mine[:2]); err != nil {
+			t.Fatal(err)
+		}
+		got, err = b.store.ReplayChannel(b.ctx, "replay-me", mine[1], 2)
 		if err != nil || !slices.Equal(ids(got), mine[2:]) {
 			t.Errorf("second ReplayChannel = %v, %v; want %v", ids(got), err, mine[2:])
 		}
 		if r := b.row(t, other[0]); r.Status != outbox.StatusFailed {
 			t.Errorf("other channel's row = %+v, want still FAILED", r)
 		}
-		if _, err := b.store.ReplayChannel(b.ctx, "", 2); err == nil {
+		if _, err := b.store.ReplayChannel(b.ctx, "", 0, 2); err == nil {
 			t.Error("ReplayChannel(\"\"): want an error")
 		}
 	})

@@ -175,7 +175,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
 			attempts               pgtype.Int4
 			// Scanned as bytes: Postgres sends jsonb it has already
 			// validated, and scanning into json.RawMessage runs it through
-			// encoding/json again (≈2 µs a notification in notifyd bench).
+			// encoding/json again (≈2 µs a notification in notifyd-bench).
 			payload []byte
 		)
 		if err := rows.Scan(&c.ID, &status, &nextAttempt, &updatedAt,

@@ -13,7 +13,7 @@ import (
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 
-// Regression, twice over (both found by notifyd bench). Relay, Claim and
+// Regression, twice over (both found by notifyd-bench). Relay, Claim and
 // Settle run as cached statements on one generic plan each, made the first
 // time a connection runs them — at 07:59, on an idle and empty outbox. Left
 // to the planner, the settle's generic plan was then a hash join over a

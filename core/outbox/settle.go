@@ -239,3 +239,8 @@ func cleanOutput(b json.RawMessage) string {
 	quoted, _ := json.Marshal(cleanText(string(b))) // a clean string always marshals
 	return string(quoted)
 }
+
+// timestamptz maps the zero time to NULL.
+func timestamptz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}

@@ -38,8 +38,3 @@ func (s *Store) Statuses(ctx context.Context, ids []int64) (map[int64]State, err
 	}
 	return out, nil
 }
-
-// Check validates one notification as Insert would and names the bad field
-// ("recipient contains a NUL byte"), without the batch position Validate
-// puts in front, for callers that name the position their own way.
-func (n NewNotification) Check() error { return n.validate() }

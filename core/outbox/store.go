@@ -10,16 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Notification statuses (docs/design.md §2). SENT, FAILED and CANCELLED are terminal.
 const (
-	StatusPending    = "PENDING"
-	StatusQueued     = "QUEUED"
-	StatusProcessing = "PROCESSING"
-	StatusSent       = "SENT"
-	StatusFailed     = "FAILED"
-	StatusCancelled  = "CANCELLED"
+	StatusPending    = wire.StatusPending
+	StatusQueued     = wire.StatusQueued
+	StatusProcessing = wire.StatusProcessing
+	StatusSent       = wire.StatusSent
+	StatusFailed     = wire.StatusFailed
+	StatusCancelled  = wire.StatusCancelled
 )
 
 // Attempt-log outcomes, one per settled attempt.
@@ -76,7 +77,7 @@ func WithLogger(l hclog.Logger) Option {
 // 08:00 burst. Left to choose, Postgres made the settle a hash join over a
 // bitmap scan of every in-flight row, or a nested loop comparing every id of
 // the batch with every other, and the relay a walk of every PENDING row:
-// quadratic in the burst (found by notifyd bench and
+// quadratic in the burst (found by notifyd-bench and
 // TestStore_HotPlansAreMadeForTheBurst). Every one of these statements reads
 // rows by primary key or walks one partial index in order, and joins at
 // most its own batch by hash, the right plan at any table size, so the

@@ -13,7 +13,7 @@ import (
 	"text/template/parse"
 	"time"
 
-	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // payloadTemplate is a payload compiled once per job: the JSON encoding of the
@@ -186,7 +186,7 @@ func (p *payloadTemplate) render(buf []byte, vars map[string]any, limit int) ([]
 			return buf[:start], fmt.Errorf("render payload %s for %q: the rendered payload contains a NUL character, which notifyd cannot store: %w",
 				s.path, vars[varRecipient], errRenderBound)
 		}
-		buf = sdk.AppendJSONString(buf, b.out.String())
+		buf = wire.AppendJSONString(buf, b.out.String())
 		if len(buf)-start > limit {
 			return buf[:start], fmt.Errorf("render payload %s for %q: the payload passes %d bytes, the payload bound (http.max_payload_bytes): %w",
 				s.path, vars[varRecipient], limit, errRenderBound)

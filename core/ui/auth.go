@@ -120,7 +120,7 @@ func (ss *sessions) remove(s *session) {
 	ss.mu.Unlock()
 }
 
-// sweep drops expired sessions; the sampler loop calls it.
+// sweep drops expired sessions; sweepSessions calls it.
 func (ss *sessions) sweep() {
 	now := ss.now()
 	ss.mu.Lock()

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/core/delivery"
-	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/service"
 )
 
 // healthTimeout bounds a plugin health check made for a page.
@@ -42,30 +42,42 @@ type pluginRow struct {
 	Channels []string
 }
 
-var statusOrder = []string{
-	outbox.StatusPending, outbox.StatusQueued, outbox.StatusProcessing,
-	outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled,
-}
-
 func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	ctx := r.Context()
-	counts, countedAt, countErr := s.sampler.counts()
-	data := channelsData{Instance: s.d.Engine.Instance(), CountedAt: countedAt, Statuses: statusOrder}
-	if countErr != nil {
-		data.CountErr = countErr.Error()
+	// The page refreshes itself: the counts are the sampler's, never
+	// counted on the page's time (service.Overview).
+	ov, err := s.d.Service.Overview(ctx, -1)
+	data := channelsData{Instance: s.d.Engine.Instance(), CountedAt: ov.CountsAt, Statuses: service.Statuses}
+	switch {
+	case err != nil:
+		data.CountErr = err.Error()
+	case ov.CountErr != nil:
+		data.CountErr = ov.CountErr.Error()
 	}
 	states := s.d.Engine.Channels(ctx)
+	byName := map[string]service.ChannelOverview{}
+	for _, c := range ov.Channels {
+		byName[c.Name] = c
+	}
 	rows := make([]channelRow, len(states))
 	var wg sync.WaitGroup
 	for i, st := range states {
-		rows[i] = channelRow{ChannelState: st, State: "stopped", Counts: counts[st.Name], Chart: newChart(s.sampler.rates(st.Name))}
+		c, counted := byName[st.Name]
+		rows[i] = channelRow{ChannelState: st, State: "stopped", Counts: c.Counts, Chart: newChart(s.d.Service.Rates(st.Name))}
 		switch {
 		case st.Running && st.Paused:
 			rows[i].State = "paused"
 		case st.Running:
 			rows[i].State = "running"
 		}
-		wg.Go(func() {
+		if counted {
+			rows[i].Queue = c.Queue
+			if c.QueueErr != nil {
+				rows[i].QueueErr = c.QueueErr.Error()
+			}
+			continue
+		}
+		wg.Go(func() { // the overview failed: read the queue anyway
 			q, err := s.d.Engine.Stats(ctx, st.Name)
 			rows[i].Queue = q
 			if err != nil {

@@ -11,14 +11,12 @@ import (
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/service"
 )
 
 const (
 	deadLimitDefault = 50
 	deadLimitMax     = 500
-	// batchRows is how many rows one replay-all or purge-all step moves:
-	// one keyset page, one Postgres statement, one Redis call per channel.
-	batchRows = 1000
 	// maxSelected bounds the ids one POST may name.
 	maxSelected = 1000
 	// bulkTimeout bounds a replay-all or purge-all; each step is complete
@@ -75,7 +73,7 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 	for _, n := range rows {
 		data.Rows = append(data.Rows, deadRow{Notification: n, Configured: s.configured(n.Channel)})
 	}
-	counts, at, _ := s.sampler.counts()
+	counts, at, _ := s.d.Service.Counts(r.Context(), -1)
 	data.CountedAt = at
 	for ch, byStatus := range counts {
 		if channel == "" || ch == channel {
@@ -92,12 +90,13 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 
 // deadReplay replays the row of the "one" button, the ticked rows, or every
 // dead letter of the filtered channel (all configured channels without a
-// filter).
+// filter), through service.Replay.
 func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *session) {
 	f := r.PostForm
 	back := backURL(f)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
+	var sel service.Selector
 	switch {
 	case f.Get("one") != "":
 		id, err := strconv.ParseInt(f.Get("one"), 10, 64)
@@ -105,26 +104,14 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", f.Get("one")))
 			return
 		}
-		res, err := s.replaySelected(ctx, []int64{id})
-		if err != nil {
-			s.failErr(w, r, "replay dead letter", err)
-			return
-		}
-		s.sessions.setFlash(sess, res.flash())
-		redirect(w, r, "/ui/n/"+strconv.FormatInt(id, 10))
+		sel.IDs, back = []int64{id}, "/ui/n/"+strconv.FormatInt(id, 10)
 	case f.Get("all") != "":
-		channels, err := s.replayChannels(f.Get("channel"))
-		if err != nil {
-			s.fail(w, r, http.StatusBadRequest, err.Error())
+		channel := f.Get("channel")
+		if channel != "" && !s.configured(channel) {
+			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %q is not configured on this instance: its dead letters cannot be replayed (purge them, or configure the channel)", channel))
 			return
 		}
-		res, err := s.replayAll(ctx, channels)
-		if err != nil {
-			s.sessions.setFlash(sess, &flash{Text: fmt.Sprintf("Replay stopped after %d: %v", res.replayed, err), Error: true})
-		} else {
-			s.sessions.setFlash(sess, res.flash())
-		}
-		redirect(w, r, deadURL(f.Get("channel"), ""))
+		sel.Channel, back = channel, deadURL(channel, "")
 	default:
 		ids, err := formIDs(f)
 		if err != nil {
@@ -136,131 +123,32 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 			redirect(w, r, back)
 			return
 		}
-		res, err := s.replaySelected(ctx, ids)
-		if err != nil {
-			s.failErr(w, r, "replay dead letters", err)
-			return
-		}
-		s.sessions.setFlash(sess, res.flash())
-		redirect(w, r, back)
+		sel.IDs = ids
 	}
+	res, err := s.d.Service.Replay(ctx, sel)
+	s.sessions.setFlash(sess, replayFlash(res, err))
+	redirect(w, r, back)
 }
 
-// replayChannels is the channels a replay-all covers: the filtered one, or
-// every configured channel. A channel that is not configured has nobody to
-// deliver it, so its rows are not replayed.
-func (s *server) replayChannels(channel string) ([]string, error) {
-	if channel == "" {
-		return s.channels, nil
-	}
-	if !s.configured(channel) {
-		return nil, fmt.Errorf("channel %q is not configured on this instance: its dead letters cannot be replayed (purge them, or configure the channel)", channel)
-	}
-	return []string{channel}, nil
-}
-
-// replayResult says what a replay did in each store.
-type replayResult struct {
-	replayed     int   // FAILED → QUEUED in Postgres
-	notFailed    int   // asked for, but not FAILED (any more) or gone
-	unconfigured int   // FAILED on a channel this instance does not have
-	redisErr     error // the first Redis error after the Postgres commit
-	sweep        time.Duration
-}
-
-func (res replayResult) flash() *flash {
+// replayFlash says what a replay did in each store, and what it skipped.
+func replayFlash(res service.Replayed, err error) *flash {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Replayed %d dead letter(s).", res.replayed)
-	if res.notFailed > 0 {
-		fmt.Fprintf(&b, " %d were not replayed: no longer FAILED.", res.notFailed)
-	}
-	if res.unconfigured > 0 {
-		fmt.Fprintf(&b, " %d were not replayed: their channel is not configured here.", res.unconfigured)
-	}
-	if res.redisErr != nil {
-		fmt.Fprintf(&b, " They are QUEUED in Postgres, but Redis failed (%v): the sweeper queues them again within %s.", res.redisErr, res.sweep)
-	}
-	return &flash{Text: b.String(), Error: res.redisErr != nil || res.notFailed+res.unconfigured > 0}
-}
-
-// replaySelected replays the FAILED rows among ids whose channel is
-// configured here (a replayed row of an unknown channel would wait in a
-// queue nobody reads), and says what it left alone.
-func (s *server) replaySelected(ctx context.Context, ids []int64) (replayResult, error) {
-	st, err := s.d.Store.Statuses(ctx, ids)
 	if err != nil {
-		return replayResult{}, err
+		fmt.Fprintf(&b, "Replay stopped after %d: %v.", len(res.IDs), err)
+	} else {
+		fmt.Fprintf(&b, "Replayed %d dead letter(s).", len(res.IDs))
 	}
-	var ok []int64
-	var notFailed, unconfigured int
-	for _, id := range ids {
-		cur, found := st[id]
-		switch {
-		case !found || cur.Status != outbox.StatusFailed:
-			notFailed++
-		case !s.configured(cur.Channel):
-			unconfigured++
-		default:
-			ok = append(ok, id)
+	if n := len(res.Skipped); n > 0 {
+		fmt.Fprintf(&b, " %d were not replayed: notification %d %s", n, res.Skipped[0].ID, res.Skipped[0].Reason)
+		if n > 1 {
+			fmt.Fprintf(&b, " (and %d more)", n-1)
 		}
+		b.WriteString(".")
 	}
-	res, err := s.replayIDs(ctx, ok)
-	res.notFailed += notFailed + len(ok) - res.replayed
-	res.unconfigured = unconfigured
-	return res, err
-}
-
-// replayIDs replays ids: Postgres first (FAILED → QUEUED, attempts reset),
-// then Redis (out of the dead list, onto ready). A crash or a Redis error
-// between the two loses nothing: the rows are QUEUED in Postgres, and the
-// sweeper pushes QUEUED rows it does not see moving.
-func (s *server) replayIDs(ctx context.Context, ids []int64) (replayResult, error) {
-	res := replayResult{sweep: s.d.Config.Delivery.SweepAfter}
-	if len(ids) == 0 {
-		return res, nil
+	if res.RedisErr != nil {
+		fmt.Fprintf(&b, " They are QUEUED in Postgres, but Redis failed (%v): the sweeper queues them again within %s.", res.RedisErr, res.SweepAfter)
 	}
-	qs, err := s.d.Store.Replay(ctx, ids)
-	if err != nil {
-		return res, err
-	}
-	res.replayed = len(qs)
-	res.redisErr = s.d.Engine.Revive(ctx, qs)
-	if res.redisErr != nil {
-		s.log.Warn("replay: rows QUEUED in Postgres, Redis push failed; the sweeper will push them",
-			"rows", len(qs), "error", res.redisErr)
-	}
-	return res, nil
-}
-
-// replayAll replays every FAILED row of channels in keyset passes: each row
-// is visited once, so a row that fails again during the pass is not
-// replayed twice and the pass always ends.
-func (s *server) replayAll(ctx context.Context, channels []string) (replayResult, error) {
-	total := replayResult{sweep: s.d.Config.Delivery.SweepAfter}
-	for _, ch := range channels {
-		for after := int64(0); ; {
-			rows, err := s.d.Store.ListFailed(ctx, ch, after, batchRows)
-			if err != nil {
-				return total, err
-			}
-			if len(rows) == 0 {
-				break
-			}
-			res, err := s.replayIDs(ctx, notificationIDs(rows))
-			total.replayed += res.replayed
-			if total.redisErr == nil {
-				total.redisErr = res.redisErr
-			}
-			if err != nil {
-				return total, err
-			}
-			if len(rows) < batchRows {
-				break
-			}
-			after = rows[len(rows)-1].ID
-		}
-	}
-	return total, nil
+	return &flash{Text: b.String(), Error: err != nil || res.RedisErr != nil || len(res.Skipped) > 0}
 }
 
 type purgeData struct {
@@ -299,7 +187,7 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, sess *session
 	if f.Get("confirm") != "yes" {
 		d := purgeData{Channel: channel, After: f.Get("after"), IDs: ids, All: all}
 		if all {
-			counts, _, _ := s.sampler.counts()
+			counts, _, _ := s.d.Service.Counts(r.Context(), -1)
 			d.About = counts[channel][outbox.StatusFailed]
 		}
 		s.render(w, r, http.StatusOK, "purge", sess, view{Title: "Purge dead letters?", Nav: "dead", Data: d})
@@ -307,78 +195,22 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, sess *session
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
-	var n int64
+	sel := service.Selector{IDs: ids}
 	if all {
-		n, err = s.purgeChannel(ctx, channel)
-	} else {
-		n, err = s.purgeIDs(ctx, ids)
+		sel = service.Selector{Channel: channel}
 	}
+	res, err := s.d.Service.Purge(ctx, sel)
 	if err != nil {
-		s.sessions.setFlash(sess, &flash{Text: fmt.Sprintf("Purge stopped after %d: %v", n, err), Error: true})
+		s.sessions.setFlash(sess, &flash{Text: fmt.Sprintf("Purge stopped after %d: %v", res.N, err), Error: true})
 	} else {
-		s.sessions.setFlash(sess, &flash{Text: fmt.Sprintf("Purged %d dead letter(s).", n)})
+		text := fmt.Sprintf("Purged %d dead letter(s).", res.N)
+		if len(res.Skipped) > 0 {
+			text += fmt.Sprintf(" %d were not purged: notification %d %s.", len(res.Skipped), res.Skipped[0].ID, res.Skipped[0].Reason)
+		}
+		s.sessions.setFlash(sess, &flash{Text: text, Error: len(res.Skipped) > 0})
 	}
-	s.log.Info("dead letters purged", "channel", channel, "all", all, "purged", n)
+	s.log.Info("dead letters purged", "channel", channel, "all", all, "purged", res.N)
 	redirect(w, r, deadURL(channel, ""))
-}
-
-// purgeIDs deletes the given FAILED rows, then drops them from their
-// channels' dead lists. A Redis failure only leaves stale ids in a dead
-// list, which nothing reads as the truth.
-func (s *server) purgeIDs(ctx context.Context, ids []int64) (int64, error) {
-	st, err := s.d.Store.Statuses(ctx, ids)
-	if err != nil {
-		return 0, err
-	}
-	n, err := s.d.Store.PurgeFailed(ctx, "", ids)
-	if err != nil {
-		return 0, err
-	}
-	byChannel := map[string][]int64{}
-	for id, cur := range st {
-		if cur.Status == outbox.StatusFailed {
-			byChannel[cur.Channel] = append(byChannel[cur.Channel], id)
-		}
-	}
-	for ch, chIDs := range byChannel {
-		if err := s.d.Engine.DeadRemove(ctx, ch, chIDs); err != nil {
-			s.log.Warn("purge: drop ids from the Redis dead list", "channel", ch, "error", err)
-		}
-	}
-	return n, nil
-}
-
-// purgeChannel deletes every FAILED row of channel in keyset passes of
-// bounded transactions.
-func (s *server) purgeChannel(ctx context.Context, channel string) (int64, error) {
-	var total int64
-	for after := int64(0); ; {
-		rows, err := s.d.Store.ListFailed(ctx, channel, after, batchRows)
-		if err != nil || len(rows) == 0 {
-			return total, err
-		}
-		ids := notificationIDs(rows)
-		n, err := s.d.Store.PurgeFailed(ctx, channel, ids)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if err := s.d.Engine.DeadRemove(ctx, channel, ids); err != nil {
-			s.log.Warn("purge: drop ids from the Redis dead list", "channel", channel, "error", err)
-		}
-		if len(rows) < batchRows {
-			return total, nil
-		}
-		after = rows[len(rows)-1].ID
-	}
-}
-
-func notificationIDs(rows []outbox.Notification) []int64 {
-	ids := make([]int64, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
-	return ids
 }
 
 // formIDs reads the ticked rows (id=…, repeated).

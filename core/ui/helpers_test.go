@@ -24,6 +24,7 @@ import (
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/service"
 	"github.com/notifyd/notifyd/core/ui"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -201,10 +202,18 @@ func setup(t testing.TB, opts ...option) *bundle {
 		t.Fatal(err)
 	}
 
-	// The sampler stops with the test (t.Context ends before cleanups run).
+	ops, err := service.New(service.Options{Config: b.cfg, Store: b.store, Engine: e, Logger: log, SampleInterval: o.sample})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.Start(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ops.Stop(context.Background()) })
+	// The session sweep stops with the test (t.Context ends before cleanups run).
 	h, err := ui.New(ui.Deps{
 		Context: t.Context(), Config: b.cfg, Store: b.store, Engine: e, Plugins: host, Schedules: b.sched,
-		Logger: log, SampleInterval: o.sample, Now: o.now,
+		Service: ops, Logger: log, Now: o.now,
 	})
 	if err != nil {
 		t.Fatalf("ui.New: %v", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/service"
 )
 
 const lookupPerPage = 50
@@ -174,12 +175,12 @@ func (s *server) notificationReplay(w http.ResponseWriter, r *http.Request, sess
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 	defer cancel()
-	res, err := s.replaySelected(ctx, []int64{id})
+	res, err := s.d.Service.Replay(ctx, service.Selector{IDs: []int64{id}})
 	if err != nil {
 		s.failErr(w, r, "replay notification", err)
 		return
 	}
-	s.sessions.setFlash(sess, res.flash())
+	s.sessions.setFlash(sess, replayFlash(res, nil))
 	redirect(w, r, "/ui/n/"+strconv.FormatInt(id, 10))
 }
 
@@ -190,15 +191,18 @@ func (s *server) notificationCancel(w http.ResponseWriter, r *http.Request, sess
 	if !ok {
 		return
 	}
-	changed, err := s.d.Store.Cancel(r.Context(), []int64{id})
-	if err != nil {
+	changed, err := s.d.Service.Cancel(r.Context(), id)
+	var refused *service.Error
+	switch {
+	case errors.As(err, &refused):
+		s.sessions.setFlash(sess, &flash{Text: "Not cancelled: " + refused.Message + ".", Error: true})
+	case err != nil:
 		s.failErr(w, r, "cancel notification", err)
 		return
-	}
-	if len(changed) == 1 {
+	case changed:
 		s.sessions.setFlash(sess, &flash{Text: "Cancelled."})
-	} else {
-		s.sessions.setFlash(sess, &flash{Text: "Not cancelled: it was no longer PENDING or QUEUED.", Error: true})
+	default:
+		s.sessions.setFlash(sess, &flash{Text: "Already cancelled: nothing to do."})
 	}
 	redirect(w, r, "/ui/n/"+strconv.FormatInt(id, 10))
 }

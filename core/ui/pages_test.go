@@ -106,10 +106,10 @@ func TestUI_Lookup(t *testing.T) {
 		if got := b.status(ins[0].ID); got != outbox.StatusCancelled {
 			t.Errorf("row is %s, want CANCELLED", got)
 		}
-		if msg := c.flash(c.post(path+"/cancel", url.Values{"csrf": {csrf}})); !strings.Contains(msg, "Not cancelled") {
+		if msg := c.flash(c.post(path+"/cancel", url.Values{"csrf": {csrf}})); !strings.Contains(msg, "Already cancelled") {
 			t.Errorf("second cancel: flash %q", msg)
 		}
-		if msg := c.flash(c.post(path+"/replay", url.Values{"csrf": {csrf}})); !strings.Contains(msg, "no longer FAILED") {
+		if msg := c.flash(c.post(path+"/replay", url.Values{"csrf": {csrf}})); !strings.Contains(msg, "is CANCELLED, not FAILED") {
 			t.Errorf("replay of a CANCELLED row: flash %q", msg)
 		}
 	})

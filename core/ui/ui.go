@@ -34,6 +34,7 @@ import (
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/core/service"
 )
 
 // Engine is what the dashboard uses of the delivery engine (a
@@ -53,13 +54,12 @@ const Prefix = "/ui/"
 
 // Defaults for Deps.
 const (
-	SessionIdleDefault    = 2 * time.Hour
-	SessionMaxDefault     = 24 * time.Hour
-	SampleIntervalDefault = 5 * time.Second
-	// SamplePoints is how many throughput samples the ring keeps: ten
-	// minutes at the default interval.
-	SamplePoints = 120
+	SessionIdleDefault = 2 * time.Hour
+	SessionMaxDefault  = 24 * time.Hour
 )
+
+// sweepEvery is how often expired sessions are dropped.
+const sweepEvery = 5 * time.Second
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -67,12 +67,12 @@ var templateFS embed.FS
 //go:embed assets
 var assetFS embed.FS
 
-// Deps is what the dashboard reads and acts on. Config, Store and Engine
-// are required; without Plugins or Schedules the pages that need them say so
+// Deps is what the dashboard reads and acts on. Config, Store, Engine and
+// Service are required; without Plugins or Schedules the pages that need them say so
 // instead of showing that part.
 type Deps struct {
-	// Context bounds the background sampler and the session sweep; they
-	// stop when it is done. Default: they run for the life of the process.
+	// Context bounds the session sweep; it stops when it is done. Default:
+	// it runs for the life of the process.
 	Context context.Context
 
 	Config    *config.Config // channels, http.tokens, jobs.stuck_after
@@ -80,14 +80,12 @@ type Deps struct {
 	Engine    Engine            // channel states and queues
 	Plugins   *pluginhost.Host  // plugin health
 	Schedules *schedule.Service // schedules and jobs
+	Service   *service.Service  // the operations: DLQ, overview, cancel; required
 	Logger    hclog.Logger
 
 	// SessionIdle logs a session out after this long without a request;
 	// SessionMax after this long whatever happens.
 	SessionIdle, SessionMax time.Duration
-	// SampleInterval is how often the throughput sampler counts SENT rows
-	// (it waits longer when the count itself is slow; see sampler.go).
-	SampleInterval time.Duration
 	// TrustedOrigins are origins (scheme://host[:port]) other than the
 	// request's own that may POST, e.g. a reverse proxy's public name when
 	// it rewrites Host.
@@ -105,7 +103,6 @@ type server struct {
 	proxies  httpguard.Proxies   // whose X-Forwarded-* to believe
 	throttle *httpguard.Throttle // failed logins per client
 	sessions *sessions
-	sampler  *sampler
 	pages    map[string]*template.Template
 	assets   fs.FS
 	version  string // of the assets, for cache-busting URLs
@@ -116,8 +113,8 @@ type server struct {
 // its throughput sampler. It fails when a required dependency is missing or
 // no API token is configured (nobody could log in).
 func New(d Deps) (http.Handler, error) {
-	if d.Config == nil || d.Store == nil || d.Engine == nil {
-		return nil, errors.New("ui: Deps.Config, Deps.Store and Deps.Engine are required")
+	if d.Config == nil || d.Store == nil || d.Engine == nil || d.Service == nil {
+		return nil, errors.New("ui: Deps.Config, Deps.Store, Deps.Engine and Deps.Service are required")
 	}
 	s := &server{
 		d:   d,
@@ -163,8 +160,7 @@ func New(d Deps) (http.Handler, error) {
 		return nil, err
 	}
 	s.sessions = newSessions(cmpOr(d.SessionIdle, SessionIdleDefault), cmpOr(d.SessionMax, SessionMaxDefault), s.now)
-	s.sampler = newSampler(d.Store, cmpOr(d.SampleInterval, SampleIntervalDefault), SamplePoints, s.log)
-	go s.sampler.run(s.d.Context, s.sessions.sweep)
+	go s.sweepSessions(s.d.Context)
 
 	cop := http.NewCrossOriginProtection()
 	for _, o := range d.TrustedOrigins {
@@ -358,4 +354,18 @@ func redirect(w http.ResponseWriter, r *http.Request, to string) {
 func (s *server) configured(channel string) bool {
 	_, ok := slices.BinarySearch(s.channels, channel)
 	return ok
+}
+
+// sweepSessions drops expired sessions every sweepEvery until ctx is done.
+func (s *server) sweepSessions(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sessions.sweep()
+		}
+	}
 }

@@ -1,6 +1,6 @@
 // Command transactional-enqueue is a tiny shop that writes an order and its
 // "order placed" notification in one Postgres transaction, with
-// client.EnqueueTx: the notification exists if and only if the order
+// txoutbox.EnqueueTx: the notification exists if and only if the order
 // commits. An order that fails half-way (out of stock) rolls back, and
 // nobody is told about an order that does not exist.
 //
@@ -26,7 +26,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/txoutbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Order is what the shop sells.
@@ -73,7 +74,7 @@ func (s Shop) PlaceOrder(ctx context.Context, o Order) (int64, error) {
 			return fmt.Errorf("insert order: %w", err)
 		}
 		payload, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("Order %d: your %s is on its way", o.ID, o.Item)})
-		res, err := client.EnqueueTx(ctx, tx, client.Notification{
+		res, err := txoutbox.EnqueueTx(ctx, tx, wire.Notification{
 			Channel:   s.Channel,
 			Recipient: o.Customer,
 			Payload:   payload,

@@ -1,4 +1,4 @@
-package sdk
+package wire
 
 import (
 	"encoding/json"

@@ -1,0 +1,146 @@
+package sdkcheck_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// forbidden are the packages a plugin or a client application must never
+// link: the daemon's own code and the dependencies only it needs.
+var forbidden = []string{
+	"github.com/notifyd/notifyd/core",
+	"github.com/notifyd/notifyd/internal",
+	"github.com/redis/go-redis",
+	"github.com/knadh/koanf",
+	"github.com/pressly/goose",
+	"github.com/robfig/cron",
+	"github.com/prometheus/",
+	"github.com/spf13/cobra",
+	"github.com/valyala/fasthttp",
+	"go.opentelemetry.io/",
+}
+
+// TestOutsideModule builds, outside this repository, the two programs the
+// SDK exists for — a provider plugin (examples/hello-provider) and an
+// application that talks to notifyd over HTTP — each as a module of its own that requires only
+// github.com/notifyd/notifyd/sdk (replaced by this checkout's sdk/, as a
+// release would be fetched). go mod tidy writes what each really needs:
+// neither go.mod may list the daemon's module or its dependencies, and
+// neither build may link any package of them. The client application may
+// not link pgx or go-plugin either: it imports the client and nothing else.
+func TestOutsideModule(t *testing.T) {
+	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "sdk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []struct {
+		name, main string
+		extra      []string // further packages it must not link
+	}{
+		{name: "plugin", main: readFile(t, filepath.Join("..", "..", "examples", "hello-provider", "main.go"))},
+		{name: "clientapp", main: clientMain, extra: []string{"github.com/jackc/pgx", "github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
+	} {
+		t.Run(app.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "main.go"), app.main)
+			write(t, filepath.Join(dir, "go.mod"), "module example.com/"+app.name+"\n\ngo "+goVersion(t)+"\n\n"+
+				"require github.com/notifyd/notifyd/sdk v0.0.0-00010101000000-000000000000\n\n"+
+				"replace github.com/notifyd/notifyd/sdk => "+sdkDir+"\n")
+			gocmd(t, dir, "mod", "tidy")
+			mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			deps := gocmd(t, dir, "list", "-deps", ".")
+			for _, bad := range append(append([]string{}, forbidden...), app.extra...) {
+				if strings.Contains(string(mod), bad) {
+					t.Errorf("go.mod lists %s:\n%s", bad, mod)
+				}
+				for _, p := range strings.Fields(deps) {
+					if strings.HasPrefix(p, bad) {
+						t.Errorf("links %s", p)
+					}
+				}
+			}
+			if strings.Contains(string(mod), "github.com/notifyd/notifyd ") {
+				t.Errorf("go.mod requires the daemon's module:\n%s", mod)
+			}
+			gocmd(t, dir, "build", "-o", filepath.Join(dir, app.name), ".")
+		})
+	}
+}
+
+const clientMain = `package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+func main() {
+	c, err := client.New("http://127.0.0.1:8080", "token")
+	if err != nil {
+		panic(err)
+	}
+	res, err := c.Enqueue(context.Background(), client.Notification{
+		Channel: "orders", Recipient: "user-1", Payload: json.RawMessage(` + "`{}`" + `),
+	})
+	fmt.Println(res, err)
+}
+`
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gocmd runs the go tool in dir, outside any workspace, and returns its
+// standard output.
+func gocmd(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// goVersion is the go line the SDK's go.mod asks for.
+func goVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "sdk", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("sdk/go.mod has no go line (runtime %s)", runtime.Version())
+	return ""
+}
