@@ -42,7 +42,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newServeCmd(), newSendCmd(), newStatusCmd(), newPluginsCmd(), newBenchCmd(), newCampaignCmd(), newJobsCmd(), newSubscribersCmd(),
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newServeCmd(), newSendCmd(), newStatusCmd(), newPluginsCmd(), newCampaignCmd(), newJobsCmd(), newSubscribersCmd(),
 		newCancelCmd(), newDLQCmd(), newChannelsCmd(), newSchedulesCmd())
 	return root
 }

@@ -1,4 +1,4 @@
-// Package bench is `notifyd bench` (docs/design.md §9): it runs the real delivery
+// Package bench is `notifyd-bench` (cmd/notifyd-bench) (docs/design.md §9): it runs the real delivery
 // pipeline — Postgres outbox, Redis queues, the webhook plugin process —
 // against an in-process HTTP sink, in a throw-away Postgres schema and Redis
 // key prefix, and measures three things on the same machine and sink:

@@ -23,7 +23,7 @@ const clusterMasters = 3
 const clusterReady = 20 * time.Second
 
 // Cluster is a throw-away Redis Cluster of three masters on loopback, for
-// `notifyd bench --redis-cluster`: redis-server processes of its own in a
+// `notifyd-bench --redis-cluster`: redis-server processes of its own in a
 // temporary directory, no persistence, joined by redis-cli --cluster create.
 // It does what internal/testenv.StartRedisCluster does for tests, without a
 // testing.TB.

@@ -146,7 +146,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	m, s := r.Machine, r.Setup
-	fmt.Fprintf(&b, "notifyd bench — %s\n", r.Started.Format(time.RFC3339))
+	fmt.Fprintf(&b, "notifyd-bench — %s\n", r.Started.Format(time.RFC3339))
 	fmt.Fprintf(&b, "machine: %d CPUs, GOMAXPROCS %d, %s; load average %s before, %s after\n",
 		m.CPUs, m.GOMAXPROCS, m.Go, loadString(m.LoadBefore), loadString(m.LoadAfter))
 	fmt.Fprintf(&b, "setup:   channel %q → webhook plugin (gRPC, fan-out %d) → in-process sink %s\n", Channel, s.PluginMaxConcurrency, s.Sink)

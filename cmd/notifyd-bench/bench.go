@@ -18,9 +18,9 @@ func newBenchCmd() *cobra.Command {
 		o                                    bench.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--instances N] [--partitions K] [--redis-cluster] [--plugins-dir DIR]",
+		Use:   "notifyd-bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--instances N] [--partitions K] [--redis-cluster] [--plugins-dir DIR]",
 		Short: "Benchmark delivery end to end: a burst of N notifications, a raw HTTP baseline, idle pick-up latency",
-		Long: `bench runs the real pipeline — Postgres outbox, Redis queues, the webhook plugin —
+		Long: `notifyd-bench runs the real pipeline — Postgres outbox, Redis queues, the webhook plugin —
 against an HTTP sink inside this process, in its own Postgres schema (bench_<random>)
 and Redis key prefix (bench-<random>), both removed afterwards. Only postgres, redis,
 plugins, delivery and log are read from the config; without --config the services on
@@ -36,7 +36,9 @@ and this machine's CPUs; --partitions K spreads the bench channel over K queues.
 redis.cluster_addrs in the config the Redis Cluster client is used; --redis-cluster
 starts a throw-away 3-master cluster on loopback (redis-server and redis-cli on PATH)
 for the run and removes it afterwards.`,
-		Args: cobra.NoArgs,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case output != "text" && output != "json":
