@@ -154,7 +154,7 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	}
 	var dashboard http.Handler
 	if len(cfg.HTTP.Tokens) > 0 {
-		dashboard, err = ui.New(ui.Deps{Context: ctx, Config: cfg, Store: d.store, Engine: d.engine, Plugins: d.host,
+		dashboard, err = ui.New(ui.Deps{Config: cfg, Store: d.store, Engine: d.engine, Plugins: d.host,
 			Schedules: d.sched, Service: d.ops, Logger: log.Named("ui")})
 		if err != nil {
 			log.Warn("dashboard disabled", "error", err)
@@ -193,7 +193,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	defer cancel()
 	var stopErr error
 	if d.engine != nil {
-		stopErr = d.engine.Stop(hardCtx, soft)
+		stopErr = d.engine.Stop(hardCtx)
 		if hardCtx.Err() != nil {
 			d.engine.Kill()
 		}
@@ -211,17 +211,23 @@ func (d *Daemon) Stop(ctx context.Context) error {
 // then (or was never started).
 func (d *Daemon) close(ctx context.Context) {
 	if d.engine != nil { // Start failed after the engine started
-		_ = d.engine.Stop(ctx, 0)
+		_ = d.engine.Stop(ctx)
 	}
+	// The schedules hand their running jobs back before the pool closes under
+	// them: they get the hard timeout whatever is left of ctx.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout))
+	defer cancel()
 	if d.ops != nil {
-		_ = d.ops.Stop(ctx)
+		_ = d.ops.Stop(bg)
 	}
 	if d.sched != nil {
-		d.sched.Stop()
+		if err := d.sched.Stop(bg); err != nil {
+			d.log.Warn("stop schedules", "error", err)
+		}
 	}
 	if d.host != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := d.host.Close(closeCtx); err != nil {
+		if err := d.host.Stop(closeCtx); err != nil {
 			d.log.Warn("stop plugins", "error", err)
 		}
 		cancel()

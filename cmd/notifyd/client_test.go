@@ -68,7 +68,7 @@ schedules:
 	log := hclog.NewNullLogger()
 	store := testenv.Store(t, db.Pool)
 	host := pluginhost.New(cfg.Plugins, log)
-	t.Cleanup(func() { _ = host.Close(context.Background()) })
+	t.Cleanup(func() { _ = host.Stop(context.Background()) })
 	engine, err := delivery.New(delivery.Options{Config: cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log})
 	if err != nil {
 		t.Fatal(err)

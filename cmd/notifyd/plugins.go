@@ -167,7 +167,7 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 func closeHost(h *pluginhost.Host) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.Close(ctx); err != nil {
+	if err := h.Stop(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "notifyd: stop plugins:", err)
 	}
 }

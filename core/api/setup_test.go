@@ -126,7 +126,7 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = b.host.Close(ctx)
+		_ = b.host.Stop(ctx)
 	})
 	b.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: b.store, Queue: b.queue, Plugins: b.host, Logger: log.Named("delivery"),
@@ -142,7 +142,7 @@ func setup(t testing.TB, o setupOptions) *bundle {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = b.engine.Stop(ctx, 5*time.Second)
+			_ = b.engine.Stop(ctx)
 		})
 	}
 	rc := o.redis

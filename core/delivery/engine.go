@@ -7,6 +7,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -259,11 +260,13 @@ func (e *Engine) goBackground(f func(ctx context.Context)) {
 }
 
 // Stop shuts down gracefully: stop fetching, let in-flight sends finish and
-// settle within soft, then hand back whatever is left in this instance's
-// backup lists; when hard (ctx's deadline, or soft exceeded) passes it
-// abandons the rest, which the reaper or a restart recovers. Nothing is lost
-// either way.
-func (e *Engine) Stop(ctx context.Context, soft time.Duration) error {
+// settle within shutdown.soft_timeout, then hand back whatever is left in
+// this instance's backup lists; when ctx ends (the hard timeout) it abandons
+// the rest, which the reaper or a restart recovers. Nothing is lost either
+// way. Stop has the shape of every notifyd service's (docs/design.md §1);
+// Kill is the crash.
+func (e *Engine) Stop(ctx context.Context) error {
+	soft := cmp.Or(e.cfg.Shutdown.SoftTimeout, config.DefaultSoftTimeout)
 	var err error
 	e.stopOnce.Do(func() { err = e.stop(ctx, soft) })
 	return err

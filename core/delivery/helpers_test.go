@@ -252,8 +252,8 @@ func (b *bundle) start(o delivery.Options) (*delivery.Engine, *pluginhost.Host) 
 	b.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = e.Stop(ctx, 5*time.Second)
-		_ = host.Close(ctx)
+		_ = e.Stop(ctx)
+		_ = host.Stop(ctx)
 	})
 	return e, host
 }

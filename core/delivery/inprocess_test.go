@@ -51,7 +51,7 @@ func TestEngine_InProcessProvider(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = e.Stop(ctx, 5*time.Second)
+		_ = e.Stop(ctx)
 	})
 	ok := b.send("somebody", "")
 	bad := b.send("nobody", "")

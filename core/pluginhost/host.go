@@ -252,11 +252,12 @@ func executable(path string) error {
 	return nil
 }
 
-// Close stops every plugin: no new sends, in-flight sends drain until ctx
+// Stop stops every plugin: no new sends, in-flight sends drain until ctx
 // ends, then the processes are stopped (gracefully if drained, killed
 // otherwise). It returns an error naming the plugins whose sends did not
-// drain in time.
-func (h *Host) Close(ctx context.Context) error {
+// drain in time. (The host has no Start: it launches a plugin the first
+// time a channel asks for it.)
+func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

@@ -41,7 +41,7 @@ func setup(t testing.TB, tweak ...func(*config.Plugins)) *bundle {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := h.Close(ctx); err != nil {
+		if err := h.Stop(ctx); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
@@ -153,7 +153,7 @@ func TestHost_Plugin_StartErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := pluginhost.New(config.Plugins{Dir: dir, Checksums: tt.checksums, StartTimeout: 20 * time.Second}, testLogger())
-			defer h.Close(context.Background())
+			defer h.Stop(context.Background())
 			p, err := h.Plugin(testenv.Context(t), tt.plugin)
 			if err == nil {
 				t.Fatalf("Plugin(%s): got a plugin (pid %d), want an error", tt.plugin, p.PID())
@@ -175,7 +175,7 @@ func TestHost_Plugin_StartErrors(t *testing.T) {
 	t.Run("matching checksum starts", func(t *testing.T) {
 		t.Parallel()
 		h := pluginhost.New(config.Plugins{Dir: dir, Checksums: map[string]string{"behave": strings.ToUpper(sum)}, StartTimeout: 20 * time.Second}, testLogger())
-		defer h.Close(context.Background())
+		defer h.Stop(context.Background())
 		p, err := h.Plugin(testenv.Context(t), "behave")
 		if err != nil {
 			t.Fatalf("Plugin(behave) with its own checksum: %v", err)
@@ -238,7 +238,7 @@ func TestHost_Close(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.host.Close(ctx); err != nil {
+	if err := b.host.Stop(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	vs := <-done

@@ -46,7 +46,7 @@ func TestHost_ChecksumOnTheExecutedFile(t *testing.T) {
 		}
 	})()
 	h := pluginhost.New(config.Plugins{Dir: dir, Checksums: map[string]string{"behave": sum}, StartTimeout: 20 * time.Second}, testLogger())
-	defer h.Close(context.Background())
+	defer h.Stop(context.Background())
 	p, err := h.Plugin(testenv.Context(t), "behave")
 	if !swapped {
 		t.Fatal("the hook never ran: the test proves nothing")

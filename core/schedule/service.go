@@ -154,19 +154,30 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the loop and every running job; a job stopped half-way is handed
-// back (PENDING, cursor kept) for any instance to resume.
-func (s *Service) Stop() {
+// Stop ends the loop and every running job and waits for them, or for ctx;
+// a job stopped half-way is handed back (PENDING, cursor kept) for any
+// instance to resume.
+func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.loopDone
 	s.isStop = true
 	s.mu.Unlock()
 	if cancel == nil {
-		return
+		return nil
 	}
 	cancel()
-	<-done
-	s.wg.Wait()
+	stopped := make(chan struct{})
+	go func() {
+		<-done
+		s.wg.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("schedule: stop: %w", ctx.Err())
+	}
 }
 
 func (s *Service) stopping() bool {

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -456,7 +457,7 @@ func TestService_CheckAudiences_badQuery(t *testing.T) {
 			}
 			err = s.Start(b.ctx)
 			if err == nil {
-				s.Stop()
+				_ = s.Stop(context.Background())
 				t.Fatal("Start succeeded, want an error naming the schedule")
 			}
 			for _, w := range tt.want {
@@ -483,7 +484,7 @@ func TestService_StartStop(t *testing.T) {
 	s.beforeChunk = func(_ int64, k int) {
 		if k == 5 {
 			once.Do(func() {
-				go func() { s.Stop(); close(stopped) }()
+				go func() { _ = s.Stop(context.Background()); close(stopped) }()
 				time.Sleep(50 * time.Millisecond) // let Stop cancel the context first
 			})
 		}

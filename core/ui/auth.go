@@ -43,8 +43,9 @@ type sessions struct {
 	idle, max time.Duration
 	now       func() time.Time
 
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]*session
+	mu        sync.Mutex
+	m         map[[sha256.Size]byte]*session
+	lastSweep time.Time
 }
 
 func newSessions(idle, max time.Duration, now func() time.Time) *sessions {
@@ -66,6 +67,11 @@ func (ss *sessions) create() (*session, string) {
 	now := ss.now()
 	s := &session{key: sha256.Sum256([]byte(id)), csrf: randomToken(), created: now, lastSeen: now}
 	ss.mu.Lock()
+	// Only create grows the map, so sweeping here bounds it: no goroutine
+	// of its own, nothing to stop.
+	if now.Sub(ss.lastSweep) >= sweepEvery {
+		ss.sweepLocked(now)
+	}
 	ss.m[s.key] = s
 	ss.mu.Unlock()
 	return s, id
@@ -120,11 +126,15 @@ func (ss *sessions) remove(s *session) {
 	ss.mu.Unlock()
 }
 
-// sweep drops expired sessions; sweepSessions calls it.
+// sweep drops expired sessions.
 func (ss *sessions) sweep() {
-	now := ss.now()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.sweepLocked(ss.now())
+}
+
+func (ss *sessions) sweepLocked(now time.Time) {
+	ss.lastSweep = now
 	for k, s := range ss.m {
 		if ss.expired(s, now) {
 			delete(ss.m, k)

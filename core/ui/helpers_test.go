@@ -194,8 +194,8 @@ func setup(t testing.TB, opts ...option) *bundle {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = e.Stop(ctx, 2*time.Second)
-		_ = host.Close(ctx)
+		_ = e.Stop(ctx)
+		_ = host.Stop(ctx)
 	})
 	b.engine = e
 	if b.sched, err = schedule.New(b.db.Pool, b.cfg, schedule.Options{Logger: log}); err != nil {
@@ -210,9 +210,8 @@ func setup(t testing.TB, opts ...option) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ops.Stop(context.Background()) })
-	// The session sweep stops with the test (t.Context ends before cleanups run).
 	h, err := ui.New(ui.Deps{
-		Context: t.Context(), Config: b.cfg, Store: b.store, Engine: e, Plugins: host, Schedules: b.sched,
+		Config: b.cfg, Store: b.store, Engine: e, Plugins: host, Schedules: b.sched,
 		Service: ops, Logger: log, Now: o.now,
 	})
 	if err != nil {

@@ -58,7 +58,8 @@ const (
 	SessionMaxDefault  = 24 * time.Hour
 )
 
-// sweepEvery is how often expired sessions are dropped.
+// sweepEvery is how often expired sessions are dropped (when a session is
+// created: only that grows the store).
 const sweepEvery = 5 * time.Second
 
 //go:embed templates/*.html
@@ -71,10 +72,6 @@ var assetFS embed.FS
 // Service are required; without Plugins or Schedules the pages that need them say so
 // instead of showing that part.
 type Deps struct {
-	// Context bounds the session sweep; it stops when it is done. Default:
-	// it runs for the life of the process.
-	Context context.Context
-
 	Config    *config.Config // channels, http.tokens, jobs.stuck_after
 	Store     *outbox.Store
 	Engine    Engine            // channel states and queues
@@ -128,9 +125,6 @@ func New(d Deps) (http.Handler, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.d.Context == nil {
-		s.d.Context = context.Background()
-	}
 	for _, tok := range d.Config.HTTP.Tokens {
 		if tok != "" { // an unset ${VAR} must never let "" in
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(tok)))
@@ -160,7 +154,6 @@ func New(d Deps) (http.Handler, error) {
 		return nil, err
 	}
 	s.sessions = newSessions(cmpOr(d.SessionIdle, SessionIdleDefault), cmpOr(d.SessionMax, SessionMaxDefault), s.now)
-	go s.sweepSessions(s.d.Context)
 
 	cop := http.NewCrossOriginProtection()
 	for _, o := range d.TrustedOrigins {
@@ -354,18 +347,4 @@ func redirect(w http.ResponseWriter, r *http.Request, to string) {
 func (s *server) configured(channel string) bool {
 	_, ok := slices.BinarySearch(s.channels, channel)
 	return ok
-}
-
-// sweepSessions drops expired sessions every sweepEvery until ctx is done.
-func (s *server) sweepSessions(ctx context.Context) {
-	t := time.NewTicker(sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sessions.sweep()
-		}
-	}
 }

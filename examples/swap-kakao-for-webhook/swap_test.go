@@ -75,7 +75,7 @@ func TestSwap_pluginsAcceptTheirConfig(t *testing.T) {
 	testenv.InstallPlugin(t, dir, "kakao", "github.com/notifyd/notifyd/plugins/kakao")
 	testenv.InstallPlugin(t, dir, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
 	host := pluginhost.New(config.Plugins{Dir: dir}, nil)
-	t.Cleanup(func() { _ = host.Close(testenv.Context(t)) })
+	t.Cleanup(func() { _ = host.Stop(testenv.Context(t)) })
 
 	for file, cfg := range map[string]*config.Config{"kakao.yaml": kakao, "webhook.yaml": webhook} {
 		t.Run(file, func(t *testing.T) {

@@ -139,7 +139,7 @@ channels:
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = engine.Stop(ctx, 5*time.Second)
-		_ = host.Close(ctx)
+		_ = engine.Stop(ctx)
+		_ = host.Stop(ctx)
 	})
 }

@@ -402,7 +402,7 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 		log = log.With("instance", in.id)
 	}
 	in.host = pluginhost.New(e.cfg.Plugins, log.Named("plugins"))
-	e.onClose(in.host.Close)
+	e.onClose(in.host.Stop)
 	if in.plugin, err = in.host.Plugin(ctx, Plugin); err != nil {
 		if errors.Is(err, pluginhost.ErrNotFound) {
 			return fmt.Errorf("bench: %w (build it with `make build`, or point --plugins-dir at the directory holding notifyd-plugin-webhook)", err)
@@ -424,7 +424,7 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 		return fmt.Errorf("bench: start delivery engine %s: %w", in.id, err)
 	}
 	e.onClose(func(ctx context.Context) error {
-		if err := in.engine.Stop(ctx, 10*time.Second); err != nil {
+		if err := in.engine.Stop(ctx); err != nil {
 			in.engine.Kill()
 			return fmt.Errorf("bench: stop delivery engine %s: %w", in.id, err)
 		}

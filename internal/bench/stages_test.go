@@ -215,7 +215,7 @@ func stagePlugin(b *testing.B, claimed []outbox.Claimed, batch int, report func(
 	dir := b.TempDir()
 	testenv.InstallPlugin(b, dir, Plugin, "github.com/notifyd/notifyd/plugins/webhook")
 	host := pluginhost.New(config.Plugins{Dir: dir}, hclog.NewNullLogger())
-	defer host.Close(ctx)
+	defer host.Stop(ctx)
 	p, err := host.Plugin(ctx, Plugin)
 	if err != nil {
 		b.Fatal(err)
