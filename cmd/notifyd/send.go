@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/service"
 )
 
 // newSendCmd enqueues one notification through the API, or writes it
@@ -33,9 +34,6 @@ func newSendCmd() *cobra.Command {
 			if _, ok := cfg.Channels[channel]; !ok {
 				return fmt.Errorf("--channel %q is not configured in %s", channel, path)
 			}
-			if !json.Valid([]byte(payload)) {
-				return fmt.Errorf("--payload is not valid JSON: %s", payload)
-			}
 			var due time.Time
 			if at != "" {
 				if due, err = parseAt(at); err != nil {
@@ -47,7 +45,11 @@ func newSendCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			res, err := outbox.New(pool).Insert(cmd.Context(), []outbox.NewNotification{{
+			ops, err := service.New(service.Options{Config: cfg, Store: outbox.New(pool)}) // the database alone
+			if err != nil {
+				return err
+			}
+			res, err := ops.Enqueue(cmd.Context(), []outbox.NewNotification{{
 				Channel: channel, Recipient: recipient, Payload: json.RawMessage(payload),
 				IdempotencyKey: key, DueAt: due,
 			}})

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/core/service"
 )
 
 // newStatusCmd shows notifications by id, through the API or read from the
@@ -35,6 +36,10 @@ func newStatusCmd() *cobra.Command {
 			defer pool.Close()
 			store := outbox.New(pool)
 			defer store.Close()
+			ops, err := service.New(service.Options{Config: cfg, Store: store}) // the database alone
+			if err != nil {
+				return err
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
 			for _, a := range args {
@@ -42,9 +47,9 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%q is not a notification id", a)
 				}
-				n, err := store.Get(cmd.Context(), id)
+				n, err := ops.Notification(cmd.Context(), id)
 				if err != nil {
-					return fmt.Errorf("notification %d: %w", id, err)
+					return err
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, n.LastError)
 				if history {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/notifyd/notifyd/core/outbox"
@@ -18,7 +17,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	res, err := s.store.Insert(r.Context(), ns)
+	res, err := s.ops.Enqueue(r.Context(), ns)
 	if err != nil {
 		return err
 	}
@@ -49,10 +48,7 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	n, err := s.store.Get(r.Context(), id)
-	if errors.Is(err, outbox.ErrNotFound) {
-		return notFound("notification %d does not exist", id)
-	}
+	n, err := s.ops.Notification(r.Context(), id)
 	if err != nil {
 		return err
 	}

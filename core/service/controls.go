@@ -11,6 +11,9 @@ import (
 // restart. reason (at most outbox.MaxReasonLen bytes) is shown to
 // operators.
 func (s *Service) Pause(ctx context.Context, channel, reason string) error {
+	if err := s.needEngine(); err != nil {
+		return err
+	}
 	if !s.Configured(channel) {
 		return refuse(NotFound, "channel %q is not configured", channel)
 	}
@@ -25,6 +28,9 @@ func (s *Service) Pause(ctx context.Context, channel, reason string) error {
 
 // Resume lets a paused channel send again.
 func (s *Service) Resume(ctx context.Context, channel string) error {
+	if err := s.needEngine(); err != nil {
+		return err
+	}
 	if !s.Configured(channel) {
 		return refuse(NotFound, "channel %q is not configured", channel)
 	}

@@ -61,6 +61,9 @@ func (s *Service) Dead(ctx context.Context, channel string, after int64, limit i
 // of ChunkRows, pushing each chunk as soon as it commits.
 func (s *Service) Replay(ctx context.Context, sel Selector) (Replayed, error) {
 	out := Replayed{SweepAfter: s.cfg.Delivery.SweepAfter.String()}
+	if err := s.needEngine(); err != nil {
+		return out, err
+	}
 	// Past a commit, a caller that hangs up must not stop the push.
 	rctx := context.WithoutCancel(ctx)
 	push := func(rows []outbox.Queued) {
@@ -129,6 +132,9 @@ func (s *Service) Replay(ctx context.Context, sel Selector) (Replayed, error) {
 // in transactions of ChunkRows. Purging every channel at once is refused.
 func (s *Service) Purge(ctx context.Context, sel Selector) (Purged, error) {
 	var out Purged
+	if err := s.needEngine(); err != nil {
+		return out, err
+	}
 	rctx := context.WithoutCancel(ctx)
 	dropDead := func(channel string, ids []int64) {
 		if err := s.engine.DeadRemove(rctx, channel, ids); err != nil {

@@ -55,6 +55,9 @@ type ChannelOverview struct {
 // time, for a page that refreshes itself. A failed count is an error only
 // when there is no earlier sample to show.
 func (s *Service) Overview(ctx context.Context, maxAge time.Duration) (Overview, error) {
+	if err := s.needEngine(); err != nil {
+		return Overview{}, err
+	}
 	counts, at, countErr := s.counts.get(ctx, maxAge)
 	if counts == nil && countErr != nil {
 		return Overview{}, countErr

@@ -56,7 +56,11 @@ const (
 type Options struct {
 	Config *config.Config // channels, delivery.sweep_after; required
 	Store  *outbox.Store  // required
-	Engine Engine         // required
+	// Engine is required by the operations that touch the Redis queues or
+	// channel states: replay, purge, overview, pause and resume. The CLI's
+	// --config mode, working on the database alone, passes none: Enqueue,
+	// Notification, Cancel and Dead work, the others return ErrNoEngine.
+	Engine Engine
 	Logger hclog.Logger
 	// SampleInterval is how often the background sampler counts the outbox.
 	// Default SampleIntervalDefault.
@@ -80,8 +84,8 @@ type Service struct {
 
 // New builds a Service.
 func New(o Options) (*Service, error) {
-	if o.Config == nil || o.Store == nil || o.Engine == nil {
-		return nil, errors.New("service: Config, Store and Engine are required")
+	if o.Config == nil || o.Store == nil {
+		return nil, errors.New("service: Config and Store are required")
 	}
 	log := cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger())
 	return &Service{
@@ -139,6 +143,17 @@ func (s *Service) ChannelNames() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ErrNoEngine is what an operation that needs the delivery engine returns on
+// a Service built without one (the CLI's database-only mode).
+var ErrNoEngine = errors.New("service: this operation needs the delivery engine (a running notifyd); use the API")
+
+func (s *Service) needEngine() error {
+	if s.engine == nil {
+		return ErrNoEngine
+	}
+	return nil
 }
 
 // Kind classifies an operation's refusal, for the doors to map to their own

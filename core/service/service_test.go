@@ -254,3 +254,47 @@ func TestOverview(t *testing.T) {
 		t.Errorf("past maxAge: %d SENT, want 5 recounted", fresh.Channels[0].Counts[outbox.StatusSent])
 	}
 }
+
+// TestEnqueueAndRead: the one enqueue (API and CLI alike) refuses an
+// unconfigured channel and a bad row, naming it; a Service without an
+// engine (the CLI's database-only mode) enqueues and reads, and says
+// plainly that the queue operations need a running notifyd.
+func TestEnqueueAndRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := config.Default()
+	cfg.Channels = map[string]config.Channel{"orders": {Plugin: "p"}}
+	dbOnly, err := service.New(service.Options{Config: &cfg, Store: b.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := outbox.NewNotification{Channel: "orders", Recipient: "ada", Payload: json.RawMessage(`{"text":"hi"}`), IdempotencyKey: "k1"}
+	for _, ops := range []*service.Service{b.ops, dbOnly} {
+		var se *service.Error
+		_, err := ops.Enqueue(b.ctx, []outbox.NewNotification{ok, {Channel: "nope", Recipient: "r", Payload: json.RawMessage(`{}`)}})
+		if !errors.As(err, &se) || se.Kind != service.Invalid || !strings.Contains(se.Message, `notification 1: channel "nope" is not configured`) {
+			t.Errorf("unconfigured channel: %v", err)
+		}
+		_, err = ops.Enqueue(b.ctx, []outbox.NewNotification{{Channel: "orders", Recipient: "r", Payload: json.RawMessage(`{`)}})
+		if !errors.As(err, &se) || se.Kind != service.Invalid || !strings.Contains(se.Message, "payload is not valid JSON") {
+			t.Errorf("bad payload: %v", err)
+		}
+		res, err := ops.Enqueue(b.ctx, []outbox.NewNotification{ok})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("Enqueue = %v, %v", res, err)
+		}
+		n, err := ops.Notification(b.ctx, res[0].ID)
+		if err != nil || n.Recipient != "ada" || n.Status != outbox.StatusPending {
+			t.Errorf("Notification = %+v, %v", n, err)
+		}
+		if _, err := ops.Notification(b.ctx, 999_999_999); !errors.As(err, &se) || se.Kind != service.NotFound {
+			t.Errorf("unknown id: %v", err)
+		}
+	}
+	if _, err := dbOnly.Replay(b.ctx, service.Selector{Channel: "orders"}); !errors.Is(err, service.ErrNoEngine) {
+		t.Errorf("replay without an engine = %v, want ErrNoEngine", err)
+	}
+	if _, err := dbOnly.Overview(b.ctx, time.Second); !errors.Is(err, service.ErrNoEngine) {
+		t.Errorf("overview without an engine = %v, want ErrNoEngine", err)
+	}
+}

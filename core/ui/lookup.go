@@ -146,8 +146,9 @@ func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *
 		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", r.PathValue("id")))
 		return
 	}
-	n, err := s.d.Store.Get(r.Context(), id)
-	if errors.Is(err, outbox.ErrNotFound) {
+	n, err := s.d.Service.Notification(r.Context(), id)
+	var refused *service.Error
+	if errors.As(err, &refused) && refused.Kind == service.NotFound {
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no notification %d (it may have been purged).", id))
 		return
 	}
