@@ -20,6 +20,7 @@ import (
 func newCampaignCmd() *cobra.Command {
 	var (
 		path, channel, topic, query, key, payload string
+		contentKey                                string
 		run, watch                                bool
 		every                                     time.Duration
 		af                                        apiFlags
@@ -36,11 +37,12 @@ func newCampaignCmd() *cobra.Command {
 				return fmt.Errorf("--payload must be a JSON object: %w", err)
 			}
 			if path == "" {
-				return campaignAPI(cmd, &af, channel, topic, query, p, run, watch, every)
+				return campaignAPI(cmd, &af, channel, topic, query, contentKey, p, run, watch, every)
 			}
 			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
 				job, err := svc.CreateCampaign(ctx, schedule.Campaign{
 					Channel: channel, Audience: config.Audience{Topic: topic, Query: query, Key: key}, Payload: p,
+					ContentKey: contentKey,
 				})
 				if err != nil {
 					return err
@@ -71,6 +73,7 @@ func newCampaignCmd() *cobra.Command {
 	f.StringVar(&query, "query", "", "SQL audience returning recipient, optional data and the --key column")
 	f.StringVar(&key, "key", "", "unique, orderable column of --query used for keyset paging")
 	f.StringVar(&payload, "payload", "", `payload JSON; string values may use {{.recipient}} and {{.data.field}} (required)`)
+	f.StringVar(&contentKey, "content-key", "", "name of the content (e.g. quiz-2026-11-25): jobs naming the same content on the channel send each recipient once between them")
 	f.BoolVar(&run, "run", false, "materialise the job here and now instead of leaving it to a serving instance")
 	_ = cmd.MarkFlagRequired("channel")
 	_ = cmd.MarkFlagRequired("payload")

@@ -68,23 +68,40 @@ func newSchedulesRunCmd(af *apiFlags) *cobra.Command {
 	var (
 		watch bool
 		every time.Duration
+		req   client.RunRequest
 	)
 	cmd := &cobra.Command{
-		Use:   "run NAME [--watch]",
-		Short: "Run a schedule now (a bulk job a serving instance materialises); prints the job id",
-		Args:  cobra.ExactArgs(1),
+		Use:   "run NAME [--fire-time TIME|last [--force]] [--watch]",
+		Short: "Run a schedule now, or one fire time again (a bulk job a serving instance materialises); prints the job id",
+		Long: "Without --fire-time, a run firing now, of its own.\n\n" +
+			"With --fire-time (RFC 3339, or \"last\" for the latest fire time at or before now), that fire time's run:\n" +
+			"one already pending or running is left as it is; a FAILED, CANCELLED or SKIPPED one resumes from where it\n" +
+			"stopped (a recipient it already reached is not sent twice); a DONE one is refused — nothing is sent twice —\n" +
+			"unless --force, which sends it to everyone again as a re-run with new idempotency keys.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if req.Force && req.FireTime == "" {
+				return errors.New("--force re-runs a fire time that already ran: give it with --fire-time (RFC 3339 or last)")
+			}
 			c, err := af.client()
 			if err != nil {
 				return err
 			}
-			job, err := c.RunSchedule(cmd.Context(), args[0])
+			job, err := c.RunSchedule(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
+			}
+			switch job.Outcome {
+			case client.RunExists:
+				fmt.Fprintf(cmd.ErrOrStderr(), "fire time %s already has job %d (%s); nothing changed\n", job.FireTime.Format(time.RFC3339), job.ID, job.State)
+			case client.RunResumed:
+				fmt.Fprintf(cmd.ErrOrStderr(), "resumed job %d for fire time %s from its cursor\n", job.ID, job.FireTime.Format(time.RFC3339))
 			}
 			return startedJob(cmd, af, c, job, watch, every)
 		},
 	}
+	cmd.Flags().StringVar(&req.FireTime, "fire-time", "", `the fire time to run: RFC 3339 (2026-11-25T08:00:00+09:00) or "last"`)
+	cmd.Flags().BoolVar(&req.Force, "force", false, "with --fire-time: send a fire time that already ran to everyone again")
 	addWatchFlags(cmd, &watch, &every)
 	return cmd
 }
@@ -109,7 +126,7 @@ func startedJob(cmd *cobra.Command, af *apiFlags, c *client.Client, job *client.
 
 // campaignAPI is `notifyd campaign` without --config. Over the API a
 // campaign's audience is a topic; an SQL audience needs --config.
-func campaignAPI(cmd *cobra.Command, af *apiFlags, channel, topic, query string, payload map[string]any, run, watch bool, every time.Duration) error {
+func campaignAPI(cmd *cobra.Command, af *apiFlags, channel, topic, query, contentKey string, payload map[string]any, run, watch bool, every time.Duration) error {
 	switch {
 	case query != "":
 		return errors.New("--query is not accepted over the API (it is SQL); use --topic, or --config to work on the database directly")
@@ -121,7 +138,7 @@ func campaignAPI(cmd *cobra.Command, af *apiFlags, channel, topic, query string,
 		return err
 	}
 	job, err := c.CreateCampaign(cmd.Context(), client.Campaign{
-		Channel: channel, Audience: client.Audience{Topic: topic}, Payload: payload,
+		Channel: channel, Audience: client.Audience{Topic: topic}, Payload: payload, ContentKey: contentKey,
 	})
 	if err != nil {
 		return err

@@ -288,9 +288,10 @@ func decodeSubscriber(r io.Reader, id string) (schedule.Subscriber, *Error) {
 
 // campaignBody is the POST /v1/campaigns body.
 type campaignBody struct {
-	Channel  string         `json:"channel"`
-	Audience wire.Audience  `json:"audience"`
-	Payload  map[string]any `json:"payload"`
+	Channel    string         `json:"channel"`
+	Audience   wire.Audience  `json:"audience"`
+	Payload    map[string]any `json:"payload"`
+	ContentKey string         `json:"content_key"`
 }
 
 // decodeCampaign reads a campaign. Its audience must be a topic: a query
@@ -310,9 +311,38 @@ func decodeCampaign(r io.Reader) (schedule.Campaign, *Error) {
 	case b.Payload == nil:
 		return schedule.Campaign{}, invalid("payload is required: the message template as a JSON object")
 	}
-	c := schedule.Campaign{Channel: b.Channel, Payload: b.Payload}
+	c := schedule.Campaign{Channel: b.Channel, Payload: b.Payload, ContentKey: b.ContentKey}
 	c.Audience.Topic = b.Audience.Topic
 	return c, nil
+}
+
+// decodeRun reads the optional body of a schedule run request: empty is a
+// run firing now.
+func decodeRun(r io.Reader) (schedule.RunOptions, *Error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return schedule.RunOptions{}, jsonError(err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return schedule.RunOptions{}, nil
+	}
+	var req wire.RunRequest
+	if e := decodeJSON(bytes.NewReader(b), &req, false); e != nil {
+		return schedule.RunOptions{}, e
+	}
+	o := schedule.RunOptions{Force: req.Force}
+	switch req.FireTime {
+	case "":
+	case "last":
+		o.Last = true
+	default:
+		t, err := time.Parse(time.RFC3339, req.FireTime)
+		if err != nil {
+			return o, invalid("fire_time: %q is not an RFC 3339 time (2026-11-25T08:00:00+09:00) or \"last\"", outbox.Truncate(req.FireTime, 64))
+		}
+		o.FireTime = t
+	}
+	return o, nil
 }
 
 // parseID reads a positive integer id from a path parameter.

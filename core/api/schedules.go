@@ -96,14 +96,30 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// runSchedule: POST /v1/schedules/{name}/run: a run firing now; 202 with its
-// job (materialised by the schedule service of a running instance).
+// runSchedule: POST /v1/schedules/{name}/run with an optional
+// {"fire_time": RFC 3339 | "last", "force": bool}: 202 with the job when a
+// run was created or resumed, 200 when the fire time's run is already
+// pending or running, 409 when it already ran (DONE) and force is not set
+// (docs/api.md). A serving instance materialises it.
 func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) error {
-	job, err := s.schedules.RunNow(r.Context(), r.PathValue("name"))
+	o, e := decodeRun(r.Body)
+	if e != nil {
+		return e
+	}
+	job, outcome, err := s.schedules.RunNow(r.Context(), r.PathValue("name"), o)
+	if errors.Is(err, schedule.ErrAlreadyRan) {
+		return conflict("%s", strings.TrimSuffix(err.Error(), ": "+schedule.ErrAlreadyRan.Error()))
+	}
 	if err != nil {
 		return scheduleError(err)
 	}
-	writeJSON(w, http.StatusAccepted, jobOut(job))
+	out := jobOut(job)
+	out.Outcome = outcome
+	code := http.StatusAccepted
+	if outcome == schedule.RunExists {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, out)
 	return nil
 }
 
@@ -178,6 +194,7 @@ func jobOut(j *schedule.Job) wire.Job {
 		Audience: wire.Audience{Topic: j.Audience.Topic, Query: j.Audience.Query, Key: j.Audience.Key},
 		Done:     j.Done, Skipped: j.Skipped, Failed: j.Failed, Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat,
 		Error: j.Error, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt,
+		Rerun: j.Rerun, ContentKey: j.ContentKey,
 	}
 	if j.Total != nil {
 		p := 1.0

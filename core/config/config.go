@@ -178,7 +178,16 @@ type Schedule struct {
 	ChunkSize int            `koanf:"chunk_size"`
 	Audience  Audience       `koanf:"audience"`
 	Payload   map[string]any `koanf:"payload"`
+	// ContentKey names the run's content, a text/template over .fire_time
+	// and .schedule ("quiz-{{.fire_time.Format \"2006-01-02\"}}"); runs
+	// and campaigns naming the same content on one channel send each
+	// recipient once between them. "": the content is the fire time.
+	ContentKey string `koanf:"content_key"`
 }
+
+// MaxContentKeyLen bounds a content key, rendered (and a content key
+// template, unrendered): schedules.<name>.content_key and a campaign's.
+const MaxContentKeyLen = 200
 
 // Audience is who a schedule or campaign goes to: a topic of subscribers, or
 // an SQL query returning (recipient, data) with a key column for keyset paging.

@@ -221,6 +221,9 @@ func (c *Config) validateSchedule(name string, s Schedule) error {
 	if len(s.Payload) == 0 {
 		return &Error{Key: key + ".payload", Reason: "is required: the payload template rendered per recipient"}
 	}
+	if len(s.ContentKey) > MaxContentKeyLen {
+		return &Error{Key: key + ".content_key", Reason: fmt.Sprintf("is %d bytes, at most %d", len(s.ContentKey), MaxContentKeyLen)}
+	}
 	return nil
 }
 

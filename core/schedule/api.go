@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // ScheduleInfo is a configured schedule with its next fire time and latest run.
@@ -59,24 +60,112 @@ func (s *Service) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return out, nil
 }
 
-// RunNow creates a run of the schedule firing now (to the second); a running
-// instance materialises it. Two calls within the same second return the same
-// run.
-func (s *Service) RunNow(ctx context.Context, name string) (*Job, error) {
+// RunOptions say which fire time "run now" runs.
+//
+// The outcomes are wire.RunCreated, wire.RunResumed and wire.RunExists.
+type RunOptions struct {
+	// FireTime is the fire time to run; zero: now (to the second), a run of
+	// its own. It may not be in the future: a future fire time is the
+	// schedule's own to create.
+	FireTime time.Time
+	// Last: the schedule's latest fire time at or before now (the run an
+	// outage may have cut short). Exclusive with FireTime.
+	Last bool
+	// Force sends that fire time again to everyone, under new idempotency
+	// keys, even though it already ran (a forced re-run, Job.Rerun > 0).
+	Force bool
+}
+
+// Outcomes of RunNow (the API's values).
+const (
+	RunCreated = wire.RunCreated
+	RunResumed = wire.RunResumed
+	RunExists  = wire.RunExists
+)
+
+// ErrAlreadyRan: RunNow of a fire time whose run is DONE, without Force.
+var ErrAlreadyRan = errors.New("already ran")
+
+// RunNow creates or resumes a run of the schedule for a fire time, and says
+// which it did. A fire time's run is one job however often it is asked for:
+// a PENDING or RUNNING run is returned as it is (RunExists); a FAILED,
+// CANCELLED or SKIPPED one goes back to PENDING from its cursor (RunResumed),
+// and since its idempotency keys are the fire time's, a recipient it already
+// materialised is not sent twice; a DONE one is refused with ErrAlreadyRan
+// (and the job) unless o.Force, which creates the fire time's next re-run: a
+// run that sends to everyone again, once, under keys of its own.
+func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (*Job, string, error) {
 	c, ok := s.schedules[name]
 	if !ok {
-		return nil, fmt.Errorf("schedule %q: %w", name, ErrUnknownSchedule)
+		return nil, "", fmt.Errorf("schedule %q: %w", name, ErrUnknownSchedule)
 	}
 	now := s.now()
-	job, _, err := jobInsert(ctx, s.pool, newJob{
-		kind: KindSchedule, schedule: name, timezone: c.cfg.Timezone, channel: c.cfg.Channel,
-		fireTime: now.Truncate(time.Second).In(c.loc), audience: c.cfg.Audience, payload: c.cfg.Payload,
-		state: JobPending, now: now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("run schedule %q now: %w", name, err)
+	fire := o.FireTime
+	switch {
+	case o.Last && !fire.IsZero():
+		return nil, "", fmt.Errorf("run schedule %q: give a fire time or ask for the last one, not both: %w", name, ErrInvalid)
+	case o.Last:
+		fire = c.prev(now)
+		if fire.IsZero() {
+			return nil, "", fmt.Errorf("run schedule %q: it has no fire time at or before %s: %w", name, now.Format(time.RFC3339), ErrInvalid)
+		}
+	case fire.IsZero():
+		fire = now.Truncate(time.Second)
+	case fire.After(now):
+		return nil, "", fmt.Errorf("run schedule %q: fire time %s is in the future; the schedule creates that run itself, %s before it: %w",
+			name, fire.Format(time.RFC3339), c.cfg.Lead, ErrInvalid)
 	}
-	return job, nil
+	fire = fire.In(c.loc)
+	contentKey, err := c.contentKey(fire)
+	if err != nil {
+		return nil, "", fmt.Errorf("run schedule %q: %w: %w", name, err, ErrInvalid)
+	}
+	n := newJob{
+		kind: KindSchedule, schedule: name, timezone: c.cfg.Timezone, channel: c.cfg.Channel,
+		fireTime: fire, audience: c.cfg.Audience, payload: c.cfg.Payload,
+		state: JobPending, now: now, contentKey: contentKey,
+	}
+	if o.Force {
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(rerun) + 1, 0) FROM jobs WHERE schedule = $1 AND fire_time = $2`,
+			name, fire).Scan(&n.rerun); err != nil {
+			return nil, "", fmt.Errorf("run schedule %q: %w", name, err)
+		}
+		// Two forced calls racing for the same number: the loser gets the
+		// winner's job (RunExists), not a third run.
+	}
+	job, created, err := jobInsert(ctx, s.pool, n)
+	if err != nil {
+		return nil, "", fmt.Errorf("run schedule %q: %w", name, err)
+	}
+	if created {
+		s.log.Info("schedule run created by an operator", "schedule", name, "fire_time", fire.Format(time.RFC3339),
+			"job", job.ID, "rerun", job.Rerun)
+		return job, RunCreated, nil
+	}
+	switch job.State {
+	case JobPending, JobRunning:
+		return job, RunExists, nil
+	case JobDone:
+		return job, "", fmt.Errorf("schedule %q already ran for fire time %s (job %d, DONE: %d done, %d failed, %d skipped); nothing was sent again — force a re-run to send it to everyone again: %w",
+			name, fire.Format(time.RFC3339), job.ID, job.Done, job.Failed, job.Skipped, ErrAlreadyRan)
+	}
+	// FAILED, CANCELLED, SKIPPED: resume from the cursor.
+	resumed, err := scanJob(s.pool.QueryRow(ctx, `
+		UPDATE jobs SET state = 'PENDING', finished_at = NULL, updated_at = $2, takeovers = 0,
+		       last_error = 'resumed by an operator after: ' || coalesce(last_error, state)
+		WHERE id = $1 AND state IN ('FAILED', 'CANCELLED', 'SKIPPED')
+		RETURNING `+jobColumns, job.ID, now))
+	if errors.Is(err, pgx.ErrNoRows) { // it changed under us: say what it is now
+		if job, err = s.GetJob(ctx, job.ID); err != nil {
+			return nil, "", err
+		}
+		return job, RunExists, nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("run schedule %q: resume job %d: %w", name, job.ID, err)
+	}
+	s.log.Info("schedule run resumed by an operator", "schedule", name, "fire_time", fire.Format(time.RFC3339), "job", job.ID, "was", job.State)
+	return resumed, RunResumed, nil
 }
 
 // Campaign is an operator's ad-hoc bulk send.
@@ -84,6 +173,8 @@ type Campaign struct {
 	Channel  string          `json:"channel"`
 	Audience config.Audience `json:"audience"`
 	Payload  map[string]any  `json:"payload"`
+	// ContentKey names the content (Job.ContentKey); "": this campaign alone.
+	ContentKey string `json:"content_key,omitempty"`
 }
 
 // CreateCampaign validates the campaign (channel configured, audience shape
@@ -108,9 +199,14 @@ func (s *Service) CreateCampaign(ctx context.Context, c Campaign) (*Job, error) 
 	if _, err := compilePayload(c.Payload); err != nil {
 		return nil, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
 	}
+	if c.ContentKey != "" {
+		if _, err := checkContentKey(c.ContentKey); err != nil {
+			return nil, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
+		}
+	}
 	job, _, err := jobInsert(ctx, s.pool, newJob{
 		kind: KindCampaign, timezone: "UTC", channel: c.Channel, audience: c.Audience,
-		payload: c.Payload, state: JobPending, now: s.now(),
+		payload: c.Payload, state: JobPending, now: s.now(), contentKey: c.ContentKey,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create campaign: %w", err)

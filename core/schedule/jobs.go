@@ -70,15 +70,42 @@ type Job struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// Rerun is 0 for a schedule's run of a fire time, and n for the n-th
+	// forced re-run of it (RunNow with Force), which sends to everyone again
+	// under its own idempotency keys.
+	Rerun int `json:"rerun,omitempty"`
+	// ContentKey names the job's content (see idempotencyPrefix): jobs with
+	// the same content key on one channel send each recipient once between
+	// them.
+	ContentKey string `json:"content_key,omitempty"`
 }
 
 // idempotencyPrefix is what every row of the job's idempotency key starts
-// with; the recipient follows.
+// with; the recipient follows. The rule (docs/design.md §6): one notification
+// per recipient per content, where the content is
+//
+//   - the job's content key, when it has one: "content:<channel>:<key>:" —
+//     shared by every job that names the same content on the channel, so a
+//     recipient in two overlapping audiences is sent once;
+//   - otherwise the schedule's fire time: "schedule:<name>:<fire time>:" —
+//     stable across retries, takeovers and a "run now" of the same fire time;
+//   - otherwise (a campaign) the campaign: "campaign:<job id>:".
+//
+// A forced re-run adds "rerun<n>:", so it sends to everyone again, once.
 func (j *Job) idempotencyPrefix() string {
-	if j.Kind == KindCampaign {
-		return fmt.Sprintf("campaign:%d:", j.ID)
+	var p string
+	switch {
+	case j.ContentKey != "":
+		p = "content:" + j.Channel + ":" + j.ContentKey + ":"
+	case j.Kind == KindCampaign:
+		p = fmt.Sprintf("campaign:%d:", j.ID)
+	default:
+		p = "schedule:" + j.Schedule + ":" + j.FireTime.UTC().Format(time.RFC3339) + ":"
 	}
-	return "schedule:" + j.Schedule + ":" + j.FireTime.UTC().Format(time.RFC3339) + ":"
+	if j.Rerun > 0 {
+		p += fmt.Sprintf("rerun%d:", j.Rerun)
+	}
+	return p
 }
 
 // dueAt is when the job's rows are due: a run's fire time, a campaign's
@@ -92,7 +119,7 @@ func (j *Job) dueAt() time.Time {
 
 const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, payload, state,
 	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
-	created_at, started_at, finished_at, updated_at`
+	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, '')`
 
 func scanJob(row pgx.Row) (*Job, error) {
 	var (
@@ -102,7 +129,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Kind, &j.Schedule, &fire, &j.Timezone, &j.Channel, &audience, &payload, &j.State,
 		&j.Cursor, &j.Done, &j.Skipped, &j.Failed, &j.Total, &j.Owner, &heartbeat, &j.Error,
-		&j.CreatedAt, &started, &finished, &j.UpdatedAt)
+		&j.CreatedAt, &started, &finished, &j.UpdatedAt, &j.Rerun, &j.ContentKey)
 	if err != nil {
 		return nil, err
 	}
@@ -145,11 +172,13 @@ type newJob struct {
 	state                             JobState // PENDING or SKIPPED
 	lastError                         string
 	now                               time.Time
+	rerun                             int    // 0, or a forced re-run's number
+	contentKey                        string // "" or the rendered content key
 }
 
 // JobInsert inserts a job. A run that already exists for (schedule, fire
-// time) is not inserted again: created is false and the existing job is
-// returned.
+// time, rerun) is not inserted again: created is false and the existing job
+// is returned.
 func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool, err error) {
 	aud, err := audienceJSON(n.audience)
 	if err != nil {
@@ -172,18 +201,18 @@ func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool
 	}
 	job, err = scanJob(q.QueryRow(ctx, `
 		INSERT INTO jobs (kind, schedule, fire_time, timezone, channel, audience, payload, state, last_error,
-		                  created_at, updated_at, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), $10, $10, $11)
-		ON CONFLICT (schedule, fire_time) DO NOTHING
+		                  created_at, updated_at, finished_at, rerun, content_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), $10, $10, $11, $12, nullif($13, ''))
+		ON CONFLICT (schedule, fire_time, rerun) DO NOTHING
 		RETURNING `+jobColumns,
-		n.kind, sched, fire, n.timezone, n.channel, aud, payload, n.state, n.lastError, n.now, finished))
+		n.kind, sched, fire, n.timezone, n.channel, aud, payload, n.state, n.lastError, n.now, finished, n.rerun, n.contentKey))
 	if err == nil {
 		return job, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, fmt.Errorf("insert job: %w", err)
 	}
-	job, err = scanJob(q.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE schedule = $1 AND fire_time = $2`, sched, fire))
+	job, err = scanJob(q.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE schedule = $1 AND fire_time = $2 AND rerun = $3`, sched, fire, n.rerun))
 	if err != nil {
 		return nil, false, fmt.Errorf("read existing run %s at %s: %w", n.schedule, n.fireTime, err)
 	}
@@ -191,7 +220,9 @@ func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool
 }
 
 // jobClaim moves the oldest PENDING job to RUNNING under owner, skipping
-// schedules that already have a RUNNING job and the jobs in exclude. It
+// jobs whose audience (channel and topic, or channel and query) already has
+// a RUNNING job — they wait their turn, so a campaign and a schedule run over
+// one topic never materialise side by side — and the jobs in exclude. It
 // returns nil when there is nothing to claim.
 func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclude []int64, onlyID int64) (*Job, error) {
 	job, err := scanJob(q.QueryRow(ctx, `
@@ -200,8 +231,7 @@ func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclu
 		WHERE id = (
 			SELECT c.id FROM jobs c
 			WHERE c.state = 'PENDING' AND NOT c.id = ANY($3) AND ($4 = 0 OR c.id = $4)
-			  AND (c.schedule IS NULL OR NOT EXISTS (
-			      SELECT 1 FROM jobs r WHERE r.schedule = c.schedule AND r.state = 'RUNNING'))
+			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.audience_key = c.audience_key AND r.state = 'RUNNING')
 			ORDER BY c.id
 			LIMIT 1
 			FOR UPDATE SKIP LOCKED)
@@ -211,8 +241,9 @@ func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclu
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
 	case isUniqueViolation(err):
-		// Another instance started this schedule's other job between our
-		// check and our update: at most one RUNNING per schedule holds.
+		// Another instance started a job over the same audience between our
+		// check and our update: at most one RUNNING per audience holds
+		// (jobs_one_running_per_audience).
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("claim job: %w", err)

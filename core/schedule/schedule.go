@@ -4,19 +4,23 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
+	"text/template"
 	"time"
 
 	"github.com/robfig/cron/v3"
 
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // compiledSchedule is a configured schedule, parsed once at New.
 type compiledSchedule struct {
-	name string
-	cfg  config.Schedule
-	cron cron.Schedule
-	loc  *time.Location
+	name    string
+	cfg     config.Schedule
+	cron    cron.Schedule
+	loc     *time.Location
+	content *template.Template // nil without content_key
 }
 
 func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) {
@@ -55,7 +59,66 @@ func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) 
 		s.MaxLate = config.DefaultScheduleMaxLate
 	}
 	s.Timezone = tz
-	return &compiledSchedule{name: name, cfg: s, cron: sched, loc: loc}, nil
+	c := &compiledSchedule{name: name, cfg: s, cron: sched, loc: loc}
+	if s.ContentKey != "" {
+		t, err := template.New("content_key").Option("missingkey=error").Parse(s.ContentKey)
+		if err != nil {
+			return nil, fmt.Errorf("schedule %q: content_key: %w", name, err)
+		}
+		c.content = t
+		// Only .fire_time and .schedule exist: a template that fails on
+		// one fire time fails on every one, so say so now.
+		if _, err := c.contentKey(time.Date(2026, 1, 2, 8, 0, 0, 0, loc)); err != nil {
+			return nil, fmt.Errorf("schedule %q: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// contentKey renders the schedule's content_key for a fire time; "" without
+// one.
+func (c *compiledSchedule) contentKey(fire time.Time) (string, error) {
+	if c.content == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	if err := c.content.Execute(&b, map[string]any{"fire_time": fire.In(c.loc), "schedule": c.name}); err != nil {
+		return "", fmt.Errorf("content_key: %w", err)
+	}
+	return checkContentKey(b.String())
+}
+
+// checkContentKey bounds a rendered content key: non-empty, at most
+// config.MaxContentKeyLen bytes, printable UTF-8 (it becomes part of every
+// notification's idempotency key).
+func checkContentKey(k string) (string, error) {
+	switch {
+	case strings.TrimSpace(k) == "":
+		return "", fmt.Errorf("content_key renders empty")
+	case len(k) > config.MaxContentKeyLen:
+		return "", fmt.Errorf("content_key renders %d bytes, at most %d", len(k), config.MaxContentKeyLen)
+	}
+	if err := wire.CheckText(k); err != nil {
+		return "", fmt.Errorf("content_key %w", err)
+	}
+	return k, nil
+}
+
+// prev is the latest fire time at or before t (zero if none within about a
+// year): the run an operator means by "the last one".
+func (c *compiledSchedule) prev(t time.Time) time.Time {
+	for window := time.Minute; window <= 400*24*time.Hour; window *= 2 {
+		var last time.Time
+		n := 0
+		for f := c.next(t.Add(-window)); !f.IsZero() && !f.After(t) && n < maxMissedScan; f = c.next(f) {
+			last = f
+			n++
+		}
+		if !last.IsZero() {
+			return last
+		}
+	}
+	return time.Time{}
 }
 
 // next is the first fire time strictly after t, in the schedule's zone.
@@ -222,6 +285,13 @@ func (s *Service) createRun(ctx context.Context, c *compiledSchedule, r plannedR
 		kind: KindSchedule, schedule: c.name, timezone: c.cfg.Timezone, channel: c.cfg.Channel,
 		fireTime: r.fire, audience: c.cfg.Audience, payload: c.cfg.Payload, state: JobPending, now: now,
 	}
+	key, err := c.contentKey(r.fire)
+	if err != nil {
+		// compileSchedule rendered it once; a fire time it cannot name
+		// still gets its run, under the fire time's own keys.
+		s.log.Warn("content_key could not be rendered; the run uses the fire time's keys", "schedule", c.name, "error", err)
+	}
+	n.contentKey = key
 	if r.skipped {
 		n.state = JobSkipped
 		n.lastError = fmt.Sprintf("missed by %s while no instance ran, more than max_late %s", r.late.Round(time.Second), c.cfg.MaxLate)

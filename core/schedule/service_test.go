@@ -397,7 +397,7 @@ func TestService_queryAudience(t *testing.T) {
 	if err := s.CheckAudiences(b.ctx); err != nil {
 		t.Fatalf("CheckAudiences: %v", err)
 	}
-	run, err := s.RunNow(b.ctx, "alarm")
+	run, _, err := s.RunNow(b.ctx, "alarm", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,10 +238,13 @@ func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
 	return out.Schedules, err
 }
 
-// RunSchedule creates a run of the schedule firing now and returns its job.
-func (c *Client) RunSchedule(ctx context.Context, name string) (*Job, error) {
+// RunSchedule runs the schedule for a fire time (req's zero value: a run
+// firing now) and returns its job, whose Outcome says whether it was created,
+// resumed or already pending or running. A fire time that already ran is an
+// *Error with status 409 unless req.Force.
+func (c *Client) RunSchedule(ctx context.Context, name string, req RunRequest) (*Job, error) {
 	var out Job
-	if err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/run", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/schedules/"+url.PathEscape(name)+"/run", nil, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

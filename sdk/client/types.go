@@ -27,6 +27,7 @@ type (
 	Schedule            = wire.Schedule
 	Schedules           = wire.Schedules
 	Campaign            = wire.Campaign
+	RunRequest          = wire.RunRequest
 	Job                 = wire.Job
 	JobQuery            = wire.JobQuery
 	Jobs                = wire.Jobs
@@ -38,7 +39,7 @@ type (
 	ChannelControl      = wire.ChannelControl
 )
 
-// Statuses, error codes and the batch bound, as in sdk/wire.
+// Statuses, error codes, the batch bound and run outcomes, as in sdk/wire.
 const (
 	StatusPending        = wire.StatusPending
 	StatusQueued         = wire.StatusQueued
@@ -57,4 +58,7 @@ const (
 	CodeInternal         = wire.CodeInternal
 	CodeUnavailable      = wire.CodeUnavailable
 	MaxBatch             = wire.MaxBatch
+	RunCreated           = wire.RunCreated
+	RunResumed           = wire.RunResumed
+	RunExists            = wire.RunExists
 )

@@ -230,7 +230,30 @@ type Campaign struct {
 	Channel  string         `json:"channel"`
 	Audience Audience       `json:"audience"`
 	Payload  map[string]any `json:"payload"`
+	// ContentKey names the campaign's content (at most 200 bytes): jobs
+	// naming the same content on one channel — a schedule's content_key
+	// included — send each recipient once between them. "": this campaign
+	// alone.
+	ContentKey string `json:"content_key,omitempty"`
 }
+
+// RunRequest is the optional body of POST /v1/schedules/{name}/run.
+type RunRequest struct {
+	// FireTime is the fire time to run: RFC 3339, or "last" for the
+	// schedule's latest fire time at or before now; "": now, a run of its
+	// own. Never in the future.
+	FireTime string `json:"fire_time,omitempty"`
+	// Force sends a fire time that already ran (DONE) to everyone again,
+	// under new idempotency keys (a re-run).
+	Force bool `json:"force,omitempty"`
+}
+
+// Outcomes of a schedule run request (Job.Outcome).
+const (
+	RunCreated = "created" // a new run
+	RunResumed = "resumed" // the fire time's FAILED, CANCELLED or SKIPPED run, PENDING again from its cursor
+	RunExists  = "exists"  // the fire time's run is PENDING or RUNNING already; nothing changed
+)
 
 // Job is a bulk job (a schedule run or a campaign) and its progress.
 type Job struct {
@@ -261,6 +284,13 @@ type Job struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// Rerun is n for a fire time's n-th forced re-run, 0 otherwise.
+	Rerun int `json:"rerun,omitempty"`
+	// ContentKey is the content the job sends (see Campaign.ContentKey).
+	ContentKey string `json:"content_key,omitempty"`
+	// Outcome is set on the answer to a schedule run request only: created,
+	// resumed or exists (RunCreated …).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // Terminal reports whether the job can no longer change.

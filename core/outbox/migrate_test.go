@@ -1,0 +1,81 @@
+package outbox_test
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"testing"
+
+	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+// TestMigrate_jobAudience: migration 7 (one RUNNING job per audience, re-runs,
+// content keys) on a database an older notifyd filled: every job and
+// notification is kept, and of two jobs RUNNING over one audience the younger
+// goes back to PENDING with its cursor, so the unique index can hold.
+func TestMigrate_jobAudience(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := outbox.MigrateUpTo(ctx, db.Pool, 6); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO jobs (kind, schedule, fire_time, channel, audience, payload, state, cursor, owner, heartbeat_at) VALUES
+		  ('schedule', 'daily', '2026-11-25T08:00:00+09:00', 'quiz', '{"topic":"t","query":"","key":""}', '{}', 'RUNNING', '40', 'a', now()),
+		  ('campaign', NULL, NULL, 'quiz', '{"topic":"t","query":"","key":""}', '{}', 'RUNNING', '7', 'b', now()),
+		  ('campaign', NULL, NULL, 'sms',  '{"topic":"t","query":"","key":""}', '{}', 'RUNNING', '9', 'c', now()),
+		  ('campaign', NULL, NULL, 'quiz', '{"topic":"","query":"SELECT 1","key":"k"}', '{}', 'DONE', NULL, NULL, NULL);
+		INSERT INTO notifications (channel, recipient, payload, status, job_id)
+		SELECT 'quiz', 'r' || i, '{}', (ARRAY['PENDING','QUEUED','PROCESSING','SENT','FAILED','CANCELLED'])[1 + i % 6], 1
+		FROM generate_series(1, 60) AS i`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("migrate a database with jobs and notifications in every state: %v", err)
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT id, state, coalesce(cursor, ''), coalesce(owner, ''), audience_key, rerun FROM jobs ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type job struct {
+		id                         int64
+		state, cursor, owner, akey string
+		rerun                      int
+	}
+	var got []job
+	for rows.Next() {
+		var j job
+		if err := rows.Scan(&j.id, &j.state, &j.cursor, &j.owner, &j.akey, &j.rerun); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, j)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []job{
+		{1, "RUNNING", "40", "a", "quiz:topic:t", 0},
+		{2, "PENDING", "7", "", "quiz:topic:t", 0}, // the younger over one audience waits
+		{3, "RUNNING", "9", "c", "sms:topic:t", 0}, // another channel is another audience
+		{4, "DONE", "", "", "quiz:query:" + md5hex("SELECT 1"), 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("jobs after the migration = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("job %d after the migration = %+v, want %+v", want[i].id, got[i], want[i])
+		}
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM notifications`).Scan(&n); err != nil || n != 60 {
+		t.Errorf("%d notifications after the migration (%v), want 60", n, err)
+	}
+}
+
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
