@@ -114,6 +114,28 @@ func TestServer_Schedules(t *testing.T) {
 	t.Run("an unknown schedule is 404", func(t *testing.T) {
 		wantError(t, b.do("POST", "/v1/schedules/weekly/run", ""), 404, client.CodeNotFound, `"weekly"`)
 	})
+	t.Run("a fire time: its one run, 409 once DONE, a re-run only when forced", func(t *testing.T) {
+		first := decode[client.Job](t, wantStatus(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"last"}`), 202))
+		if first.Outcome != client.RunCreated || first.FireTime.After(time.Now()) || first.FireTime.Hour() != 8 {
+			t.Errorf("run of the last fire time = %+v, want created at 08:00 Seoul", first)
+		}
+		fire := first.FireTime.Format(time.RFC3339)
+		same := decode[client.Job](t, wantStatus(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"`+fire+`"}`), 200))
+		if same.ID != first.ID || same.Outcome != client.RunExists {
+			t.Errorf("run of the same fire time = %+v, want job %d, exists", same, first.ID)
+		}
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE jobs SET state = 'DONE', finished_at = now() WHERE id = $1`, first.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"`+fire+`"}`), 409, client.CodeConflict, "already ran", fire, "force")
+		forced, err := b.c.RunSchedule(b.ctx, "daily", client.RunRequest{FireTime: fire, Force: true})
+		if err != nil || forced.Rerun != 1 || forced.Outcome != client.RunCreated {
+			t.Errorf("forced run = %+v, %v; want re-run 1, created", forced, err)
+		}
+		wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"tomorrow"}`), 422, client.CodeInvalid, "fire_time", `"tomorrow"`)
+		wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"`+time.Now().Add(48*time.Hour).Format(time.RFC3339)+`"}`), 422, client.CodeInvalid, "future")
+		wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"force":"yes"}`), 400, client.CodeBadRequest, "force")
+	})
 }
 
 func TestServer_CampaignsAndJobs(t *testing.T) {

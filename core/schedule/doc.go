@@ -54,6 +54,16 @@
 // bounded. A job whose owners keep dying at the same cursor (a job that
 // crashes the process) is failed after jobs.max_takeovers takeovers.
 //
-// Idempotency keys: "schedule:<name>:<fire time RFC3339>:<recipient>" for
-// runs and "campaign:<job id>:<recipient>" for campaigns.
+// Idempotency keys — one notification per recipient per content (see
+// Job.idempotencyPrefix): "schedule:<name>:<fire time RFC3339>:<recipient>"
+// for runs, "campaign:<job id>:<recipient>" for campaigns, and
+// "content:<channel>:<content key>:<recipient>" for either when it names its
+// content (schedules.<name>.content_key, a campaign's content_key), shared by
+// every job naming that content on the channel; a forced re-run appends
+// "rerun<n>:". RunNow of a fire time returns its run, resumes it (FAILED,
+// CANCELLED, SKIPPED: from the cursor, under the same keys) or refuses it
+// (DONE) unless forced.
+//
+// One RUNNING job per audience (channel and topic, or channel and query):
+// a job whose audience is busy waits PENDING (jobs_one_running_per_audience).
 package schedule
