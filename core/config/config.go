@@ -128,7 +128,28 @@ type Channel struct {
 	// Partitions spreads one hot channel over K Redis hash slots
 	// ({ch:<name>#<k>}); a notification's partition is its id mod K.
 	Partitions int `koanf:"partitions"`
+	// DeadLetterHook tells another channel of this channel's dead letters.
+	DeadLetterHook DeadLetterHook `koanf:"dead_letter_hook"`
 }
+
+// DeadLetterHook names a channel (a webhook to the on-call tool, say) that
+// is told of each dead letter of the channel it is set on, in batches: every
+// Every, the dead letters since the last batch (at most Batch per
+// notification) become one notification on Channel to Recipient, delivered
+// with the same guarantees as any other. Channel "" = no hook.
+type DeadLetterHook struct {
+	Channel   string        `koanf:"channel"`
+	Recipient string        `koanf:"recipient"`
+	Batch     int           `koanf:"batch"`
+	Every     time.Duration `koanf:"every"`
+}
+
+// Dead-letter hook defaults and bounds.
+const (
+	DefaultDeadLetterBatch = 100
+	MaxDeadLetterBatch     = 500
+	DefaultDeadLetterEvery = 10 * time.Second
+)
 
 // RateLimit is a channel's distributed token bucket, shared by every
 // instance, plus an optional per-recipient daily cap. Rate 0 means no limit.
@@ -295,6 +316,14 @@ func fillChannel(c Channel) Channel {
 	}
 	if c.RateLimit.Per == 0 {
 		c.RateLimit.Per = time.Second
+	}
+	if c.DeadLetterHook.Channel != "" {
+		if c.DeadLetterHook.Batch == 0 {
+			c.DeadLetterHook.Batch = DefaultDeadLetterBatch
+		}
+		if c.DeadLetterHook.Every == 0 {
+			c.DeadLetterHook.Every = DefaultDeadLetterEvery
+		}
 	}
 	if c.RateLimit.Burst == 0 {
 		c.RateLimit.Burst = c.RateLimit.Rate

@@ -146,6 +146,13 @@ func TestLoad_Errors(t *testing.T) {
 		{"query without key", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {query: \"select 1\"}, payload: {x: y}}}\n", nil, "schedules.s.audience.key"},
 		{"bad env value", minimal, []string{"NOTIFYD_POSTGRES_MAX_CONNS=many"}, "max_conns"},
 		{"bad channel name", minimal + "channels: {\"a b\": {plugin: w}}\n", nil, "channels.a b"},
+		{"hook to an unknown channel", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: pager, recipient: r}}}\n", nil, "channels.a.dead_letter_hook.channel"},
+		{"hook to itself", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: a, recipient: r}}}\n", nil, "channels.a.dead_letter_hook.channel"},
+		{"chained hooks", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: b, recipient: r}}, b: {plugin: w, dead_letter_hook: {channel: c, recipient: r}}, c: {plugin: w}}\n", nil, "channels.a.dead_letter_hook.channel"},
+		{"hook without recipient", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: b}}, b: {plugin: w}}\n", nil, "channels.a.dead_letter_hook.recipient"},
+		{"hook recipient without channel", minimal + "channels: {a: {plugin: w, dead_letter_hook: {recipient: r}}}\n", nil, "channels.a.dead_letter_hook.channel"},
+		{"hook batch too big", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: b, recipient: r, batch: 501}}, b: {plugin: w}}\n", nil, "channels.a.dead_letter_hook.batch"},
+		{"content key too long", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}, content_key: \"" + strings.Repeat("k", 201) + "\"}}\n", nil, "schedules.s.content_key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/robfig/cron/v3"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // CronParser is the one cron dialect notifyd accepts: five fields plus the
@@ -111,6 +113,9 @@ func (c *Config) Validate() error {
 		if err := validateChannel(name, ch); err != nil {
 			return err
 		}
+		if err := c.validateDeadLetterHook(name, ch.DeadLetterHook); err != nil {
+			return err
+		}
 	}
 	for name, s := range c.Schedules {
 		if err := c.validateSchedule(name, s); err != nil {
@@ -184,6 +189,37 @@ func validateChannel(name string, ch Channel) error {
 	}
 	if ch.Partitions < 1 || ch.Partitions > 256 {
 		return &Error{Key: key + ".partitions", Reason: "must be between 1 and 256"}
+	}
+	return nil
+}
+
+// validateDeadLetterHook: the hook's channel is configured, is not the
+// channel itself and has no hook of its own (so a dead letter can never
+// feed back into a loop of hooks), and its bounds hold.
+func (c *Config) validateDeadLetterHook(name string, h DeadLetterHook) error {
+	key := "channels." + name + ".dead_letter_hook"
+	if h.Channel == "" {
+		if h.Recipient != "" {
+			return &Error{Key: key + ".channel", Reason: "is required with dead_letter_hook.recipient: the channel to tell of dead letters"}
+		}
+		return nil
+	}
+	hook, ok := c.Channels[h.Channel]
+	switch {
+	case !ok:
+		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q is not configured", h.Channel)}
+	case h.Channel == name:
+		return &Error{Key: key + ".channel", Reason: "is the channel itself; name another channel (its own dead letters would feed it forever)"}
+	case hook.DeadLetterHook.Channel != "":
+		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q has a dead_letter_hook of its own; a hook channel may not (no chains or loops of hooks)", h.Channel)}
+	case h.Recipient == "":
+		return &Error{Key: key + ".recipient", Reason: "is required: who on the hook channel is told (a webhook URL, an address)"}
+	case len(h.Recipient) > wire.MaxRecipientLen:
+		return &Error{Key: key + ".recipient", Reason: fmt.Sprintf("is %d bytes, at most %d", len(h.Recipient), wire.MaxRecipientLen)}
+	case h.Batch < 0 || h.Batch > MaxDeadLetterBatch:
+		return &Error{Key: key + ".batch", Reason: fmt.Sprintf("must be between 1 and %d", MaxDeadLetterBatch)}
+	case h.Every < 0:
+		return &Error{Key: key + ".every", Reason: "must not be negative"}
 	}
 	return nil
 }

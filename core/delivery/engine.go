@@ -239,6 +239,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if _, err := e.queue.Epoch(ctx, e.allQueues()...); err != nil {
 		e.log.Warn("read Redis epoch", "error", err)
 	}
+	e.deadLetterHooks(ctx)
 	e.goBackground(e.relayLoop)
 	e.goBackground(e.maintenanceLoop)
 	e.goBackground(func(ctx context.Context) { e.resync(ctx, "start") })
