@@ -82,6 +82,7 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	// built in code may leave a channel's settings zero.
 	filled := *cfg
 	filled.Delivery = config.FillDelivery(cfg.Delivery)
+	filled.Retention = config.FillRetention(cfg.Retention)
 	filled.Channels = make(map[string]config.Channel, len(cfg.Channels))
 	for name, ch := range cfg.Channels {
 		filled.Channels[name] = config.FillChannel(ch)

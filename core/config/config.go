@@ -24,6 +24,7 @@ type Config struct {
 	Shutdown  Shutdown            `koanf:"shutdown"`
 	Delivery  Delivery            `koanf:"delivery"`
 	Jobs      Jobs                `koanf:"jobs"`
+	Retention Retention           `koanf:"retention"`
 	Channels  map[string]Channel  `koanf:"channels"`
 	Schedules map[string]Schedule `koanf:"schedules"`
 }
@@ -103,6 +104,44 @@ type Delivery struct {
 	// StallAfter: a stage (relay, claim, settle) that has made no progress
 	// for this long makes /readyz answer 503 (notifyd_stage_stalled_seconds).
 	StallAfter time.Duration `koanf:"stall_after"`
+}
+
+// Retention removes finished notifications and their attempts once they are
+// older than their state's window (measured from when they finished); a
+// negative window keeps that state forever. Every instance runs it; one
+// does at a time (core/outbox/retention.go).
+type Retention struct {
+	Sent      time.Duration `koanf:"sent"`
+	Cancelled time.Duration `koanf:"cancelled"`
+	Failed    time.Duration `koanf:"failed"`
+	// Interval between passes; Batch rows per delete transaction; Rescan: how
+	// often a pass starts again from the oldest row, for rows that finished
+	// after a pass had walked past them.
+	Interval time.Duration `koanf:"interval"`
+	Batch    int           `koanf:"batch"`
+	Rescan   time.Duration `koanf:"rescan"`
+}
+
+// Retention defaults: delivered and cancelled notifications a week, dead
+// letters a month.
+const (
+	DefaultRetentionSent      = 7 * 24 * time.Hour
+	DefaultRetentionCancelled = 7 * 24 * time.Hour
+	DefaultRetentionFailed    = 30 * 24 * time.Hour
+	DefaultRetentionInterval  = time.Minute
+	DefaultRetentionBatch     = 1000
+	DefaultRetentionRescan    = 24 * time.Hour
+)
+
+// FillRetention applies the retention defaults to zero fields.
+func FillRetention(r Retention) Retention {
+	r.Sent = cmp.Or(r.Sent, DefaultRetentionSent)
+	r.Cancelled = cmp.Or(r.Cancelled, DefaultRetentionCancelled)
+	r.Failed = cmp.Or(r.Failed, DefaultRetentionFailed)
+	r.Interval = cmp.Or(r.Interval, DefaultRetentionInterval)
+	r.Batch = cmp.Or(r.Batch, DefaultRetentionBatch)
+	r.Rescan = cmp.Or(r.Rescan, DefaultRetentionRescan)
+	return r
 }
 
 // Jobs tunes bulk jobs (schedule runs and campaigns).
@@ -282,6 +321,7 @@ func Default() Config {
 		},
 		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter,
 			MaxTakeovers: DefaultJobMaxTakeovers},
+		Retention: FillRetention(Retention{}),
 	}
 }
 

@@ -109,6 +109,17 @@ func (c *Config) Validate() error {
 			return &Error{Key: key, Reason: "must be between 1 and 10000"}
 		}
 	}
+	if err := positive(map[string]time.Duration{"retention.interval": c.Retention.Interval, "retention.rescan": c.Retention.Rescan}); err != nil {
+		return err
+	}
+	if c.Retention.Batch < 1 || c.Retention.Batch > 10000 {
+		return &Error{Key: "retention.batch", Reason: "must be between 1 and 10000"}
+	}
+	for key, d := range map[string]time.Duration{"retention.sent": c.Retention.Sent, "retention.cancelled": c.Retention.Cancelled, "retention.failed": c.Retention.Failed} {
+		if d >= 0 && d < time.Minute {
+			return &Error{Key: key, Reason: "must be at least 1m (or negative to keep forever)"}
+		}
+	}
 	for name, ch := range c.Channels {
 		if err := validateChannel(name, ch); err != nil {
 			return err

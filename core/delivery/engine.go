@@ -118,6 +118,7 @@ func New(o Options) (*Engine, error) {
 	// engine built in code with a zero batch size once divided by zero.
 	cfg := *o.Config
 	cfg.Delivery = config.FillDelivery(cfg.Delivery)
+	cfg.Retention = config.FillRetention(cfg.Retention)
 	cfg.Channels = make(map[string]config.Channel, len(o.Config.Channels))
 	for name, cc := range o.Config.Channels {
 		cfg.Channels[name] = config.FillChannel(cc)

@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"time"
+
+	"github.com/notifyd/notifyd/core/outbox"
 )
 
 // resyncPage is how many outbox rows one sweep or resync query reads.
@@ -17,6 +19,8 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	go e.every(ctx, d.PromoteInterval, e.promote)
 	go e.every(ctx, d.EpochInterval, e.checkEpoch)
 	go e.every(ctx, time.Second, e.refreshPaused)
+	go e.every(ctx, time.Second, e.compactCounts)
+	go e.every(ctx, e.cfg.Retention.Interval, e.retain)
 	go e.every(ctx, max(d.LeaseTTL/3, time.Second), func(ctx context.Context) {
 		for _, ch := range e.channels {
 			if ch.running() {
@@ -25,6 +29,29 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		}
 	})
 	e.every(ctx, d.SweepInterval, e.sweep)
+}
+
+// compactCounts folds the status-count deltas into the counts
+// (outbox.CompactCounts), so reading them stays a few rows.
+func (e *Engine) compactCounts(ctx context.Context) {
+	if _, err := e.store.CompactCounts(ctx); err != nil && ctx.Err() == nil {
+		e.log.Warn("compact notification counts", "error", err)
+	}
+}
+
+// retain runs one retention pass (outbox.Retain); another instance's pass
+// makes this one a no-op.
+func (e *Engine) retain(ctx context.Context) {
+	r := e.cfg.Retention
+	pass, err := e.store.Retain(ctx, outbox.Retention{
+		Sent: r.Sent, Cancelled: r.Cancelled, Failed: r.Failed, Batch: r.Batch, Rescan: r.Rescan,
+	}, e.now())
+	switch {
+	case err != nil && ctx.Err() == nil:
+		e.log.Warn("retention pass", "error", err, "deleted", pass.Deleted)
+	case pass.Deleted > 0:
+		e.log.Info("retention pass", "deleted", pass.Deleted, "batches", pass.Batches, "took", pass.Duration.Round(time.Millisecond))
+	}
 }
 
 func (e *Engine) every(ctx context.Context, interval time.Duration, f func(context.Context)) {
