@@ -18,7 +18,7 @@ func newBenchCmd() *cobra.Command {
 		o                                    bench.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "notifyd-bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--instances N] [--partitions K] [--redis-cluster] [--plugins-dir DIR]",
+		Use:   "notifyd-bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--instances N] [--partitions K] [--history N] [--redis-cluster] [--plugins-dir DIR]",
 		Short: "Benchmark delivery end to end: a burst of N notifications, a raw HTTP baseline, idle pick-up latency",
 		Long: `notifyd-bench runs the real pipeline — Postgres outbox, Redis queues, the webhook plugin —
 against an HTTP sink inside this process, in its own Postgres schema (bench_<random>)
@@ -100,6 +100,7 @@ for the run and removes it afterwards.`,
 	f.DurationVar(&o.Quiet, "quiet", 0, "let the engine poll an empty outbox this long before the burst, as before a daily send")
 	f.IntVar(&o.Instances, "instances", bench.DefaultInstances, "delivery engines (instances) sharing the work, each with its own plugin process, all in this process")
 	f.IntVar(&o.Partitions, "partitions", bench.DefaultPartitions, "the bench channel's partitions (queues bench#0..K-1)")
+	f.IntVar(&o.History, "history", 0, "after the burst, seed this many finished notifications (older than the retention windows), time the counts, run the burst again beside them, then time a retention pass that removes them (e.g. 10000000)")
 	f.BoolVar(&o.RedisCluster, "redis-cluster", false, "start a throw-away 3-master Redis Cluster on loopback for the run instead of the config's Redis")
 	f.StringVar(&pluginsDir, "plugins-dir", "", "directory holding notifyd-plugin-webhook (overrides plugins.dir)")
 	f.StringVarP(&output, "output", "o", "text", "report format: text or json")

@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
@@ -78,4 +79,56 @@ func TestMigrate_jobAudience(t *testing.T) {
 func md5hex(s string) string {
 	sum := md5.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestMigrate_counts: migration 10 (maintained counts, retention state) on a
+// database holding notifications in every state starts the counts at the
+// table's figures, changes no row, and leaves PENDING rows relayable.
+func TestMigrate_counts(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := outbox.MigrateUpTo(ctx, db.Pool, 9); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO notifications (channel, recipient, payload, status, attempts, due_at)
+		SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, 'r' || i, '{}',
+		       (ARRAY['PENDING','QUEUED','PROCESSING','SENT','FAILED','CANCELLED'])[1 + i % 6], i % 3, now() - interval '1 minute'
+		FROM generate_series(1, 600) AS i`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before string
+	snapshot := `SELECT string_agg(id || ':' || status || ':' || attempts, ',' ORDER BY id) FROM notifications`
+	if err := db.Pool.QueryRow(ctx, snapshot).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("migrate a database with notifications in every state: %v", err)
+	}
+	var after string
+	if err := db.Pool.QueryRow(ctx, snapshot).Scan(&after); err != nil || after != before {
+		t.Fatalf("rows changed by the migration (%v)", err)
+	}
+	store := outbox.New(db.Pool)
+	got, err := store.CountByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{"a", "b"} {
+		for _, st := range []string{"PENDING", "QUEUED", "PROCESSING", "SENT", "FAILED", "CANCELLED"} {
+			var want int64
+			if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE channel = $1 AND status = $2`, ch, st).Scan(&want); err != nil {
+				t.Fatal(err)
+			}
+			if got[ch][st] != want {
+				t.Errorf("count %s/%s = %d after the migration, want %d", ch, st, got[ch][st], want)
+			}
+		}
+	}
+	queued, err := store.Relay(ctx, time.Now(), 1000)
+	if err != nil || len(queued) != 100 {
+		t.Errorf("Relay after the migration = %d rows, %v; want the 100 PENDING ones", len(queued), err)
+	}
 }

@@ -98,6 +98,11 @@ type Options struct {
 	// for the run (redis-server and redis-cli on PATH) and uses it instead
 	// of the config's redis.url or redis.cluster_addrs.
 	RedisCluster bool
+	// History, when positive, adds the history phase: N finished
+	// notifications (and their attempts) written into the table, the counts
+	// timed, the burst run again beside them, and a retention pass removing
+	// them timed beside single notifications.
+	History int
 }
 
 func (o *Options) fill() error {
@@ -131,6 +136,8 @@ func (o *Options) fill() error {
 		return fmt.Errorf("bench: --instances %d: want 1 to %d", o.Instances, MaxInstances)
 	case o.Partitions < 1 || o.Partitions > 256:
 		return fmt.Errorf("bench: --partitions %d: want 1 to 256", o.Partitions)
+	case o.History < 0 || o.History > 100_000_000:
+		return fmt.Errorf("bench: --history %d: want 0 to 100,000,000", o.History)
 	}
 	return nil
 }
@@ -229,6 +236,13 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	rep.CPU = cpuCost(rep.Machine.CPUs, rep.Burst, rep.Raw)
 	if o.Idle > 0 {
 		if rep.Idle, err = e.idle(ctx); err != nil {
+			return rep, err
+		}
+	}
+	if o.History > 0 {
+		h, err := e.history(ctx)
+		rep.History = &h
+		if err != nil {
 			return rep, err
 		}
 	}

@@ -154,3 +154,23 @@ func (e *env) idle(ctx context.Context) (Idle, error) {
 	r.Duplicates = e.sink.Counts().Duplicates
 	return r, nil
 }
+
+// one inserts one notification and waits for the sink to receive it: the
+// committed→received latency (i makes its key unique).
+func (e *env) one(ctx context.Context, i int) (time.Duration, error) {
+	sleepCtx(ctx, idleGap)
+	key := "one:" + e.runID + ":" + strconv.Itoa(i)
+	if _, err := e.store.Insert(ctx, []outbox.NewNotification{{
+		Channel: Channel, Recipient: recipient(i), Payload: payload, IdempotencyKey: key,
+	}}); err != nil {
+		return 0, fmt.Errorf("bench: insert single %d: %w", i, err)
+	}
+	t1 := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, idleWait)
+	defer cancel()
+	at, err := e.sink.Wait(wctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("bench: single notification %d not delivered within %s: %w", i, idleWait, err)
+	}
+	return at.Sub(t1), nil
+}

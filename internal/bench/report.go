@@ -28,6 +28,8 @@ type Report struct {
 	// throughput — hardly depends on what else the machine runs.
 	CPU  CPUCost `json:"cpu_cost"`
 	Idle Idle    `json:"idle"`
+	// History is the history phase's, when it ran.
+	History *History `json:"history,omitempty"`
 }
 
 // CPUCost is the CPU time per notification end to end (this process, the
@@ -220,6 +222,24 @@ func (r *Report) WriteText(w io.Writer) error {
 					msString(bd.ToNotify.P50), msString(bd.NotifyToFetch.P50), bd.ToNotify.Count, id.K)
 			}
 		}
+	}
+
+	if h := r.History; h != nil {
+		fmt.Fprintf(&b, "\nhistory: %s finished notifications (and their attempts) seeded in %.0fs; tables %.0f MB, indexes %.0f MB\n",
+			thousands(h.Rows), h.SeedSeconds, h.TableMB, h.IndexMB)
+		fmt.Fprintf(&b, "  counts         maintained p50 %s, max %s; the GROUP BY scan they replace p50 %s\n",
+			msString(h.Counts.P50), msString(h.Counts.Max), msString(h.ScanCounts.P50))
+		hb := h.Burst
+		change := 0.0
+		if bu.Throughput > 0 {
+			change = 100 * (hb.Throughput - bu.Throughput) / bu.Throughput
+		}
+		fmt.Fprintf(&b, "  burst again    %s notifications/s beside the history (%+.1f%% against the empty-table burst above); due→delivered p50 %s, p99 %s; SENT %s, duplicates %d\n",
+			thousands(int(hb.Throughput+0.5)), change, msString(hb.Latency.P50), msString(hb.Latency.P99), thousands(int(hb.Sent)), hb.Duplicates)
+		fmt.Fprintf(&b, "  retention      one pass removed %s rows in %.1fs (%d batches), %s of the history left (its FAILED rows: dead letters are kept 30 days)\n",
+			thousands(int(h.RetentionDeleted)), h.RetentionSeconds, h.RetentionBatches, thousands(int(h.LeftAfter)))
+		fmt.Fprintf(&b, "                 %d single notifications delivered meanwhile: committed→received p50 %s, p99 %s, max %s\n",
+			h.DuringRetention.Count, msString(h.DuringRetention.P50), msString(h.DuringRetention.P99), msString(h.DuringRetention.Max))
 	}
 
 	fmt.Fprintf(&b, "\ntargets: ≥ %s/s end to end: %s; ≥ %.1f of raw: %s", thousands(int(TargetThroughput)),
