@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -101,6 +102,9 @@ for the run and removes it afterwards.`,
 	f.IntVar(&o.Instances, "instances", bench.DefaultInstances, "delivery engines (instances) sharing the work, each with its own plugin process, all in this process")
 	f.IntVar(&o.Partitions, "partitions", bench.DefaultPartitions, "the bench channel's partitions (queues bench#0..K-1)")
 	f.IntVar(&o.History, "history", 0, "after the burst, seed this many finished notifications (older than the retention windows), time the counts, run the burst again beside them, then time a retention pass that removes them (e.g. 10000000)")
+	f.IntVar(&o.Steady, "steady", 0, "instead of the burst: this many notifications/s for --for, with every retention window --retain, table sizes sampled each minute")
+	f.DurationVar(&o.SteadyFor, "for", 30*time.Minute, "with --steady: how long")
+	f.DurationVar(&o.Retain, "retain", 5*time.Minute, "with --steady: retention.sent, cancelled and failed")
 	f.BoolVar(&o.RedisCluster, "redis-cluster", false, "start a throw-away 3-master Redis Cluster on loopback for the run instead of the config's Redis")
 	f.StringVar(&pluginsDir, "plugins-dir", "", "directory holding notifyd-plugin-webhook (overrides plugins.dir)")
 	f.StringVarP(&output, "output", "o", "text", "report format: text or json")

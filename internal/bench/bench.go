@@ -103,6 +103,12 @@ type Options struct {
 	// timed, the burst run again beside them, and a retention pass removing
 	// them timed beside single notifications.
 	History int
+	// Steady, when positive, replaces every other phase: Steady
+	// notifications/s for SteadyFor with retention windows of Retain, the
+	// tables' sizes sampled every minute.
+	Steady    int
+	SteadyFor time.Duration
+	Retain    time.Duration
 }
 
 func (o *Options) fill() error {
@@ -138,6 +144,10 @@ func (o *Options) fill() error {
 		return fmt.Errorf("bench: --partitions %d: want 1 to 256", o.Partitions)
 	case o.History < 0 || o.History > 100_000_000:
 		return fmt.Errorf("bench: --history %d: want 0 to 100,000,000", o.History)
+	case o.Steady < 0 || o.Steady > 100_000:
+		return fmt.Errorf("bench: --steady %d: want 0 to 100,000 notifications/s", o.Steady)
+	case o.Steady > 0 && (o.SteadyFor < time.Minute || o.Retain < time.Minute):
+		return fmt.Errorf("bench: --steady needs --for and --retain of at least 1m (got %s, %s)", o.SteadyFor, o.Retain)
 	}
 	return nil
 }
@@ -211,6 +221,12 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			Instances: len(e.instances), Partitions: e.partitions(ctx),
 			Redis: e.redisMode(), RedisClusterAddrs: e.cfg.Redis.ClusterAddrs,
 		},
+	}
+	if o.Steady > 0 {
+		st, err := e.steady(ctx)
+		rep.Steady = &st
+		rep.Machine.LoadAfter = loadAvg()
+		return rep, err
 	}
 	var rawLat []time.Duration
 	before, lat, err := e.raw(ctx)
@@ -292,6 +308,13 @@ func (e *env) setUp(ctx context.Context) error {
 	cfg.Redis.Prefix = e.prefix
 	cfg.Instance.ID = "bench-" + e.runID
 	cfg.Schedules = nil
+	// The engines keep everything: the history phase runs its own timed
+	// retention pass, and no pass may remove rows a phase is counting.
+	cfg.Retention = config.FillRetention(config.Retention{Sent: -1, Cancelled: -1, Failed: -1})
+	if e.o.Steady > 0 { // the steady phase measures retention as notifyd runs it
+		cfg.Retention = config.FillRetention(config.Retention{Sent: e.o.Retain, Cancelled: e.o.Retain, Failed: e.o.Retain,
+			Interval: min(time.Minute, e.o.Retain/2)})
+	}
 	e.cfg = &cfg
 
 	if err := e.migrate(ctx); err != nil {

@@ -30,6 +30,8 @@ type Report struct {
 	Idle Idle    `json:"idle"`
 	// History is the history phase's, when it ran.
 	History *History `json:"history,omitempty"`
+	// Steady is the steady-load phase's; with it no other phase runs.
+	Steady *Steady `json:"steady,omitempty"`
 }
 
 // CPUCost is the CPU time per notification end to end (this process, the
@@ -160,6 +162,17 @@ func (r *Report) WriteText(w io.Writer) error {
 			s.Instances, m.CPUs)
 	}
 	fmt.Fprintf(&b, "         %s; partitions %d; redis %s\n", instances, s.Partitions, s.Redis)
+
+	if st := r.Steady; st != nil {
+		fmt.Fprintf(&b, "\nsteady: %s notifications/s for %.0fs, retention %s, autovacuum %s; %s inserted, %s delivered\n",
+			thousands(st.Rate), st.Seconds, st.Retain, st.Autovacuum, thousands(int(st.Inserted)), thousands(st.Delivered))
+		fmt.Fprintf(&b, "  %8s %10s %9s %10s %12s %10s %11s\n", "at", "rows", "heap MB", "index MB", "attempts MB", "dead rows", "autovacuums")
+		for _, sm := range st.Samples {
+			fmt.Fprintf(&b, "  %7.0fs %10s %9.1f %10.1f %12.1f %10s %11d\n", sm.AtSeconds, thousands(int(sm.Rows)), sm.HeapMB, sm.IndexMB, sm.Attempts, thousands(int(sm.DeadRows)), sm.Vacuums)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 
 	bu := r.Burst
 	quiet := ""
