@@ -249,6 +249,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  burst again    %s notifications/s beside the history (%+.1f%% against the empty-table burst above); due→delivered p50 %s, p99 %s; SENT %s, duplicates %d\n",
 			thousands(int(hb.Throughput+0.5)), change, msString(hb.Latency.P50), msString(hb.Latency.P99), thousands(int(hb.Sent)), hb.Duplicates)
+		// CPU time per notification hardly depends on what else the machine
+		// runs, unlike wall-clock throughput on a shared machine.
+		emptyUs, histUs := cpuCost(m.CPUs, bu, Raw{}).PerNotificationUs, cpuCost(m.CPUs, hb, Raw{}).PerNotificationUs
+		if emptyUs > 0 && histUs > 0 {
+			fmt.Fprintf(&b, "                 CPU per notification end to end %.0f µs beside the history, %.0f µs on empty tables (%+.1f%%)\n",
+				histUs, emptyUs, 100*(histUs-emptyUs)/emptyUs)
+		}
 		fmt.Fprintf(&b, "  retention      one pass removed %s rows in %.1fs (%d batches), %s of the history left (its FAILED rows: dead letters are kept 30 days)\n",
 			thousands(int(h.RetentionDeleted)), h.RetentionSeconds, h.RetentionBatches, thousands(int(h.LeftAfter)))
 		fmt.Fprintf(&b, "                 %d single notifications delivered meanwhile: committed→received p50 %s, p99 %s, max %s\n",
