@@ -81,8 +81,18 @@ type ConfigureRequest struct {
 	// Config is the channel's `config:` block as JSON.
 	Config json.RawMessage
 	// Logger writes to the host's log, tagged with the plugin's name. Never
-	// log secrets.
+	// log secrets. Serve always sets it; a request built by hand (a plugin's
+	// own unit test) may leave it nil: call Log(), which never is.
 	Logger hclog.Logger
+}
+
+// Log is the request's Logger, or one that discards everything when it is
+// nil — so a plugin's Configure can log without checking.
+func (r ConfigureRequest) Log() hclog.Logger {
+	if r.Logger == nil {
+		return hclog.NewNullLogger()
+	}
+	return r.Logger
 }
 
 // Message is one notification to deliver.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -39,7 +40,7 @@ func Serve(p Provider) {
 		HandshakeConfig:  providerv1.Handshake(),
 		VersionedPlugins: pluginSet(newServer(p, info, log)),
 		GRPCServer:       newGRPCServer,
-		Logger:           log,
+		Logger:           quietClose{log},
 	})
 }
 
@@ -61,7 +62,7 @@ func ServeInProcess(ctx context.Context, p Provider, log hclog.Logger) (attach *
 		HandshakeConfig:  providerv1.Handshake(),
 		VersionedPlugins: pluginSet(newServer(p, info, log)),
 		GRPCServer:       newGRPCServer,
-		Logger:           log,
+		Logger:           quietClose{log},
 		Test:             &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: attachCh, CloseCh: closeCh},
 	})
 	select {
@@ -72,6 +73,36 @@ func ServeInProcess(ctx context.Context, p Provider, log hclog.Logger) (attach *
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("serve in process: %w", ctx.Err())
 	}
+}
+
+// quietClose is the logger go-plugin serves an in-process provider with: at
+// the end of a test go-plugin closes the listener under its own gRPC server,
+// which then reports "grpc server: … use of closed network connection" as an
+// ERROR although nothing went wrong. That one line is logged at DEBUG;
+// everything else passes through.
+type quietClose struct{ hclog.Logger }
+
+func (q quietClose) Error(msg string, args ...any) {
+	if msg == "grpc server" && closedListener(args) {
+		q.Logger.Debug(msg, args...)
+		return
+	}
+	q.Logger.Error(msg, args...)
+}
+
+func (q quietClose) Named(name string) hclog.Logger { return quietClose{q.Logger.Named(name)} }
+func (q quietClose) ResetNamed(name string) hclog.Logger {
+	return quietClose{q.Logger.ResetNamed(name)}
+}
+func (q quietClose) With(args ...any) hclog.Logger { return quietClose{q.Logger.With(args...)} }
+
+func closedListener(args []any) bool {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return true
+		}
+	}
+	return false
 }
 
 // describe asks the provider who it is, once: a Provider's Describe may be

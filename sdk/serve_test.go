@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/providerclient"
 )
@@ -361,4 +362,49 @@ func TestServeInProcess_BadInfo(t *testing.T) {
 			t.Errorf("%s: got nil error, want a Describe error", name)
 		}
 	}
+}
+
+// TestServeInProcess_quietClose: serving a provider in-process and shutting
+// it down logs no ERROR (go-plugin's closed-listener line is demoted), while
+// a real error still comes through at ERROR.
+func TestServeInProcess_quietClose(t *testing.T) {
+	var buf syncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Trace})
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &fixture{info: sdk.Info{Name: "quiet", Version: "1"}, configure: senderFor(sdk.SenderFunc(func(context.Context, sdk.Message) sdk.Verdict { return sdk.Success(nil) }))}
+	attach, closed, err := sdk.ServeInProcess(ctx, p, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, c, err := providerclient.Attach(attach, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Configure(context.Background(), "ch", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	pc.Kill()
+	cancel()
+	<-closed
+	time.Sleep(100 * time.Millisecond) // the server goroutine logs as it returns
+	if out := buf.String(); strings.Contains(out, "[ERROR]") {
+		t.Errorf("a clean shutdown logged an ERROR:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

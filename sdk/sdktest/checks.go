@@ -41,6 +41,12 @@ func (s *suite) checks() []check {
 	if s.f.Permanent != nil {
 		cs = append(cs, check{"Send/permanent", false, s.sendPermanent})
 	}
+	if s.f.Transient != nil {
+		cs = append(cs, check{"Send/transient", false, s.sendTransient})
+	}
+	if s.f.RetryAfter != nil {
+		cs = append(cs, check{"Send/transient with Retry-After", false, s.sendRetryAfter})
+	}
 	return append(cs,
 		check{"Send/batch", false, s.sendBatch},
 		check{"Send/concurrent batches", false, s.sendConcurrent},
@@ -139,6 +145,30 @@ func (s *suite) sendPermanent() error {
 }
 
 // sendN sends one batch of n copies of Succeed and wants them all SUCCESS.
+func (s *suite) sendTransient() error {
+	vs, err := s.send([]sdk.Message{s.msg(*s.f.Transient)})
+	if err != nil {
+		return err
+	}
+	if vs[0].Outcome != sdk.OutcomeTransient || vs[0].Detail == "" {
+		return fmt.Errorf("Send(Features.Transient): got %v %q, want TRANSIENT with a Detail", vs[0].Outcome, vs[0].Detail)
+	}
+	return nil
+}
+
+func (s *suite) sendRetryAfter() error {
+	vs, err := s.send([]sdk.Message{s.msg(*s.f.RetryAfter)})
+	if err != nil {
+		return err
+	}
+	v := vs[0]
+	min := max(s.f.RetryAfterMin, time.Nanosecond)
+	if v.Outcome != sdk.OutcomeTransient || v.RetryAfter < min {
+		return fmt.Errorf("Send(Features.RetryAfter): got %v retry_after %s %q, want TRANSIENT with retry_after at least %s", v.Outcome, v.RetryAfter, v.Detail, min)
+	}
+	return nil
+}
+
 func (s *suite) sendN(n int, mu *sync.Mutex) error {
 	ms := make([]sdk.Message, n)
 	mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/providerclient"
@@ -21,6 +22,8 @@ type fixture struct {
 	panicOnNull   bool
 	alwaysRetry   bool
 	permanentMiss bool // never PERMANENT
+	transientMiss bool // a provider's 5xx as PERMANENT
+	noRetryAfter  bool // a 429 without its Retry-After
 
 	mu   sync.Mutex
 	seen map[int64]bool
@@ -63,6 +66,18 @@ func (f *fixture) Send(_ context.Context, m sdk.Message) sdk.Verdict {
 	if m.Recipient == "nobody" && !f.permanentMiss {
 		return sdk.Permanent("no such recipient")
 	}
+	if m.Recipient == "flaky" {
+		if f.transientMiss {
+			return sdk.Permanent("HTTP 503")
+		}
+		return sdk.Transient("HTTP 503")
+	}
+	if m.Recipient == "throttled" {
+		if f.noRetryAfter {
+			return sdk.Transient("HTTP 429")
+		}
+		return sdk.Transient("HTTP 429").WithRetryAfter(30 * time.Second)
+	}
 	f.mu.Lock()
 	f.seen[m.ID] = true
 	f.mu.Unlock()
@@ -71,11 +86,14 @@ func (f *fixture) Send(_ context.Context, m sdk.Message) sdk.Verdict {
 
 func features() Features {
 	return Features{
-		Config:    json.RawMessage(`{"target":"x"}`),
-		Invalid:   map[string]json.RawMessage{"missing target": json.RawMessage(`{}`)},
-		Succeed:   sdk.Message{Recipient: "user-1", Payload: json.RawMessage(`{"text":"hi"}`)},
-		Permanent: &sdk.Message{Recipient: "nobody", Payload: json.RawMessage(`{"text":"hi"}`)},
-		Batch:     8,
+		Config:        json.RawMessage(`{"target":"x"}`),
+		Invalid:       map[string]json.RawMessage{"missing target": json.RawMessage(`{}`)},
+		Succeed:       sdk.Message{Recipient: "user-1", Payload: json.RawMessage(`{"text":"hi"}`)},
+		Permanent:     &sdk.Message{Recipient: "nobody", Payload: json.RawMessage(`{"text":"hi"}`)},
+		Transient:     &sdk.Message{Recipient: "flaky", Payload: json.RawMessage(`{"text":"hi"}`)},
+		RetryAfter:    &sdk.Message{Recipient: "throttled", Payload: json.RawMessage(`{"text":"hi"}`)},
+		RetryAfterMin: 30 * time.Second,
+		Batch:         8,
 	}
 }
 
@@ -139,8 +157,10 @@ func TestSuite_CatchesFaults(t *testing.T) {
 		{"ignores unknown keys", &fixture{lenient: true}, "Configure/unknown key"},
 		{"accepts any config", &fixture{acceptAll: true}, "Configure/invalid/missing target,Configure/unknown key"},
 		{"panics on a null payload", &fixture{panicOnNull: true}, "Send/odd payloads"},
-		{"never delivers", &fixture{alwaysRetry: true}, "Send/batch,Send/concurrent batches,Send/permanent,Send/success"},
+		{"never delivers", &fixture{alwaysRetry: true}, "Send/batch,Send/concurrent batches,Send/permanent,Send/success,Send/transient with Retry-After"},
 		{"never permanent", &fixture{permanentMiss: true}, "Send/permanent"},
+		{"a 5xx as permanent", &fixture{transientMiss: true}, "Send/transient"},
+		{"a 429 without its Retry-After", &fixture{noRetryAfter: true}, "Send/transient with Retry-After"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,4 +179,21 @@ func TestSuite_CatchesFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConfigureRequest: the ready-made request configures a provider called
+// directly, and its Logger is never nil; sdk.ConfigureRequest.Log is safe on
+// a request built by hand.
+func TestConfigureRequest(t *testing.T) {
+	t.Parallel()
+	req := ConfigureRequest(t, json.RawMessage(`{"target":"x"}`))
+	if req.Logger == nil || req.Channel != Channel {
+		t.Fatalf("ConfigureRequest = %+v, want channel %q and a Logger", req, Channel)
+	}
+	f := &fixture{name: "direct", version: "1", seen: map[int64]bool{}}
+	if _, err := f.Configure(context.Background(), req); err != nil {
+		t.Errorf("Configure(ready-made request): %v", err)
+	}
+	req.Log().Info("logged through the ready-made request")
+	sdk.ConfigureRequest{}.Log().Info("a nil Logger discards, never panics")
 }

@@ -54,6 +54,14 @@ type Features struct {
 	// Permanent, if set, is a message Send must reject for good (an unknown
 	// recipient, a malformed payload), with a Detail.
 	Permanent *sdk.Message
+	// Transient, if set, is a message Send must answer TRANSIENT (worth
+	// retrying: a 5xx or timeout from your fake), with a Detail.
+	Transient *sdk.Message
+	// RetryAfter, if set, is a message Send must answer TRANSIENT with a
+	// RetryAfter of at least RetryAfterMin (your fake answering 429 with a
+	// Retry-After header, a quota reset).
+	RetryAfter    *sdk.Message
+	RetryAfterMin time.Duration
 	// Batch is how many messages the batch checks send at once; 0 means 32.
 	Batch int
 	// Timeout bounds each call; 0 means 10 s.
@@ -104,6 +112,26 @@ func RunBinary(t *testing.T, path string, f Features) *Report {
 		t.Fatalf("sdktest: start plugin %s: %v", path, err)
 	}
 	return run(t, c, f)
+}
+
+// ConfigureRequest is a ready-made request for calling a provider's
+// Configure directly in a unit test: channel Channel, config as given, and a
+// Logger that writes to t.Log (never nil).
+func ConfigureRequest(t testing.TB, config json.RawMessage) sdk.ConfigureRequest {
+	return sdk.ConfigureRequest{
+		Channel: Channel,
+		Config:  config,
+		Logger:  hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: testWriter{t}, Level: hclog.Debug}),
+	}
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 func logger() hclog.Logger {
