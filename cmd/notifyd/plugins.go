@@ -71,7 +71,10 @@ func pluginsList(ctx context.Context, out io.Writer, pc config.Plugins, log hclo
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tVERSION\tSHA256\tPATH")
-	var failed []error
+	var (
+		failed  []error
+		renamed []string
+	)
 	for _, f := range found {
 		version := "?"
 		sctx, cancel := context.WithTimeout(ctx, cmp.Or(pc.StartTimeout, pluginhost.DefaultStartTimeout)+5*time.Second)
@@ -81,11 +84,17 @@ func pluginsList(ctx context.Context, out io.Writer, pc config.Plugins, log hclo
 			failed = append(failed, err)
 		} else {
 			version = p.Info().Version
+			if d := p.Info().Name; d != f.Name {
+				renamed = append(renamed, fmt.Sprintf("warning: %s describes itself as %q; channels name it by its file (plugin: %s)", f.Path, d, f.Name))
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, version, f.SHA256, f.Path)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, w := range renamed {
+		fmt.Fprintln(out, w)
 	}
 	if len(failed) > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d plugin(s) did not start:\n%w", len(failed), errors.Join(failed...))}

@@ -31,6 +31,18 @@ func TestPluginsList(t *testing.T) {
 		t.Errorf("plugins list row: got %q, want hello 1.0.0 <sha256> <path>", lines[1])
 	}
 
+	t.Run("a plugin describing itself by another name is flagged", func(t *testing.T) {
+		other := t.TempDir()
+		testenv.InstallPlugin(t, other, "sms", "../../examples/hello-provider") // describes itself as hello
+		var out bytes.Buffer
+		if err := pluginsList(testenv.Context(t), &out, config.Plugins{Dir: other}, hclog.NewNullLogger()); err != nil {
+			t.Fatalf("plugins list: %v", err)
+		}
+		if !strings.Contains(out.String(), `describes itself as "hello"`) || !strings.Contains(out.String(), "plugin: sms") {
+			t.Errorf("got\n%s\nwant a warning that notifyd-plugin-sms describes itself as hello", out.String())
+		}
+	})
+
 	t.Run("a checksum mismatch fails the listing", func(t *testing.T) {
 		out.Reset()
 		pc := config.Plugins{Dir: dir, Checksums: map[string]string{"hello": strings.Repeat("0", 64)}}

@@ -101,6 +101,11 @@ func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
 	if p.info.Name != "" && (p.info.Name != info.Name || p.info.Version != info.Version) {
 		p.log.Info("plugin changed on restart", "was", p.info.Name+" "+p.info.Version, "now", info.Name+" "+info.Version)
 	}
+	if info.Name != p.name && p.info.Name != info.Name {
+		// Channels name a plugin by its file; a Describe name that differs is
+		// usually a copied or renamed binary.
+		p.log.Warn("plugin describes itself by another name; channels use the file's", "file", "notifyd-plugin-"+p.name, "describes", info.Name)
+	}
 	p.info = info
 	replay := make(map[string][]byte, len(p.configs))
 	for ch, cfg := range p.configs {
