@@ -51,7 +51,7 @@ func newStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, n.LastError)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, lastErrorCell(n.Status, n.LastError))
 				if history {
 					for _, at := range n.Attempts {
 						fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", at.Attempt, at.FinishedAt.Format("15:04:05.000"), at.Outcome, at.ProviderStatus, at.Error)
@@ -65,4 +65,13 @@ func newStatusCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&history, "history", false, "show every attempt")
 	addAPIFlags(cmd.Flags(), &af)
 	return cmd
+}
+
+// lastErrorCell is the LAST ERROR column: on a SENT row the error is an
+// earlier attempt's, and says so.
+func lastErrorCell(status, lastErr string) string {
+	if status == outbox.StatusSent && lastErr != "" {
+		return "(earlier failure, delivered since) " + lastErr
+	}
+	return lastErr
 }

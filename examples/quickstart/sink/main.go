@@ -3,7 +3,8 @@
 // retries and dead letters:
 //
 //	recipient "flaky"  → 503 twice, then 200
-//	recipient "reject" → 400 (a permanent failure: dead-lettered)
+//	recipient "reject" → 400 the first time (a permanent failure: dead-lettered),
+//	                     200 after that (the demo replays the dead letter)
 //	anything else      → 200
 package main
 
@@ -37,7 +38,7 @@ func main() {
 		mu.Unlock()
 		status := http.StatusOK
 		switch {
-		case env.Recipient == "reject":
+		case env.Recipient == "reject" && n == 1:
 			status = http.StatusBadRequest
 		case env.Recipient == "flaky" && n <= 2:
 			status = http.StatusServiceUnavailable
