@@ -67,6 +67,7 @@ func newCampaignCmd() *cobra.Command {
 	configFlag(cmd, &path)
 	f := cmd.Flags()
 	addAPIFlags(f, &af)
+	af.direct = true // this command also takes --config
 	addWatchFlags(cmd, &watch, &every)
 	f.StringVar(&channel, "channel", "", "configured channel to send on (required)")
 	f.StringVar(&topic, "topic", "", "topic whose subscribers receive it (their address on the channel)")

@@ -30,6 +30,9 @@ const defaultAddr = "http://127.0.0.1:8080"
 // apiFlags are the flags every API command takes.
 type apiFlags struct {
 	addr, token, output string
+	// direct: the command also takes --config (the database directly), so
+	// its hints may suggest it; the API-only commands' never do.
+	direct bool
 }
 
 // addAPIFlags adds --addr, --token and -o to fs. The token's default is not
@@ -54,7 +57,11 @@ func (f *apiFlags) client() (*client.Client, error) {
 		token = os.Getenv(envToken)
 	}
 	if token == "" {
-		return nil, errors.New("no API token: pass --token or set " + envToken + " (one of the server's http.tokens), or use --config to work on the database directly")
+		msg := "no API token: pass --token or set " + envToken + " (one of the server's http.tokens)"
+		if f.direct {
+			msg += ", or use --config to work on the database directly"
+		}
+		return nil, errors.New(msg)
 	}
 	return client.New(f.addr, token)
 }

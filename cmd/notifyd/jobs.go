@@ -73,6 +73,7 @@ func newJobsCmd() *cobra.Command {
 	configFlag(cmd, &path)
 	f := cmd.Flags()
 	addAPIFlags(f, &af)
+	af.direct = true // this command also takes --config
 	addWatchFlags(cmd, &watch, &every)
 	f.StringVar(&state, "state", "", "only jobs in this state (PENDING, RUNNING, DONE, FAILED, CANCELLED, SKIPPED)")
 	f.StringVar(&sched, "schedule", "", "only runs of this schedule")

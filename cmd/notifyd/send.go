@@ -74,6 +74,7 @@ func newSendCmd() *cobra.Command {
 	_ = cmd.MarkFlagRequired("channel")
 	_ = cmd.MarkFlagRequired("recipient")
 	addAPIFlags(f, &af)
+	af.direct = true // this command also takes --config
 	return cmd
 }
 

@@ -64,6 +64,7 @@ func newStatusCmd() *cobra.Command {
 	configFlag(cmd, &path)
 	cmd.Flags().BoolVar(&history, "history", false, "show every attempt")
 	addAPIFlags(cmd.Flags(), &af)
+	af.direct = true // this command also takes --config
 	return cmd
 }
 

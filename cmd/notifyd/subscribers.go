@@ -66,6 +66,7 @@ func newSubscribersImportCmd() *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	addAPIFlags(cmd.Flags(), &af)
+	af.direct = true // this command also takes --config
 	return cmd
 }
 
@@ -136,6 +137,7 @@ func newSubscribersGetCmd() *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	addAPIFlags(cmd.Flags(), &af)
+	af.direct = true // this command also takes --config
 	return cmd
 }
 
@@ -161,6 +163,7 @@ func newSubscribersDeleteCmd() *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	addAPIFlags(cmd.Flags(), &af)
+	af.direct = true // this command also takes --config
 	return cmd
 }
 
