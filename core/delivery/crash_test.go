@@ -95,6 +95,13 @@ func TestEngine_CrashWindows(t *testing.T) {
 				if n.AttemptCount != tt.wantAttempts {
 					t.Errorf("attempts = %d, want %d", n.AttemptCount, tt.wantAttempts)
 				}
+				// The history agrees with the count: an attempt that died with
+				// its instance is there, outcome UNKNOWN.
+				if len(n.Attempts) != n.AttemptCount {
+					t.Errorf("history has %d attempts, the row says %d: %+v", len(n.Attempts), n.AttemptCount, n.Attempts)
+				} else if tt.wantAttempts == 2 && (n.Attempts[0].Outcome != outbox.OutcomeUnknown || n.Attempts[1].Outcome != outbox.OutcomeSuccess) {
+					t.Errorf("history = %+v, want attempt 1 UNKNOWN (lost with the killed instance), attempt 2 SUCCESS", n.Attempts)
+				}
 				if tt.wantDeliveries > 1 {
 					t.Logf("the allowed duplicate: %d deliveries with webhook-id %s", len(got), got[0].webhookID)
 				}

@@ -121,7 +121,9 @@ type Claimed struct {
 // with attempts+1 (ClaimSend). A QUEUED row not yet due, or a PROCESSING row
 // claimed more recently, is ClaimDefer; terminal and PENDING rows and
 // unknown ids are ClaimSkip. It returns one Claimed per distinct id, in the
-// order the ids first appear.
+// order the ids first appear. Taking a row over from a stale claim records
+// that claim's attempt, whose outcome died with its instance, as UNKNOWN in
+// the attempt history.
 func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration) ([]Claimed, error) {
 	if staleAfter <= 0 {
 		return nil, fmt.Errorf("claim: staleAfter %v, want > 0", staleAfter)
@@ -143,11 +145,25 @@ func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	rows, err := hot.Query(ctx, `
 WITH claimed AS (
     UPDATE notifications n
-       SET status = 'PROCESSING', attempts = n.attempts + 1, next_attempt_at = NULL, updated_at = $2
+       SET status = 'PROCESSING', attempts = n.attempts + 1, updated_at = $2,
+           -- Taken over from a stale claim: the attempt that claim made was
+           -- lost with its instance. While PROCESSING, next_attempt_at keeps
+           -- when it began (the settle overwrites it), and lost below
+           -- records it.
+           next_attempt_at = CASE WHEN n.status = 'PROCESSING' THEN n.updated_at END
      WHERE n.id = ANY($1::bigint[])
        AND ((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))
          OR (n.status = 'PROCESSING' AND n.updated_at < $3))
-    RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts
+    RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts,
+              n.next_attempt_at AS lost_at
+),
+-- The lost attempt, so attempts and the history agree: read from claimed
+-- (no lookup), so the common batch, where nothing was lost, pays nothing.
+lost AS (
+    INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
+    SELECT c.id, c.attempts - 1, c.lost_at, $2, 'UNKNOWN',
+           'outcome unknown: the instance that claimed it stopped (or stalled) before recording the outcome; taken over after ' || $4::text
+      FROM claimed c WHERE c.lost_at IS NOT NULL
 )
 SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
        true, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts
@@ -157,7 +173,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
        false, NULL, NULL, NULL, NULL::jsonb, NULL, NULL
   FROM notifications n
  WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`,
-		distinct, now, staleBefore)
+		distinct, now, staleBefore, staleAfter.String())
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}

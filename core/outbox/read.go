@@ -38,7 +38,7 @@ type Attempt struct {
 	Attempt        int // attempt number; numbering restarts after a replay
 	StartedAt      time.Time
 	FinishedAt     time.Time
-	Outcome        string // SUCCESS | TRANSIENT | PERMANENT
+	Outcome        string // SUCCESS | TRANSIENT | PERMANENT | UNKNOWN (lost with its instance)
 	ProviderStatus int    // 0 = none
 	ProviderCode   string
 	Error          string

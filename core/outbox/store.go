@@ -28,6 +28,9 @@ const (
 	OutcomeSuccess   = "SUCCESS"
 	OutcomeTransient = "TRANSIENT"
 	OutcomePermanent = "PERMANENT"
+	// OutcomeUnknown: the attempt's outcome was lost with the instance that
+	// made it; Claim records it when it takes the row over.
+	OutcomeUnknown = "UNKNOWN"
 )
 
 // ErrNotFound is returned by Get and GetByIdempotencyKey when no row matches.

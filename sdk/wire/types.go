@@ -86,10 +86,13 @@ type Attempt struct {
 	StartedAt       time.Time `json:"started_at"`
 	FinishedAt      time.Time `json:"finished_at"`
 	DurationSeconds float64   `json:"duration_seconds"`
-	Outcome         string    `json:"outcome"` // SUCCESS | TRANSIENT | PERMANENT
-	ProviderStatus  int       `json:"provider_status,omitempty"`
-	ProviderCode    string    `json:"provider_code,omitempty"`
-	Error           string    `json:"error,omitempty"`
+	// Outcome: SUCCESS | TRANSIENT | PERMANENT, or UNKNOWN for an attempt
+	// whose outcome was lost with the instance making it (killed while it
+	// sent); Error says so.
+	Outcome        string `json:"outcome"`
+	ProviderStatus int    `json:"provider_status,omitempty"`
+	ProviderCode   string `json:"provider_code,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // Cancelled answers a cancel.
