@@ -53,6 +53,15 @@ type Options struct {
 	Providers delivery.Providers
 	// NoMigrate skips applying the database migrations at start.
 	NoMigrate bool
+	// WaitForServices: Start returns at once with http.listen answering
+	// /healthz (200) and /readyz (503, naming what it waits for), and
+	// connects to Postgres and Redis in the background, retrying with
+	// backoff, then starts everything else; Ready is closed when it has,
+	// Failed receives an error it cannot wait out (a failing migration,
+	// no channel able to start). `notifyd serve` starts this way, so an
+	// outage at start delays notifyd instead of stopping it. Without it
+	// Start returns a running daemon or an error, as an embedder expects.
+	WaitForServices bool
 }
 
 // Daemon is a running notifyd. Stop it once.
@@ -68,12 +77,21 @@ type Daemon struct {
 	ops    *service.Service
 	api    *api.Server
 	cancel context.CancelFunc
+
+	// With Options.WaitForServices: the stand-in server until the API
+	// starts, and the bring-up's outcome.
+	wait     *waitServer
+	waitAddr net.Addr
+	ready    chan struct{}
+	failed   chan error
+	upDone   chan struct{}
 }
 
 // Start connects to Postgres and Redis, applies migrations, starts the
 // delivery engine, the schedules and the API (with the dashboard when
 // http.tokens are set), and returns once they run. On an error nothing is
-// left running.
+// left running. With o.WaitForServices it returns at once and does all that
+// in the background (see Options).
 func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, err error) {
 	if cfg == nil {
 		return nil, errors.New("notifyd: config is nil")
@@ -91,35 +109,101 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if _, err := pgxpool.ParseConfig(cfg.Postgres.URL); err != nil {
+		return nil, fmt.Errorf("postgres.url: %s", sdk.RedactURLs(err.Error()))
+	}
 	log := o.Logger
 	if log == nil {
 		log = hclog.New(&hclog.LoggerOptions{Name: "notifyd", Level: hclog.LevelFromString(cfg.Log.Level)})
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	d := &Daemon{cfg: cfg, log: log, cancel: cancel}
-	defer func() {
-		if err != nil {
+	if !o.WaitForServices {
+		if err := d.bringUp(ctx, o); err != nil {
 			d.close(context.Background())
+			return nil, err
 		}
-	}()
-
-	if d.pool, err = OpenPostgres(ctx, cfg); err != nil {
+		return d, nil
+	}
+	if d.wait, err = startWaitServer(cfg.HTTP.Listen, log.Named("api")); err != nil {
+		cancel()
 		return nil, err
+	}
+	// The API takes the stand-in's address (the port it chose for port 0).
+	d.waitAddr = d.wait.addr()
+	cfg.HTTP.Listen = d.waitAddr.String()
+	d.ready, d.failed, d.upDone = make(chan struct{}), make(chan error, 1), make(chan struct{})
+	log.Info("notifyd starting: waiting for Postgres and Redis", "listen", cfg.HTTP.Listen)
+	go func() {
+		defer close(d.upDone)
+		if err := d.bringUp(ctx, o); err != nil {
+			if ctx.Err() == nil {
+				d.failed <- err
+			}
+			return
+		}
+		close(d.ready)
+	}()
+	return d, nil
+}
+
+// Ready is closed once a daemon started with Options.WaitForServices runs
+// (at once for one started without). Engine, Service, Store and Addr's API
+// are valid after it.
+func (d *Daemon) Ready() <-chan struct{} {
+	if d.ready == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return d.ready
+}
+
+// Failed receives the error that stopped a daemon started with
+// Options.WaitForServices from coming up (never one it waits out, such as a
+// service that does not answer yet). Stop it then.
+func (d *Daemon) Failed() <-chan error { return d.failed }
+
+// bringUp connects, migrates and starts every part. With
+// o.WaitForServices it retries Postgres and Redis until they answer (or
+// ctx ends) and swaps the stand-in server for the API at the end.
+func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
+	cfg, log := d.cfg, d.log
+	connect := func(what string, f func(context.Context) error) error {
+		if !o.WaitForServices {
+			return f(ctx)
+		}
+		if err := retry(ctx, log, what, f); err != nil {
+			return err
+		}
+		d.wait.set(strings.ToLower(what), "ok")
+		return nil
+	}
+	if err := connect("Postgres", func(ctx context.Context) (err error) {
+		d.pool, err = OpenPostgres(ctx, cfg)
+		return err
+	}); err != nil {
+		return err
 	}
 	if !o.NoMigrate {
 		n, err := outbox.Migrate(ctx, d.pool)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n > 0 {
 			log.Info("migrations applied", "applied", n)
 		}
 	}
 	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
-		return nil, err
+		return err
 	}
-	if err := d.redis.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("connect to Redis: %w", err)
+	if err := connect("Redis", func(ctx context.Context) error {
+		if err := d.redis.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("connect to Redis: %s", sdk.RedactURLs(err.Error()))
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
 
 	providers := o.Providers
@@ -132,26 +216,28 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
 		Providers: providers, Plugins: d.host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := d.engine.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	// Schedules and bulk jobs: any instance evaluates them; a run is created
-	// once per fire time, and a job has one owner at a time.
+	// once per fire time (a fire time missed while notifyd waited is run now
+	// if it is within the schedule's max_late), and a job has one owner at a
+	// time.
 	if d.sched, err = schedule.New(d.pool, cfg, schedule.Options{Logger: log.Named("schedule"), InstanceID: d.engine.Instance()}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := d.sched.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	// The operations (DLQ, overview, pause, cancel): one implementation,
 	// behind both the API and the dashboard.
 	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Engine: d.engine, Logger: log.Named("service")}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := d.ops.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	var dashboard http.Handler
 	if len(cfg.HTTP.Tokens) > 0 {
@@ -165,13 +251,20 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 		Config: cfg, Store: d.store, Engine: d.engine, Redis: d.redis, Plugins: d.host, Metrics: reg,
 		Logger: log.Named("api"), Schedules: d.sched, Service: d.ops, UI: dashboard,
 	}); err != nil {
-		return nil, err
+		return err
+	}
+	if d.wait != nil {
+		// The stand-in gives the address up; the API takes it a moment later.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		d.wait.stop(sctx)
+		cancel()
+		d.wait = nil
 	}
 	if err := d.api.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	log.Info("notifyd serving", "instance", d.engine.Instance())
-	return d, nil
+	return nil
 }
 
 // Stop shuts down gracefully: the API first (no new requests), then the
@@ -180,6 +273,21 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 // comes first; nothing is lost either way (unfinished work is recovered by
 // the next instance to run).
 func (d *Daemon) Stop(ctx context.Context) error {
+	if d.upDone != nil {
+		// Still coming up: stop waiting, and let the bring-up return before
+		// taking down what it built.
+		select {
+		case <-d.ready:
+		default:
+			d.cancel()
+		}
+		<-d.upDone
+		if d.wait != nil {
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			d.wait.stop(wctx)
+			cancel()
+		}
+	}
 	soft := cmp.Or(d.cfg.Shutdown.SoftTimeout, config.DefaultSoftTimeout)
 	hard := cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout)
 	if d.api != nil {
@@ -245,8 +353,17 @@ func (d *Daemon) close(ctx context.Context) {
 	d.cancel()
 }
 
-// Addr is where the API listens (http.listen; useful with port 0).
-func (d *Daemon) Addr() net.Addr { return d.api.Addr() }
+// Addr is where the API listens (http.listen; useful with port 0) — or,
+// while a daemon started with Options.WaitForServices waits, where its
+// stand-in answers /healthz and /readyz (the same address).
+func (d *Daemon) Addr() net.Addr {
+	select {
+	case <-d.Ready():
+		return d.api.Addr()
+	default:
+		return d.waitAddr
+	}
+}
 
 // Engine is the delivery engine (channel states, stalls).
 func (d *Daemon) Engine() *delivery.Engine { return d.engine }

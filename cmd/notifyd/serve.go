@@ -40,11 +40,19 @@ func serve(parent context.Context, path string, migrate bool) error {
 	if err != nil {
 		return err
 	}
-	d, err := notifyd.Start(parent, cfg, notifyd.Options{Logger: log, NoMigrate: !migrate})
+	// Postgres or Redis down at start delays notifyd, it does not stop it:
+	// /healthz answers at once, /readyz says what it waits for, and the
+	// pipeline starts when they answer (docs/operations in README).
+	d, err := notifyd.Start(parent, cfg, notifyd.Options{Logger: log, NoMigrate: !migrate, WaitForServices: true})
 	if err != nil {
 		return err
 	}
-	<-sigs
+	var failed error
+	select {
+	case <-sigs:
+	case failed = <-d.Failed():
+		log.Error("notifyd could not start", "error", failed)
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	defer cancel()
 	go func() {
@@ -58,5 +66,5 @@ func serve(parent context.Context, path string, migrate bool) error {
 	if err := d.Stop(ctx); err != nil {
 		log.Warn("shutdown", "error", err)
 	}
-	return nil
+	return failed
 }

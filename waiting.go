@@ -1,0 +1,133 @@
+package notifyd
+
+import (
+	"context"
+	"encoding/json"
+
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// waitServer answers on http.listen while notifyd waits for Postgres and
+// Redis (Options.WaitForServices): /healthz 200 — the process is up —,
+// /readyz 503 naming what it waits for, and 503 with Retry-After for
+// everything else. The API replaces it on the same address once the
+// services answer.
+type waitServer struct {
+	srv *http.Server
+	ln  net.Listener
+
+	mu     sync.Mutex
+	checks map[string]string // postgres, redis → waiting | ok
+}
+
+func startWaitServer(listen string, log hclog.Logger) (*waitServer, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("http.listen %s: %w", listen, err)
+	}
+	w := &waitServer{ln: ln, checks: map[string]string{"postgres": "waiting", "redis": "waiting"}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		writeWaitJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		writeWaitJSON(rw, http.StatusServiceUnavailable, wire.Readiness{Status: "unavailable", Checks: w.snapshot()})
+	})
+	mux.HandleFunc("/", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Retry-After", "1")
+		writeWaitJSON(rw, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.ErrorDetail{
+			Code: wire.CodeUnavailable, Message: "notifyd is starting: " + w.waitingFor()}})
+	})
+	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})}
+	go func() { _ = w.srv.Serve(ln) }()
+	return w, nil
+}
+
+func (w *waitServer) set(check, state string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.checks[check] = state
+}
+
+func (w *waitServer) snapshot() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]string, len(w.checks))
+	for k, v := range w.checks {
+		out[k] = v
+	}
+	return out
+}
+
+func (w *waitServer) waitingFor() string {
+	c := w.snapshot()
+	switch {
+	case c["postgres"] != "ok":
+		return "waiting for Postgres"
+	case c["redis"] != "ok":
+		return "waiting for Redis"
+	}
+	return "starting the pipeline"
+}
+
+// addr is where it listens (the API takes the same address).
+func (w *waitServer) addr() net.Addr { return w.ln.Addr() }
+
+func (w *waitServer) stop(ctx context.Context) {
+	if err := w.srv.Shutdown(ctx); err != nil {
+		_ = w.srv.Close()
+	}
+}
+
+func writeWaitJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Backoff between attempts to reach a service: doubling from
+// retryFirst up to retryMax, with up to half of it random (so instances
+// restarted together do not knock in step).
+const (
+	retryFirst = 250 * time.Millisecond
+	retryMax   = 10 * time.Second
+)
+
+// retry calls f until it succeeds or ctx ends, waiting with backoff between
+// attempts and logging each failure once at WARN (f's errors never carry
+// credentials: OpenPostgres redacts them).
+func retry(ctx context.Context, log hclog.Logger, what string, f func(context.Context) error) error {
+	wait := retryFirst
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(actx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info(what+" answers", "after_attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := wait/2 + rand.N(wait/2+1)
+		log.Warn("waiting for "+what, "attempt", attempt, "retry_in", d.Round(time.Millisecond), "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		wait = min(2*wait, retryMax)
+	}
+}

@@ -1,0 +1,252 @@
+package notifyd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	notifyd "github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// gate is a TCP forwarder on a fixed loopback port that refuses connections
+// (nothing listens) until opened: a service that is down, then up.
+type gate struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+}
+
+func newGate(t *testing.T, target string) *gate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{addr: ln.Addr().String(), target: target}
+	_ = ln.Close() // down until opened
+	t.Cleanup(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.ln != nil {
+			_ = g.ln.Close()
+		}
+	})
+	return g
+}
+
+func (g *gate) open(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		t.Fatalf("open the gate on %s: %v", g.addr, err)
+	}
+	g.mu.Lock()
+	g.ln = ln
+	g.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", g.target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+}
+
+func getJSON(t *testing.T, u string, v any) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	if v != nil {
+		_ = json.NewDecoder(resp.Body).Decode(v)
+	}
+	return resp.StatusCode
+}
+
+// TestStart_waitsForServices: started with Postgres and Redis down, notifyd
+// answers /healthz at once, says on /readyz what it waits for, answers the
+// API 503, and becomes ready as soon as both answer — running the schedule's
+// fire time it missed meanwhile (within max_late) and delivering.
+func TestStart_waitsForServices(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := testenv.Context(t)
+	// A schedule first seen five minutes ago that fires every minute: its
+	// latest fire time passed while notifyd waited.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO schedules (name, first_seen_at) VALUES ('minutely', now() - interval '5 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO subscribers (external_id, addresses) SELECT 'u' || i, jsonb_build_object('inbox', 'user-' || i) FROM generate_series(1, 3) i;
+		INSERT INTO topic_subscriptions (topic, subscriber_id) SELECT 'everyone', id FROM subscribers`); err != nil {
+		t.Fatal(err)
+	}
+	pgURL, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgGate := newGate(t, pgURL.Host)
+	pgURL.Host = pgGate.addr
+	rs := testenv.StartRedis(t)
+	rs.Stop() // down
+
+	cfg := config.Default()
+	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = pgURL.String(), rs.URL, "wait"
+	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{"waiting-token-0123456789"}
+	cfg.Log.Level = "warn"
+	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
+	cfg.Schedules = map[string]config.Schedule{"minutely": {Channel: "inbox", Cron: "* * * * *", Timezone: "UTC",
+		Lead: time.Second, MaxLate: time.Hour, ChunkSize: 100, Audience: config.Audience{Topic: "everyone"},
+		Payload: map[string]any{"text": "the {{.fire_time.Format \"15:04\"}} quiz"}}}
+	box := &inbox{got: map[string][]string{}}
+	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": box}, nil)
+	t.Cleanup(providers.Close)
+
+	start := time.Now()
+	d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
+	if err != nil {
+		t.Fatalf("Start with the services down: %v, want it to wait", err)
+	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Start took %s with the services down, want it to return at once", took)
+	}
+	base := "http://" + d.Addr().String()
+
+	if code := getJSON(t, base+"/healthz", nil); code != 200 {
+		t.Errorf("/healthz while waiting = %d, want 200", code)
+	}
+	var rd wire.Readiness
+	if code := getJSON(t, base+"/readyz", &rd); code != 503 || rd.Checks["postgres"] != "waiting" {
+		t.Errorf("/readyz while waiting = %d %+v, want 503 with postgres waiting", code, rd)
+	}
+	var eb wire.ErrorBody
+	if code := getJSON(t, base+"/v1/channels", &eb); code != 503 || eb.Error.Code != wire.CodeUnavailable || !strings.Contains(eb.Error.Message, "Postgres") {
+		t.Errorf("the API while waiting = %d %+v, want 503 unavailable naming Postgres", code, eb)
+	}
+
+	pgGate.open(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rd = wire.Readiness{}
+		getJSON(t, base+"/readyz", &rd)
+		if rd.Checks["postgres"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Postgres is up but /readyz still says %+v", rd)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rd.Status == "ready" || rd.Checks["redis"] != "waiting" {
+		t.Errorf("/readyz with only Postgres up = %+v, want still waiting for redis", rd)
+	}
+
+	rs.Start()
+	redisUp := time.Now()
+	select {
+	case <-d.Ready():
+	case err := <-d.Failed():
+		t.Fatalf("bring-up failed: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("not ready 30 s after both services answered")
+	}
+	t.Logf("ready %s after Redis answered", time.Since(redisUp).Round(time.Millisecond))
+	if code := getJSON(t, base+"/readyz", nil); code != 200 {
+		t.Errorf("/readyz once running = %d, want 200", code)
+	}
+	c, err := client.New(base, "waiting-token-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Enqueue(ctx, client.Notification{Channel: "inbox", Recipient: "ada", Payload: json.RawMessage(`{"text":"hello"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fire time missed while waiting runs now; its three recipients and
+	// the one enqueued get theirs.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		box.mu.Lock()
+		done := len(box.got["ada"]) == 1 && len(box.got["user-1"]) == 1 && len(box.got["user-2"]) == 1 && len(box.got["user-3"]) == 1
+		got := fmt.Sprint(box.got)
+		box.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %s; want ada's notification (id %d) and the missed fire time's three", got, n.ID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var fire time.Time
+	if err := db.Pool.QueryRow(ctx, `SELECT fire_time FROM jobs WHERE schedule = 'minutely' ORDER BY fire_time LIMIT 1`).Scan(&fire); err != nil {
+		t.Fatal(err)
+	}
+	if fire.Before(start.Add(-time.Minute)) || fire.After(time.Now()) {
+		t.Errorf("first run fires at %s, want the latest minute before notifyd came up (%s)", fire, start)
+	}
+}
+
+// TestStart_stopWhileWaiting: Stop while the services are still down returns
+// promptly and leaves nothing listening.
+func TestStart_stopWhileWaiting(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Postgres.URL = "postgres://postgres@127.0.0.1:1/nowhere?sslmode=disable"
+	cfg.Redis.URL = "redis://127.0.0.1:1/0"
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Log.Level = "error"
+	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	t.Cleanup(providers.Close)
+	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
+	d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := d.Addr().String()
+	time.Sleep(300 * time.Millisecond) // a retry or two
+	start := time.Now()
+	if err := d.Stop(context.Background()); err != nil {
+		t.Errorf("Stop while waiting: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Stop while waiting took %s", took)
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Errorf("%s still accepts connections after Stop", addr)
+	}
+	// A bad config is still refused at once, not waited for.
+	bad := cfg
+	bad.Postgres.URL = "postgres://%zz"
+	if _, err := notifyd.Start(context.Background(), &bad, notifyd.Options{Providers: providers, WaitForServices: true}); err == nil || !strings.Contains(err.Error(), "postgres.url") {
+		t.Errorf("Start with an unparsable postgres.url = %v, want an error naming it", err)
+	}
+}
