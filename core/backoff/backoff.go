@@ -18,6 +18,9 @@ type Policy struct {
 	// Window selects the seed's bounded windows [base·2^(n-2), base·2^(n-1)]
 	// (0–1 s, 1–2 s, 2–4 s, …) instead of full jitter [0, base·2^(n-1)].
 	Window bool
+	// Fixed draws nothing: the delay after attempt n is exactly
+	// min(Max, Base·2^(n-1)) (jitter: none).
+	Fixed bool
 	// MaxRetryAfter caps a provider's hint (0 = config.DefaultMaxRetryAfter).
 	MaxRetryAfter time.Duration
 	// rand returns a float in [0, 1); tests pin it.
@@ -27,7 +30,7 @@ type Policy struct {
 // FromConfig builds the policy of a channel's retry block.
 func FromConfig(r config.Retry) Policy {
 	return Policy{Base: r.Base, Max: r.Max, MaxAttempts: r.MaxAttempts, Window: r.Jitter == config.JitterWindow,
-		MaxRetryAfter: r.MaxRetryAfter}
+		Fixed: r.Jitter == config.JitterNone, MaxRetryAfter: r.MaxRetryAfter}
 }
 
 // WithRand returns p drawing from r (for deterministic tests).
@@ -60,6 +63,9 @@ func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
 func (p Policy) Bounds(n int) (lo, hi time.Duration) {
 	n = max(n, 1)
 	hi = p.capped(n - 1)
+	if p.Fixed {
+		return hi, hi
+	}
 	if p.Window && n > 1 {
 		lo = p.capped(n - 2)
 	}

@@ -226,6 +226,10 @@ type Retry struct {
 const (
 	JitterFull   = "full"
 	JitterWindow = "window"
+	// JitterNone: exactly min(max, base·2ⁿ⁻¹) — with base = max, retries a
+	// fixed interval apart ("3 retries 5 minutes apart"). Opt-in: many
+	// senders retrying in step hit a recovering provider together.
+	JitterNone = "none"
 )
 
 // Schedule is a recurring bulk send (docs/design.md §6).

@@ -173,8 +173,8 @@ func validateChannel(name string, ch Channel) error {
 		return &Error{Key: key + ".retry.base", Reason: "must be a positive duration"}
 	case r.Max < r.Base:
 		return &Error{Key: key + ".retry.max", Reason: "must be at least retry.base"}
-	case r.Jitter != JitterFull && r.Jitter != JitterWindow:
-		return &Error{Key: key + ".retry.jitter", Reason: fmt.Sprintf("%q is not one of full, window", r.Jitter)}
+	case r.Jitter != JitterFull && r.Jitter != JitterWindow && r.Jitter != JitterNone:
+		return &Error{Key: key + ".retry.jitter", Reason: fmt.Sprintf("%q is not one of full, window, none", r.Jitter)}
 	case r.MaxRetryAfter < 0 || r.MaxRetryAfter > 7*24*time.Hour:
 		return &Error{Key: key + ".retry.max_retry_after", Reason: "must be between 0 (the default, 1h) and 168h"}
 	}
