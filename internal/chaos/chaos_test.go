@@ -24,7 +24,9 @@ var (
 )
 
 // TestChaos runs notifyd under the fault schedule and fails on any lost
-// notification or stray state; see package chaos. Short mode (the default,
+// notification or stray state; see package chaos. It also runs the daily
+// path: a schedule over 10,000 subscribers (100,000 in full mode) firing
+// every 20 s (every minute) and a campaign to them. Short mode (the default,
 // part of `go test ./...`) takes about two minutes; -chaos.full is `make chaos`.
 func TestChaos(t *testing.T) { runChaos(t, false) }
 
@@ -51,8 +53,16 @@ func runChaos(t *testing.T, redisCluster bool) {
 		RefuseEach: 100, Quiesce: 90 * time.Second, Enqueue: *enqueue,
 		Seed: *seed,
 	}
+	if !redisCluster {
+		// The daily path rides along on the one-server run: a schedule over
+		// a topic every 20 s and a campaign to it, under the same faults.
+		o.Daily, o.DailyEvery, o.DailyUntitledEvery = 10_000, 20*time.Second, 1000
+	}
 	if *full {
 		o.N, o.Rate, o.FaultEvery, o.Quiesce = 100_000, 250, 3*time.Second, 10*time.Minute
+		if !redisCluster {
+			o.Daily, o.DailyEvery = 100_000, time.Minute
+		}
 	}
 	if *n > 0 {
 		o.N = *n

@@ -57,6 +57,15 @@ type Setup struct {
 	// KeepLogs leaves the directory with the instances' configs and logs
 	// (and the Postgres log) in place at Close, and names it.
 	KeepLogs bool
+	// Daily, when positive, adds the daily path (daily.go): a topic of this
+	// many subscribers and a schedule over it firing every DailyEvery
+	// (default 20s; one minute is the cron "* * * * *").
+	Daily      int
+	DailyEvery time.Duration
+	// DailyUntitledEvery: every n-th subscriber lacks the attribute the
+	// payload template needs, so its notification must be FAILED with the
+	// reason while the run goes on (0: none).
+	DailyUntitledEvery int
 }
 
 // Cluster is everything the suite runs: Postgres and Redis of its own,
@@ -93,9 +102,10 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 		s.Logf = func(string, ...any) {}
 	}
 	c = &Cluster{Setup: s}
+	built := c // `return nil, err` clears c before this runs
 	defer func() {
 		if err != nil {
-			c.Close()
+			built.Close()
 			c = nil
 		}
 	}()
@@ -127,6 +137,14 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 	}
 	if _, err := outbox.Migrate(ctx, c.DB); err != nil {
 		return nil, fmt.Errorf("chaos: migrate: %w", err)
+	}
+	if s.Daily > 0 {
+		if c.Setup.DailyEvery == 0 {
+			c.Setup.DailyEvery = 20 * time.Second
+		}
+		if err := c.seedDaily(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c.toxi = NewProxyServer()
 	if c.PGProxy, err = StartProxy(c.toxi, "postgres", "", fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
@@ -289,6 +307,7 @@ channels:
     retry: {max_attempts: 25, base: 100ms, max: 1s, jitter: full}
     partitions: %d
 `, lease, sweepAfter, Channel, c.Sink.URL, c.Partitions())
+	b.WriteString(c.dailyConfig())
 	return b.String()
 }
 

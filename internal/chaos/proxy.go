@@ -84,8 +84,12 @@ func (p *Proxy) Clear() {
 	p.p.Toxics.ResetToxics(context.Background())
 }
 
-// Stop closes the proxy and every connection through it.
+// Stop closes the proxy and every connection through it: to its clients the
+// service is down (connection refused).
 func (p *Proxy) Stop() { p.p.Stop() }
+
+// Start listens again on the same address after Stop.
+func (p *Proxy) Start() error { return p.p.Start() }
 
 // Remove removes one toxic by the name Add returned.
 func (p *Proxy) Remove(name string) error {

@@ -54,6 +54,8 @@ type Report struct {
 	// DeadRepeats is how many dead-list entries repeat an id already
 	// there (each one is also a problem).
 	DeadRepeats int
+	// Daily is the daily path's figures, when it ran (Setup.Daily).
+	Daily *DailyReport
 }
 
 // KindStats summarizes the faults of one kind.
@@ -189,6 +191,9 @@ func (r *Report) String() string {
 		r.Delays.P50.Round(time.Millisecond), r.Delays.P99.Round(time.Millisecond),
 		r.Delays.P999.Round(time.Millisecond), r.MaxDelay.Round(time.Millisecond), r.MaxDelayKey)
 	fmt.Fprintf(&b, "  quiescence     %v after healing\n", r.Quiesce.Round(time.Millisecond))
+	if r.Daily != nil {
+		b.WriteString(r.Daily.String())
+	}
 	fmt.Fprintf(&b, "  Redis at end   ready %d, delayed %d, members %d, processing %d (%d lists), dead %d (%d of them repeats)\n",
 		r.Redis.Ready, r.Redis.Delayed, r.Redis.Members, r.Redis.Processing, r.Redis.ProcessingLists, len(r.Redis.Dead), r.DeadRepeats)
 	fmt.Fprintf(&b, "  enqueue        %d batch retries", r.EnqueueRetries)

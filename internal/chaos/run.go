@@ -88,6 +88,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	logf("chaos: enqueueing %d notifications at %.0f/s through %s, a fault every ~%v (seed %d)",
 		o.N, o.Rate, r.Enqueuer, o.FaultEvery, o.Seed)
+	var (
+		campaign    int64
+		campaignErr error
+		campaignOK  = make(chan struct{})
+	)
+	if c.Setup.Daily > 0 {
+		logf("chaos: daily path: a schedule every %v over %d subscribers, and a campaign to them", c.Setup.DailyEvery, c.Setup.Daily)
+		go func() {
+			defer close(campaignOK)
+			sleepCtx(ctx, 5*time.Second) // into the faults
+			campaign, campaignErr = c.sendCampaign(ctx)
+		}()
+	} else {
+		close(campaignOK)
+	}
 	loadErr := load.Run(ctx)
 	r.LoadTime = time.Since(start)
 	stopFaults()
@@ -99,6 +114,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	healed := time.Now()
 	logf("chaos: load done in %v; faults stopped, everything healed; waiting for the pipeline to finish",
 		r.LoadTime.Round(time.Millisecond))
+	<-campaignOK
+	if c.Setup.Daily > 0 {
+		if campaignErr == nil {
+			campaignErr = c.settleDaily(ctx, healed, campaign, o.Quiesce)
+		}
+		if campaignErr != nil {
+			stopProgress()
+			return nil, campaignErr
+		}
+	}
 	if loadErr != nil {
 		stopProgress()
 		return nil, fmt.Errorf("chaos: load: %w", loadErr)
@@ -120,6 +145,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.Events = sched.Events()
 	if err := c.check(ctx, r, fmt.Sprintf("chaos-%s-", runID), o.N); err != nil {
 		return r, err
+	}
+	if c.Setup.Daily > 0 {
+		if err := c.checkDaily(ctx, r, healed, campaign); err != nil {
+			return r, err
+		}
 	}
 	r.summarize()
 	r.Stragglers = c.explainWorst(ctx, r.Events)
@@ -237,4 +267,11 @@ func (c *Cluster) explainWorst(ctx context.Context, events []Event) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
