@@ -80,6 +80,7 @@ type Daemon struct {
 
 	// With Options.WaitForServices: the stand-in server until the API
 	// starts, and the bring-up's outcome.
+	ident    identity
 	wait     *waitServer
 	waitAddr net.Addr
 	ready    chan struct{}
@@ -212,9 +213,25 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	}
 	reg := metrics.New(version.Version)
 	d.store = outbox.New(d.pool, outbox.WithLogger(log.Named("outbox")))
+	// The instance id: instance.id, else one derived from the host and
+	// address, the same across restarts; either is held by this process
+	// alone (identity.go), so its backup lists at start are its dead
+	// predecessor's and are resumed at once.
+	instance := cfg.Instance.ID
+	if instance == "" {
+		var why string
+		d.ident, why = stableIdentity(cfg)
+		instance = d.ident.id
+		if why != "" {
+			log.Warn("instance id", "id", instance, "why", why)
+		}
+	} else if d.ident, err = holdIdentity(instance); err != nil {
+		return fmt.Errorf("instance.id: %w; give each instance its own", err)
+	}
 	if d.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
 		Providers: providers, Plugins: d.host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
+		Instance: instance, OwnsInstance: d.ident.lock != nil,
 	}); err != nil {
 		return err
 	}
@@ -350,6 +367,7 @@ func (d *Daemon) close(ctx context.Context) {
 	if d.pool != nil {
 		d.pool.Close()
 	}
+	d.ident.release()
 	d.cancel()
 }
 

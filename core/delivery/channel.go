@@ -150,10 +150,11 @@ func (c *channel) resumeBackupList(ctx context.Context, q string) {
 	if len(ids) > 0 {
 		c.log.Info("resuming own backup list", "ids", len(ids))
 	}
+	own := context.WithValue(ctx, resumingOwn{}, true)
 	for len(ids) > 0 && ctx.Err() == nil {
 		n := min(len(ids), c.cfg.BatchSize)
 		c.acquire(ctx, n)
-		c.handle(ctx, ids[:n])
+		c.handle(own, ids[:n])
 		ids = ids[n:]
 	}
 }

@@ -9,6 +9,10 @@ import (
 	"github.com/notifyd/notifyd/core/queue"
 )
 
+// resumingOwn marks the context of a start's resumption of the instance's own
+// backup list (channel.resumeBackupList).
+type resumingOwn struct{}
+
 // claim claims ids for sending. A claim Postgres refuses for a row's data
 // (outbox.IsRowError) would fail every retry of the same ids, so the batch is
 // halved until the row at fault stands alone, and that row is finished
@@ -18,7 +22,14 @@ import (
 // The error is returned only when nothing was claimed.
 func (c *channel) claim(ctx context.Context, ids []int64) ([]outbox.Claimed, error) {
 	e := c.e
-	claimed, err := e.store.Claim(ctx, ids, e.now(), c.staleAfter())
+	stale := c.staleAfter()
+	if ctx.Value(resumingOwn{}) != nil && e.ownsInstance {
+		// Our own backup list at start: whatever of it is PROCESSING was
+		// claimed by this instance's previous, dead process (no live one
+		// can hold the id), so it is taken over now, not after staleAfter.
+		stale = time.Nanosecond
+	}
+	claimed, err := e.store.Claim(ctx, ids, e.now(), stale)
 	if err == nil || !outbox.IsRowError(err) {
 		return claimed, err
 	}

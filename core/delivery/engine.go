@@ -55,6 +55,11 @@ type Options struct {
 	Hooks     Hooks
 	Now       func() time.Time  // for tests; time.Now when nil
 	Instance  string            // overrides config instance.id (tests)
+	// OwnsInstance says no other live process can have this instance id
+	// (notifyd.Start holds it with a lock): the rows in its own backup
+	// lists at start were claimed by its dead predecessor, and are taken
+	// over at once instead of after the claim's staleness period.
+	OwnsInstance bool
 	Metrics   *metrics.Delivery // where sends and settles are counted; nil: nowhere
 }
 
@@ -69,6 +74,8 @@ type Engine struct {
 	metrics  *metrics.Delivery
 	now      func() time.Time
 	instance string
+	// ownsInstance: see Options.OwnsInstance.
+	ownsInstance bool
 
 	channels map[string]*channel
 	settler  *settler
@@ -126,7 +133,7 @@ func New(o Options) (*Engine, error) {
 	e := &Engine{
 		cfg: &cfg, store: o.Store, queue: o.Queue, plugins: o.Providers,
 		log: o.Logger, hooks: o.Hooks, now: o.Now, metrics: o.Metrics,
-		instance: o.Instance, channels: map[string]*channel{},
+		instance: o.Instance, channels: map[string]*channel{}, ownsInstance: o.OwnsInstance,
 	}
 	if e.now == nil {
 		e.now = time.Now
