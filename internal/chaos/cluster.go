@@ -37,7 +37,7 @@ const ClusterPartitions = 4
 type Setup struct {
 	Bin       string // the notifyd binary
 	PluginDir string // holds notifyd-plugin-webhook
-	Instances int    // notifyd processes; the last has no instance.id (a fresh id each run)
+	Instances int    // notifyd processes; the last has no instance.id (notifyd derives its own, the same across restarts)
 	// Sink behaviour: share of 503 answers, and the longest answer delay.
 	SinkTransient float64
 	SinkMaxDelay  time.Duration
@@ -183,7 +183,7 @@ func Start(ctx context.Context, s Setup) (c *Cluster, err error) {
 		name := fmt.Sprintf("n%d", i+1)
 		id := name
 		if i == s.Instances-1 && s.Instances > 1 {
-			id = "" // a fresh id per run: its old backup list comes back through the reaper
+			id = "" // notifyd derives one, held while it lives and the same after a restart
 		}
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[1+i])
 		cfg := filepath.Join(c.Dir, name+".yaml")

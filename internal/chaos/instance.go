@@ -22,7 +22,7 @@ import (
 // schedule restarts it.
 type Instance struct {
 	Name     string
-	ID       string // instance.id in its config; "" = a fresh id per process
+	ID       string // instance.id in its config; "" = the id notifyd derives (stable across restarts)
 	HTTPAddr string
 	Config   string // path of its YAML
 	Log      string // stdout+stderr of every run, appended
