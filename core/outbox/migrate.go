@@ -5,7 +5,9 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
+	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -31,7 +33,23 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	if schema == nil {
-		return 0, fmt.Errorf("migrate: no schema of the search_path exists; create it first")
+		// No schema of the search_path exists: create the first one it
+		// names (search_path=daily_quiz in postgres.url gives an example,
+		// or a deployment, a schema of its own without a setup step).
+		var first string
+		if err := pool.QueryRow(ctx, `SELECT coalesce((current_schemas(false) || string_to_array(current_setting('search_path'), ','))[1], '')`).Scan(&first); err != nil {
+			return 0, fmt.Errorf("migrate: %w", err)
+		}
+		first = strings.Trim(strings.TrimSpace(first), `"`)
+		if first == "" || first == "$user" {
+			return 0, fmt.Errorf("migrate: no schema of the search_path exists; create it first")
+		}
+		if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{first}.Sanitize()); err != nil {
+			return 0, fmt.Errorf("migrate: create schema %q (the search_path's first): %w", first, err)
+		}
+		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil || schema == nil {
+			return 0, fmt.Errorf("migrate: schema %q created but not in use (%v)", first, err)
+		}
 	}
 	h := fnv.New64a()
 	h.Write([]byte("notifyd migrate " + *schema))

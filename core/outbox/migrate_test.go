@@ -1,11 +1,16 @@
 package outbox_test
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -130,5 +135,36 @@ func TestMigrate_counts(t *testing.T) {
 	queued, err := store.Relay(ctx, time.Now(), 1000)
 	if err != nil || len(queued) != 100 {
 		t.Errorf("Relay after the migration = %d rows, %v; want the 100 PENDING ones", len(queued), err)
+	}
+}
+
+// TestMigrate_createsSchema: a search_path naming a schema that does not
+// exist yet (an example's own) gets it created and migrated.
+func TestMigrate_createsSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema := "t_created_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_"))[:12] + fmt.Sprint(time.Now().UnixNano()%1_000_000)
+	u, err := url.Parse(testenv.DatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	pool, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
+		pool.Close()
+	})
+	n, err := outbox.Migrate(ctx, pool)
+	if err != nil || n == 0 {
+		t.Fatalf("Migrate with search_path=%s (no such schema yet) = %d, %v; want it created and migrated", schema, n, err)
+	}
+	var got string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&got); err != nil || got != schema {
+		t.Errorf("current_schema() = %q, %v; want %q", got, err, schema)
 	}
 }

@@ -22,6 +22,7 @@ var environ = []string{
 	"KAKAO_ACCESS_TOKEN=test-access-token",
 	"KAKAO_REFRESH_TOKEN=test-refresh-token",
 	"KAKAO_REST_API_KEY=test-rest-api-key",
+	"NOTIFYD_API_TOKEN=swap-example-test-token",
 }
 
 func load(t *testing.T) (kakao, webhook *config.Config) {
