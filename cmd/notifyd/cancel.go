@@ -115,6 +115,9 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 	fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
 	for _, n := range ns {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.Attempts, lastErrorCell(n.Status, n.LastError))
+		if n.Waiting != "" {
+			fmt.Fprintf(tw, "\t  waiting: %s\t\t\t\t\n", n.Waiting)
+		}
 		if history {
 			for _, a := range n.History {
 				fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", a.Attempt, a.FinishedAt.Local().Format(time.TimeOnly), a.Outcome, a.ProviderStatus, a.Error)

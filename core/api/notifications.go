@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -52,7 +53,9 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, notificationInfo(n, true))
+	out := notificationInfo(n, true)
+	out.Waiting = s.ops.Waiting(r.Context(), n)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -78,6 +81,11 @@ func notificationInfo(n *outbox.Notification, history bool) wire.NotificationInf
 		IdempotencyKey: n.IdempotencyKey, Status: n.Status, Attempts: n.AttemptCount,
 		DueAt: n.DueAt, NextAttemptAt: n.NextAttemptAt, LastError: n.LastError, Result: n.Result,
 		JobID: n.JobID, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, SentAt: n.SentAt,
+	}
+	if n.Status != outbox.StatusQueued {
+		// Only a retry's due time is a next attempt (while PROCESSING the
+		// column keeps a taken-over claim's start: outbox.Claim).
+		out.NextAttemptAt = time.Time{}
 	}
 	if history {
 		out.History = make([]wire.Attempt, len(n.Attempts))

@@ -202,12 +202,19 @@ type RateLimit struct {
 	Timezone          string `koanf:"timezone"`
 }
 
-// Breaker is a channel's circuit breaker: after Failures transient failures
-// in a row the channel stops sending for Cooldown (messages stay queued),
-// then one probe decides whether it closes. Failures -1 disables it.
+// Breaker is a channel's circuit breaker. It opens when, over the last
+// Window on an instance, at least Failures sends failed transiently and they
+// were at least Ratio of that window's sends: a few bad recipients among many
+// good ones do not open it, a provider that is down does. Open, every
+// instance stops fetching for Cooldown (messages stay queued); then up to
+// Probes messages are sent: one success closes it, all failing opens it
+// again. Failures -1 disables it.
 type Breaker struct {
 	Failures int           `koanf:"failures"`
+	Ratio    float64       `koanf:"ratio"`
+	Window   time.Duration `koanf:"window"`
 	Cooldown time.Duration `koanf:"cooldown"`
+	Probes   int           `koanf:"probes"`
 }
 
 // Retry is a channel's backoff policy (docs/design.md §5).
@@ -303,6 +310,9 @@ const (
 	DefaultPostgresMaxConns = 16
 	DefaultBreakerFailures  = 20
 	DefaultBreakerCooldown  = 30 * time.Second
+	DefaultBreakerRatio     = 0.5
+	DefaultBreakerWindow    = 10 * time.Second
+	DefaultBreakerProbes    = 3
 )
 
 // Default returns the configuration used when a key is absent.
@@ -377,6 +387,15 @@ func fillChannel(c Channel) Channel {
 	}
 	if c.Breaker.Failures == 0 {
 		c.Breaker.Failures = DefaultBreakerFailures
+	}
+	if c.Breaker.Ratio == 0 {
+		c.Breaker.Ratio = DefaultBreakerRatio
+	}
+	if c.Breaker.Window == 0 {
+		c.Breaker.Window = DefaultBreakerWindow
+	}
+	if c.Breaker.Probes == 0 {
+		c.Breaker.Probes = DefaultBreakerProbes
 	}
 	if c.Breaker.Cooldown == 0 {
 		c.Breaker.Cooldown = DefaultBreakerCooldown

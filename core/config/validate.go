@@ -198,6 +198,15 @@ func validateChannel(name string, ch Channel) error {
 	if ch.Breaker.Cooldown <= 0 {
 		return &Error{Key: key + ".breaker.cooldown", Reason: "must be a positive duration"}
 	}
+	if ch.Breaker.Ratio <= 0 || ch.Breaker.Ratio > 1 {
+		return &Error{Key: key + ".breaker.ratio", Reason: "must be more than 0 and at most 1 (the share of a window's sends that failed)"}
+	}
+	if ch.Breaker.Window < time.Second || ch.Breaker.Window > time.Hour {
+		return &Error{Key: key + ".breaker.window", Reason: "must be between 1s and 1h"}
+	}
+	if ch.Breaker.Probes < 1 || ch.Breaker.Probes > 1000 {
+		return &Error{Key: key + ".breaker.probes", Reason: "must be between 1 and 1000"}
+	}
 	if ch.Partitions < 1 || ch.Partitions > 256 {
 		return &Error{Key: key + ".partitions", Reason: "must be between 1 and 256"}
 	}

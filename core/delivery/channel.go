@@ -10,6 +10,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/backoff"
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/core/limit"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/queue"
 )
@@ -67,13 +68,17 @@ func (c *channel) running() bool {
 }
 
 func (c *channel) state(ctx context.Context) ChannelState {
-	br, _ := c.breakerState(ctx)
+	br, left := c.breakerState(ctx)
 	reason, _ := c.flow.pauseReason.Load().(string)
+	var until time.Time
+	if br == limit.Open {
+		until = c.e.now().Add(left)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := ChannelState{
 		Name: c.name, Plugin: c.cfg.Plugin, Running: c.ok, Error: c.err,
-		Paused: c.flow.paused.Load(), Reason: reason, Breaker: string(br), Partitions: len(c.queues),
+		Paused: c.flow.paused.Load(), Reason: reason, Breaker: string(br), BreakerUntil: until, Partitions: len(c.queues),
 	}
 	if r, ok := c.plugin.(restarter); ok {
 		st.Restarts = r.Restarts()

@@ -53,14 +53,14 @@ type Options struct {
 	Plugins   *pluginhost.Host
 	Logger    hclog.Logger
 	Hooks     Hooks
-	Now       func() time.Time  // for tests; time.Now when nil
-	Instance  string            // overrides config instance.id (tests)
+	Now       func() time.Time // for tests; time.Now when nil
+	Instance  string           // overrides config instance.id (tests)
 	// OwnsInstance says no other live process can have this instance id
 	// (notifyd.Start holds it with a lock): the rows in its own backup
 	// lists at start were claimed by its dead predecessor, and are taken
 	// over at once instead of after the claim's staleness period.
 	OwnsInstance bool
-	Metrics   *metrics.Delivery // where sends and settles are counted; nil: nowhere
+	Metrics      *metrics.Delivery // where sends and settles are counted; nil: nowhere
 }
 
 // Engine runs every configured channel of one notifyd instance.
@@ -102,15 +102,17 @@ type Engine struct {
 
 // ChannelState is what an operator sees of one channel on this instance.
 type ChannelState struct {
-	Name       string
-	Plugin     string
-	Running    bool
-	Error      string // why the channel is stopped, e.g. the plugin's Configure error
-	Paused     bool
-	Reason     string // the operator's reason for the pause
-	Breaker    string // closed, open or half-open
-	Partitions int
-	Restarts   int // plugin process restarts
+	Name    string
+	Plugin  string
+	Running bool
+	Error   string // why the channel is stopped, e.g. the plugin's Configure error
+	Paused  bool
+	Reason  string // the operator's reason for the pause
+	Breaker string // closed, open or half-open
+	// BreakerUntil is when an open breaker half-opens (zero otherwise).
+	BreakerUntil time.Time
+	Partitions   int
+	Restarts     int // plugin process restarts
 }
 
 // New validates the options and builds an engine; Start runs it.

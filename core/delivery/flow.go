@@ -26,8 +26,8 @@ type flow struct {
 	paused      atomic.Bool
 	pauseReason atomic.Value // string
 
-	// consecutive counts transient verdicts in a row on this instance.
-	consecutive atomic.Int64
+	// window counts this instance's verdicts over the last breaker.window.
+	window failureWindow
 
 	mu        sync.Mutex
 	state     limit.BreakerState
@@ -97,7 +97,9 @@ func (c *channel) admit(ctx context.Context, want int) (int, time.Duration) {
 		if err != nil || !won {
 			return 0, 250 * time.Millisecond
 		}
-		want = 1
+		// A few probe messages, from one instance, decide: one success
+		// closes the breaker, all failing opens it again.
+		want = min(want, c.cfg.Breaker.Probes)
 	}
 	if f.bucket == nil {
 		return want, 0
@@ -121,43 +123,89 @@ func (c *channel) refund(n int) {
 	}
 }
 
-// observe feeds a batch's verdicts to the breaker: a success closes it, a
-// run of transient failures (or any during a probe) opens it for every
-// instance.
+// observe feeds a batch's verdicts to the breaker: a success while it is
+// not closed closes it; when the last breaker.window's transient failures
+// reach breaker.failures and breaker.ratio of its sends — or every probe
+// fails — it opens for every instance. A permanent answer counts as a send
+// that did not fail: the provider is up.
 func (c *channel) observe(ctx context.Context, vs []sdk.Verdict) {
 	f := &c.flow
 	if f.breaker == nil {
 		return
 	}
 	success, transient := false, false
+	failed := 0
 	for _, v := range vs {
 		switch v.Outcome {
 		case sdk.OutcomeSuccess:
 			success = true
-			f.consecutive.Store(0)
 		case sdk.OutcomePermanent:
-			// A refused message says the provider is up.
-			f.consecutive.Store(0)
 		default:
 			transient = true
-			f.consecutive.Add(1)
+			failed++
 		}
 	}
+	now := c.e.now()
+	fails, total := f.window.add(now, c.cfg.Breaker.Window, failed, len(vs))
 	st, _ := c.breakerState(ctx)
+	trip := fails >= int64(c.cfg.Breaker.Failures) && float64(fails) >= c.cfg.Breaker.Ratio*float64(total)
 	switch {
 	case success && st != limit.Closed:
 		if err := f.breaker.Close(ctx); err == nil {
 			c.log.Info("circuit breaker closed: the provider answers again")
 		}
+		f.window.reset()
 		c.forgetBreakerState()
-	case transient && !success && (st == limit.HalfOpen || f.consecutive.Load() >= int64(c.cfg.Breaker.Failures)):
+	case transient && !success && (st == limit.HalfOpen || trip):
 		if err := f.breaker.Trip(ctx, c.cfg.Breaker.Cooldown); err == nil {
 			c.log.Warn("circuit breaker open: sending stops, messages stay queued",
-				"consecutive_failures", f.consecutive.Load(), "cooldown", c.cfg.Breaker.Cooldown)
+				"failed", fails, "of_sends", total, "window", c.cfg.Breaker.Window, "cooldown", c.cfg.Breaker.Cooldown)
 		}
-		f.consecutive.Store(0)
+		f.window.reset()
 		c.forgetBreakerState()
 	}
+}
+
+// failureWindow counts sends and transient failures over a sliding window,
+// in one-tenth-of-the-window buckets.
+type failureWindow struct {
+	mu      sync.Mutex
+	buckets [10]struct {
+		start        time.Time
+		fails, sends int64
+	}
+}
+
+// add records sends (fails of them transient) at now and returns the
+// window's totals.
+func (w *failureWindow) add(now time.Time, window time.Duration, fails, sends int) (int64, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	step := window / time.Duration(len(w.buckets))
+	slot := now.Truncate(step)
+	b := &w.buckets[int(slot.UnixNano()/int64(step))%len(w.buckets)]
+	if !b.start.Equal(slot) {
+		b.start, b.fails, b.sends = slot, 0, 0
+	}
+	b.fails += int64(fails)
+	b.sends += int64(sends)
+	var tf, ts int64
+	for _, x := range w.buckets {
+		if !x.start.IsZero() && now.Sub(x.start) < window {
+			tf += x.fails
+			ts += x.sends
+		}
+	}
+	return tf, ts
+}
+
+func (w *failureWindow) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buckets = [10]struct {
+		start        time.Time
+		fails, sends int64
+	}{}
 }
 
 // capRecipients applies the per-recipient daily cap to a claimed batch: the

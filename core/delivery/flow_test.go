@@ -45,9 +45,9 @@ func TestEngine_RateLimitAcrossInstances(t *testing.T) {
 	t.Logf("rate limit %d/s across 3 instances: %d in %v (%.2f/s)", rate, got, elapsed.Round(time.Millisecond), float64(got)/elapsed.Seconds())
 }
 
-// The breaker opens after a run of transient failures — sending stops for
-// every instance, messages stay queued, one probe per cooldown — and closes
-// when the provider recovers.
+// The breaker opens when a window's sends mostly fail — sending stops for
+// every instance, messages stay queued, the probes per cooldown only — and
+// closes when the provider recovers.
 func TestEngine_Breaker(t *testing.T) {
 	t.Parallel()
 	var healthy atomic.Bool
@@ -60,7 +60,7 @@ func TestEngine_Breaker(t *testing.T) {
 		return http.StatusServiceUnavailable, ""
 	})
 	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
-		ch.Breaker = config.Breaker{Failures: 5, Cooldown: time.Second}
+		ch.Breaker = config.Breaker{Failures: 5, Cooldown: time.Second, Probes: 1}
 		ch.Retry = config.Retry{MaxAttempts: 1000, Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: config.JitterFull}
 		ch.Concurrency, ch.BatchSize = 4, 4
 	})
@@ -83,6 +83,11 @@ func TestEngine_Breaker(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	for _, st := range e1.Channels(context.Background()) {
+		if st.Name == testChannel && (st.BreakerUntil.Before(time.Now()) || st.BreakerUntil.After(time.Now().Add(2*time.Second))) {
+			t.Errorf("open breaker until %s, want within the 1 s cooldown from now", st.BreakerUntil)
+		}
+	}
 	// While open, both instances hold back: over 3 s of 1 s cooldowns at
 	// most one probe per cooldown reaches the provider (+1 in flight when
 	// it opened, per instance batch).
@@ -104,6 +109,46 @@ func TestEngine_Breaker(t *testing.T) {
 	}
 	if got := breaker(); got != "closed" {
 		t.Errorf("breaker %q after recovery, want closed", got)
+	}
+}
+
+// TestEngine_BreakerRatio: a few recipients whose sends keep failing among
+// many that succeed do not open the breaker (a count of failures in a row
+// did: 25 transient answers from 5 flaky recipients held a whole channel
+// back), and their retries go on while everyone else is delivered.
+func TestEngine_BreakerRatio(t *testing.T) {
+	t.Parallel()
+	var flakyAnswers atomic.Int64
+	s := newSink(t, func(recipient string, n int, _ http.Header) (int, string) {
+		if strings.HasPrefix(recipient, "flaky") && n <= 6 {
+			flakyAnswers.Add(1)
+			return http.StatusServiceUnavailable, ""
+		}
+		return http.StatusOK, ""
+	})
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Breaker = config.Breaker{Failures: 20, Cooldown: 30 * time.Second} // ratio 0.5, window 10 s: the defaults
+		ch.Retry = config.Retry{MaxAttempts: 10, Base: 20 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: config.JitterFull}
+	})
+	e := b.engine("a", delivery.Hooks{})
+	ids := b.sendMany(300, func(i int) string {
+		if i%60 == 0 {
+			return fmt.Sprintf("flaky-%d", i)
+		}
+		return fmt.Sprintf("r%d", i)
+	})
+	for _, id := range ids {
+		if n := b.wait(id, 20*time.Second); n.Status != outbox.StatusSent {
+			t.Fatalf("notification %d %s, want SENT", id, n.Status)
+		}
+	}
+	for _, st := range e.Channels(context.Background()) {
+		if st.Name == testChannel && st.Breaker != "closed" {
+			t.Errorf("breaker %s after %d transient answers from 5 flaky recipients among 300, want closed", st.Breaker, flakyAnswers.Load())
+		}
+	}
+	if flakyAnswers.Load() < 25 {
+		t.Errorf("only %d transient answers; the test wants at least 25 (more than breaker.failures)", flakyAnswers.Load())
 	}
 }
 

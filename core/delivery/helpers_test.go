@@ -197,6 +197,7 @@ func setupRedis(t *testing.T, s *sink, rc redis.UniversalClient, url, prefix str
 	for _, o := range opts {
 		o(&cfg, &ch)
 	}
+	ch = config.FillChannel(ch) // what an option left zero takes its default
 	cfg.Channels = map[string]config.Channel{testChannel: ch}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)

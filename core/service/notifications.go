@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/notifyd/notifyd/core/outbox"
 )
@@ -27,6 +28,30 @@ func (s *Service) Enqueue(ctx context.Context, ns []outbox.NewNotification) ([]o
 
 // Notification reads one notification with its attempt history; an unknown
 // id is NotFound.
+// Waiting says what holds an unfinished notification back beyond its due
+// time, when it is its channel: "channel paused: <reason>", "channel breaker
+// open until <time>" or "channel breaker half-open: probing"; "" otherwise
+// (and always without an engine).
+func (s *Service) Waiting(ctx context.Context, n *outbox.Notification) string {
+	if s.engine == nil || (n.Status != outbox.StatusPending && n.Status != outbox.StatusQueued) {
+		return ""
+	}
+	for _, st := range s.engine.Channels(ctx) {
+		if st.Name != n.Channel {
+			continue
+		}
+		switch {
+		case st.Paused:
+			return "channel paused: " + st.Reason
+		case st.Breaker == "open":
+			return "channel breaker open until " + st.BreakerUntil.UTC().Format(time.RFC3339) + " (the provider kept failing; sends resume with a few probes)"
+		case st.Breaker == "half-open":
+			return "channel breaker half-open: probing whether the provider answers again"
+		}
+	}
+	return ""
+}
+
 func (s *Service) Notification(ctx context.Context, id int64) (*outbox.Notification, error) {
 	n, err := s.store.Get(ctx, id)
 	if errors.Is(err, outbox.ErrNotFound) {

@@ -28,6 +28,7 @@ type bundle struct {
 	db    *testenv.DB
 	store *outbox.Store
 	q     *queue.Queue
+	rds   *testenv.Redis
 	ops   *service.Service
 }
 
@@ -37,7 +38,8 @@ func setup(t *testing.T) *bundle {
 	rds := testenv.NewRedis(t)
 	cfg := config.Default()
 	cfg.Channels = map[string]config.Channel{"orders": {Plugin: "p"}, "quiz": {Plugin: "p"}}
-	b := &bundle{ctx: testenv.Context(t), db: db, store: testenv.Store(t, db.Pool), q: queue.New(rds.Client, rds.Prefix)}
+	cfg.Redis.Prefix = rds.Prefix // the breaker and rate limits live under it
+	b := &bundle{ctx: testenv.Context(t), db: db, store: testenv.Store(t, db.Pool), q: queue.New(rds.Client, rds.Prefix), rds: rds}
 	providers := delivery.NewInProcess(map[string]sdk.Provider{}, nil)
 	t.Cleanup(providers.Close)
 	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: b.q, Providers: providers, Logger: hclog.NewNullLogger()})

@@ -137,7 +137,8 @@ type notificationData struct {
 	Result      string // indented JSON, "" = none
 	Terminal    bool
 	Replayable  bool // FAILED, on a configured channel
-	Cancellable bool // PENDING or QUEUED
+	Cancellable bool   // PENDING or QUEUED
+	Waiting     string // what holds it back: its channel's breaker or pause
 }
 
 func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -161,6 +162,7 @@ func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *
 		Terminal:    n.Status == outbox.StatusSent || n.Status == outbox.StatusFailed || n.Status == outbox.StatusCancelled,
 		Replayable:  n.Status == outbox.StatusFailed && s.configured(n.Channel),
 		Cancellable: n.Status == outbox.StatusPending || n.Status == outbox.StatusQueued,
+		Waiting:     s.d.Service.Waiting(r.Context(), n),
 	}
 	v := view{Title: fmt.Sprintf("Notification %d", id), Nav: "lookup", Data: d}
 	if !d.Terminal {

@@ -75,6 +75,10 @@ type NotificationInfo struct {
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
 	SentAt        time.Time       `json:"sent_at,omitzero"`
+	// Waiting says what holds an unfinished notification back, when it is
+	// its channel: "channel breaker open until …", "channel paused: …"
+	// (GET /v1/notifications/{id} only).
+	Waiting string `json:"waiting,omitempty"`
 	// History is the attempt log, oldest first (GET /v1/notifications/{id}
 	// only).
 	History []Attempt `json:"history,omitempty"`
