@@ -75,9 +75,9 @@ func TestStore_HotPlansAreMadeForTheBurst(t *testing.T) {
 	}{
 		{"relay", relay, "FOR UPDATE SKIP LOCKED", []any{now, 800},
 			[]string{"Index Scan using notifications_pending_due", "LockRows"}},
-		{"claim", hot, "attempts = n.attempts + 1", []any{ids, now, now.Add(-time.Minute)},
+		{"claim", hot, "attempts = n.attempts + 1", []any{ids, now, now.Add(-time.Minute), "1m0s"},
 			[]string{"Index Scan using notifications_"}},
-		{"settle", hot, "INSERT INTO notification_attempts",
+		{"settle", hot, "AS i(id, attempt, status, next_attempt_at",
 			[]any{ids, ints, texts, stamps, texts, ints, texts, texts, texts, stamps, stamps},
 			[]string{"Index Scan using notifications_"}},
 	}
@@ -163,6 +163,8 @@ func literal(t *testing.T, a any) string {
 	switch v := a.(type) {
 	case int:
 		return strconv.Itoa(v)
+	case string:
+		return quote(v)
 	case time.Time:
 		return quote(v.Format(time.RFC3339Nano))
 	case []int64:

@@ -76,8 +76,13 @@ func TestStore_Settle(t *testing.T) {
 		if r := b.row(t, c.ID); r != (row{outbox.StatusProcessing, 2}) {
 			t.Errorf("row = %+v, want unchanged PROCESSING attempt 2", r)
 		}
-		if n := b.count(t, `SELECT count(*) FROM notification_attempts WHERE notification_id = $1`, c.ID); n != 0 {
+		// The reclaim recorded attempt 1 as UNKNOWN (its outcome was lost
+		// with its claimer); the late settle added nothing to it.
+		if n := b.count(t, `SELECT count(*) FROM notification_attempts WHERE notification_id = $1 AND outcome <> 'UNKNOWN'`, c.ID); n != 0 {
 			t.Errorf("attempt rows = %d, want none for a settle that did not apply", n)
+		}
+		if n := b.count(t, `SELECT count(*) FROM notification_attempts WHERE notification_id = $1 AND outcome = 'UNKNOWN' AND attempt = 1`, c.ID); n != 1 {
+			t.Errorf("UNKNOWN attempt rows = %d, want the reclaim's one for attempt 1", n)
 		}
 		ok := settle(t, b, outbox.Settlement{ID: c.ID, Attempt: 2, Result: outbox.ResultSent})
 		if !ok[0] {
