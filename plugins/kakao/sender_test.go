@@ -164,6 +164,7 @@ func TestSender_Send_ErrorCodes(t *testing.T) {
 		{"-603 internal timeout", 400, `{"msg":"timeout","code":-603}`, sdk.OutcomeTransient, "-603", 0, "timeout"},
 		{"-9798 maintenance 503", 503, `{"msg":"service check","code":-9798}`, sdk.OutcomeTransient, "-9798", 0, "maintenance"},
 		{"-10 quota", 400, `{"msg":"API limit has been exceeded.","code":-10}`, sdk.OutcomeTransient, "-10", daily, "quota"},
+		{"-11 paid limit: a person must raise it", 400, `{"msg":"paid API limit exceeded","code":-11}`, sdk.OutcomePermanent, "-11", 0, "a person must raise it"},
 		{"-532 sender daily", 400, `{"msg":"daily limit exceeded","code":-532}`, sdk.OutcomeTransient, "-532", daily, "sender's daily"},
 		{"-533 recipient daily", 400, `{"msg":"daily limit exceeded","code":-533}`, sdk.OutcomeTransient, "-533", daily, "recipient's daily"},
 		{"-536 pair daily", 400, `{"msg":"daily limit exceeded","code":-536}`, sdk.OutcomeTransient, "-536", daily, "pair"},

@@ -65,7 +65,17 @@ type refreshError struct {
 	transient bool
 	status    int
 	code      string // Kakao's error_code, e.g. KOE322
+	oauth     string // the OAuth error, e.g. invalid_grant
 	detail    string
+}
+
+// final reports whether the refresh token (or the app's credentials) are
+// refused for good: only invalid_grant (the refresh token is expired or
+// revoked) and invalid_client (the app key is wrong) are. Anything else —
+// a 5xx, a throttled token endpoint, an unexpected 4xx — may pass, and
+// latching it would kill a channel that a later refresh would revive.
+func (e *refreshError) final() bool {
+	return e.oauth == "invalid_grant" || e.oauth == "invalid_client"
 }
 
 func (e *refreshError) Error() string { return e.detail }
@@ -172,7 +182,7 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 		// Only Kakao's own refusal is latched: a final transport error (an
 		// untrusted certificate) ends with the operator's fix, not a new config.
 		var re *refreshError
-		if errors.As(err, &re) && !re.transient && re.status != 0 {
+		if errors.As(err, &re) && re.final() {
 			ts.dead = re
 		}
 		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redact(err.Error()))
@@ -245,7 +255,7 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 		if oe.Error == "invalid_grant" {
 			detail += "; log the user in again and put the new tokens in the config"
 		}
-		return nil, &refreshError{transient: transient, status: s, code: oe.Code, detail: detail}
+		return nil, &refreshError{transient: transient, status: s, code: oe.Code, oauth: oe.Error, detail: detail}
 	}
 	return nil, &refreshError{transient: transient, status: s,
 		detail: fmt.Sprintf("token refresh answered HTTP %d: %s", s, clean(string(body)))}

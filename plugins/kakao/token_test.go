@@ -151,6 +151,25 @@ func TestSender_Send_RefreshFails(t *testing.T) {
 			t.Errorf("refreshes = %d, want 2", n)
 		}
 	})
+	t.Run("an unexpected 4xx from the token endpoint is not the end of the channel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.expireAccess(testAccess)
+		b.fake.set(func(f *fakeKakao) {
+			f.refreshC = []cannedAnswer{{status: 400, body: `{"error":"invalid_request","error_description":"temporarily refused","error_code":"KOE999"}`}}
+		})
+		v := b.send(b.sender, "", textPayload)
+		if v.Outcome == sdk.OutcomeSuccess {
+			t.Fatalf("send with a refused refresh = %v, want a failure", v)
+		}
+		// Only invalid_grant and invalid_client latch the channel: the next
+		// send refreshes again, and succeeds.
+		b.clock.Advance(refreshCooldown)
+		wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+		if n := len(b.fake.tokenRequests()); n != 2 {
+			t.Errorf("refreshes = %d, want 2 (the failure was not latched)", n)
+		}
+	})
 	t.Run("200 without access_token", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
