@@ -39,7 +39,7 @@ func newHookSink(t *testing.T) *hookSink {
 		}
 		_ = json.Unmarshal(body, &env)
 		s.mu.Lock()
-		s.got = append(s.got, hookDelivery{r.Header.Get("webhook-id"), env.Recipient, env.Payload})
+		s.got = append(s.got, hookDelivery{r.Header.Get("Idempotency-Key"), env.Recipient, env.Payload})
 		s.mu.Unlock()
 		if env.Recipient == "picky" && s.reject.Load() {
 			http.Error(w, "no such user", http.StatusBadRequest)

@@ -36,7 +36,7 @@ type sink struct {
 }
 
 type delivered struct {
-	webhookID string
+	webhookID string // the Idempotency-Key header: the notification's key, or msg_<id> (webhook-id is always msg_<id>)
 	id        int64
 	recipient string
 	attempt   int
@@ -68,10 +68,10 @@ func newSink(t *testing.T, respond func(recipient string, n int, h http.Header) 
 			status, reply = s.respond(env.Recipient, per+1, w.Header())
 		}
 		s.mu.Lock()
-		s.got = append(s.got, delivered{r.Header.Get("webhook-id"), env.ID, env.Recipient, env.Attempt, time.Now(), status})
+		s.got = append(s.got, delivered{r.Header.Get("Idempotency-Key"), env.ID, env.Recipient, env.Attempt, time.Now(), status})
 		if status < 300 {
 			// Only an accepted delivery counts: a retried 503 is not a duplicate.
-			s.byID[r.Header.Get("webhook-id")]++
+			s.byID[r.Header.Get("Idempotency-Key")]++
 		}
 		s.mu.Unlock()
 		w.WriteHeader(status)

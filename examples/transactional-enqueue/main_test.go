@@ -25,7 +25,7 @@ import (
 )
 
 // received is one webhook delivery the test's receiver saw.
-type received struct{ webhookID, recipient, text string }
+type received struct{ webhookID, recipient, text string } // webhookID: the Idempotency-Key header (the notification's key)
 
 // TestShop_PlaceOrder runs the shop against real Postgres and Redis with a
 // real notifyd engine and the real webhook plugin delivering to a local
@@ -51,7 +51,7 @@ func TestShop_PlaceOrder(t *testing.T) {
 		}
 		_ = json.Unmarshal(body, &env)
 		mu.Lock()
-		got = append(got, received{r.Header.Get("webhook-id"), env.Recipient, env.Payload.Text})
+		got = append(got, received{r.Header.Get("Idempotency-Key"), env.Recipient, env.Payload.Text})
 		mu.Unlock()
 	}))
 	defer sink.Close()

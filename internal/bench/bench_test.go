@@ -305,7 +305,7 @@ func TestSink_ServeHTTP(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, s.URL()+path, strings.NewReader(`{"id":1}`))
 		if id != "" {
-			req.Header.Set("webhook-id", id)
+			req.Header.Set("Idempotency-Key", id)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -321,7 +321,7 @@ func TestSink_ServeHTTP(t *testing.T) {
 	}
 	post(RawPath, "r1")
 	if got := post(HookPath, ""); got != http.StatusBadRequest {
-		t.Errorf("POST without webhook-id: status %d, want 400", got)
+		t.Errorf("POST without an Idempotency-Key: status %d, want 400", got)
 	}
 	got := s.Counts()
 	want := SinkCounts{Distinct: 2, Deliveries: 4, Duplicates: 2, Raw: 1, Bad: 1}

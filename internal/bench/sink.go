@@ -18,7 +18,7 @@ const (
 )
 
 // Sink is the in-process HTTP receiver both the pipeline and the raw
-// baseline post to. It answers 200 with an empty body, and per webhook-id
+// baseline post to. It answers 200 with an empty body, and per Idempotency-Key
 // remembers how many times it came and when it first arrived.
 type Sink struct {
 	srv *http.Server
@@ -27,7 +27,7 @@ type Sink struct {
 	mu      sync.Mutex
 	hooks   map[string]*arrival
 	raw     int
-	bad     int // requests without a webhook-id
+	bad     int // requests without an Idempotency-Key
 	target  int // when distinct hooks reach target, reached is closed
 	reached chan struct{}
 	waiters map[string]chan struct{}
@@ -67,7 +67,7 @@ func (s *Sink) Close() error { return s.srv.Close() }
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	now := time.Now()
-	id := r.Header.Get("Webhook-Id")
+	id := r.Header.Get("Idempotency-Key") // the notification's key (webhook-id is msg_<id>)
 	raw := r.URL.Path == RawPath
 
 	s.mu.Lock()
@@ -94,7 +94,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if id == "" {
-		http.Error(w, "missing webhook-id header", http.StatusBadRequest)
+		http.Error(w, "missing Idempotency-Key header", http.StatusBadRequest)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -110,7 +110,7 @@ func (s *Sink) Reset() {
 	s.waiters = map[string]chan struct{}{}
 }
 
-// WaitDistinct blocks until the sink has seen n distinct webhook-ids since
+// WaitDistinct blocks until the sink has seen n distinct idempotency keys since
 // the last Reset, or ctx ends.
 func (s *Sink) WaitDistinct(ctx context.Context, n int) error {
 	s.mu.Lock()
@@ -129,7 +129,7 @@ func (s *Sink) WaitDistinct(ctx context.Context, n int) error {
 	}
 }
 
-// Wait blocks until webhook-id id has arrived (or ctx ends) and returns when
+// Wait blocks until the notification keyed id has arrived (or ctx ends) and returns when
 // it first arrived.
 func (s *Sink) Wait(ctx context.Context, id string) (time.Time, error) {
 	s.mu.Lock()
@@ -155,11 +155,11 @@ func (s *Sink) Wait(ctx context.Context, id string) (time.Time, error) {
 
 // SinkCounts is what the sink has seen since the last Reset.
 type SinkCounts struct {
-	Distinct   int // distinct webhook-ids posted to HookPath
+	Distinct   int // distinct idempotency keys posted to HookPath
 	Deliveries int // every request to HookPath
 	Duplicates int // Deliveries - Distinct: repeats of an id already seen
 	Raw        int // requests to RawPath
-	Bad        int // requests without a webhook-id
+	Bad        int // requests without an Idempotency-Key
 }
 
 // Counts returns the counters.
@@ -174,7 +174,7 @@ func (s *Sink) Counts() SinkCounts {
 	return c
 }
 
-// Arrivals returns each distinct webhook-id's first arrival time.
+// Arrivals returns each distinct key's first arrival time.
 func (s *Sink) Arrivals() map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -80,7 +80,7 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	// Recorded as the answer goes out: a delivery counts once the provider
 	// has said yes.
-	id := r.Header.Get("webhook-id")
+	id := r.Header.Get("Idempotency-Key") // the notification's idempotency key (webhook-id is msg_<id>)
 	now := time.Now()
 	s.mu.Lock()
 	d := s.byID[id]

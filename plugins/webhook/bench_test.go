@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,7 +119,7 @@ func BenchmarkAppendEnvelope(b *testing.B) {
 
 func BenchmarkSender_sign(b *testing.B) {
 	key, _ := decodeSecret(testSecret)
-	s := &sender{macs: newMACPool(key)}
+	s := &sender{macs: []*sync.Pool{newMACPool(key)}}
 	m := testMessage()
 	body, _ := appendEnvelope(nil, &m)
 	b.ReportAllocs()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,7 @@ func conformance(t *testing.T, run func(*testing.T, sdktest.Features) *sdktest.R
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		ids[r.Header.Get("webhook-id")]++
+		ids[r.Header.Get("webhook-id")]++ // msg_<notification id>
 		if err := verifySignature(testSecret, r.Header, body); err != nil {
 			bad = append(bad, err.Error())
 		}
@@ -58,8 +59,8 @@ func conformance(t *testing.T, run func(*testing.T, sdktest.Features) *sdktest.R
 	mu.Lock()
 	defer mu.Unlock()
 	for _, m := range rep.Sent {
-		if ids[m.IdempotencyKey] == 0 {
-			t.Errorf("message %d reported sent, but the receiver never got webhook-id %q", m.ID, m.IdempotencyKey)
+		if id := fmt.Sprintf("msg_%d", m.ID); ids[id] == 0 {
+			t.Errorf("message %d reported sent, but the receiver never got webhook-id %q", m.ID, id)
 		}
 	}
 	if len(bad) > 0 {

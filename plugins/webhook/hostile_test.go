@@ -206,7 +206,7 @@ func TestSender_Send_echoedSecrets(t *testing.T) {
 						t.Errorf("detail holds %q of a secret: %q", leak, v.Detail)
 					}
 				}
-				if pad == 0 && !strings.Contains(v.Detail, "Webhook-Id: order-42-shipped") {
+				if pad == 0 && !strings.Contains(v.Detail, "Idempotency-Key: order-42-shipped") {
 					t.Errorf("detail = %q; want the rest of the echo kept", v.Detail)
 				}
 			})

@@ -27,9 +27,15 @@ const Version = "1.0.0"
 
 // Defaults for keys the channel leaves out.
 const (
-	DefaultTimeout   = 10 * time.Second
+	// DefaultTimeout follows the Standard Webhooks advice to give a receiver
+	// 15 to 30 seconds: the short end, so a stuck receiver holds a send slot
+	// no longer than needed.
+	DefaultTimeout   = 15 * time.Second
 	DefaultUserAgent = "notifyd-webhook/" + Version
 	secretPrefix     = "whsec_"
+	minSecretBytes   = 24
+	maxSecretBytes   = 64
+	maxSecrets       = 5
 )
 
 // Connection pool. maxConnsPerHost keeps a warm connection for every
@@ -101,10 +107,11 @@ func (p *provider) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk
 	if err != nil {
 		return nil, err
 	}
+	s.log = req.Log()
 	if req.Logger != nil {
 		// Never the secret or header values: only whether they are set.
 		req.Logger.Info("webhook channel configured", "channel", req.Channel,
-			"url", redactString(c.URL), "signed", s.macs != nil,
+			"url", redactString(c.URL), "signed", len(s.macs) > 0, "secrets", len(s.macs),
 			"allow_recipient_url", c.AllowRecipientURL, "retry_all_non_2xx", c.RetryAllNon2xx,
 			"timeout", s.timeout.String(), "extra_headers", len(s.headers))
 	}
@@ -145,12 +152,19 @@ func (p *provider) newSender(c config) (*sender, error) {
 		s.userAgent = []string{c.UserAgent}
 	}
 	if c.Secret != "" {
-		key, err := decodeSecret(c.Secret)
-		if err != nil {
-			return nil, configError("secret", err.Error())
+		// Several secrets, space-separated, while one is rotated: every
+		// request is signed with each.
+		for i, one := range strings.Fields(c.Secret) {
+			key, err := decodeSecret(one)
+			if err != nil {
+				return nil, configError("secret", fmt.Sprintf("(secret %d): %v", i+1, err))
+			}
+			s.macs = append(s.macs, newMACPool(key))
+			s.redactor.Add(one, strings.TrimPrefix(one, secretPrefix))
 		}
-		s.macs = newMACPool(key)
-		s.redactor.Add(c.Secret, strings.TrimPrefix(c.Secret, secretPrefix))
+		if len(s.macs) > maxSecrets {
+			return nil, configError("secret", fmt.Sprintf("holds %d secrets, at most %d", len(s.macs), maxSecrets))
+		}
 	}
 	if len(c.Headers) > 0 {
 		s.headers = make(http.Header, len(c.Headers))
@@ -316,8 +330,8 @@ func decodeSecret(secret string) ([]byte, error) {
 		// Never echo the secret, not even the part that failed to decode.
 		return nil, errors.New(`the part after "whsec_" is not valid base64`)
 	}
-	if len(key) == 0 {
-		return nil, errors.New(`the key after "whsec_" is empty`)
+	if len(key) < minSecretBytes || len(key) > maxSecretBytes {
+		return nil, fmt.Errorf(`the key after "whsec_" is %d bytes; Standard Webhooks secrets are %d to %d (e.g. whsec_ + base64 of 32 random bytes)`, len(key), minSecretBytes, maxSecretBytes)
 	}
 	return key, nil
 }

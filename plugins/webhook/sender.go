@@ -34,8 +34,12 @@ type sender struct {
 	timeout           time.Duration
 	userAgent         []string
 	headers           http.Header // extra static headers, canonical keys, shared read-only
-	// macs pools HMAC-SHA256 states keyed with the secret; nil when unsigned.
-	macs *sync.Pool
+	// macs pools HMAC-SHA256 states, one pool per secret (several while a
+	// secret is rotated); nil when unsigned.
+	macs []*sync.Pool
+	// gone remembers the endpoints that answered 410, to warn once each.
+	gone sync.Map
+	log  interface{ Warn(string, ...any) }
 	// redactor knows the channel's credentials (url's user info and query
 	// values, header values, the secret): a receiver's answer quoted in a
 	// detail may echo them.
@@ -64,7 +68,8 @@ type post struct {
 	target     *url.URL
 	rawURL     string // target, as sent
 	body       []byte
-	msgID, ts  string
+	msgID, ts  string // webhook-id ("msg_<notification id>") and webhook-timestamp
+	idemKey    string // Idempotency-Key: the client's idempotency key, else msgID
 	signature  string // "" when unsigned
 	deadline   time.Time
 	ctxBounded bool // deadline is the message's, not the channel timeout's
@@ -80,11 +85,15 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	if err != nil {
 		return sdk.Permanent(fmt.Sprintf("notification %d: %v", m.ID, err))
 	}
-	p := post{target: target, body: body, msgID: m.IdempotencyKey}
-	if p.msgID == "" {
-		p.msgID = strconv.FormatInt(m.ID, 10)
-	} else if sdk.CheckHeaderValue(p.msgID) != nil {
-		// It goes in two headers; no retry can make it fit there.
+	// webhook-id is notifyd's, stable across retries (Standard Webhooks):
+	// never the client's idempotency key, which may contain the "." that
+	// separates the signed content's parts. The key travels in its own
+	// Idempotency-Key header.
+	p := post{target: target, body: body, msgID: "msg_" + strconv.FormatInt(m.ID, 10), idemKey: m.IdempotencyKey}
+	if p.idemKey == "" {
+		p.idemKey = p.msgID
+	} else if sdk.CheckHeaderValue(p.idemKey) != nil {
+		// No retry can make it fit in a header.
 		return sdk.Permanent(fmt.Sprintf("notification %d: the idempotency key holds a control character, which an HTTP header cannot", m.ID))
 	}
 	now := time.Now()
@@ -136,7 +145,7 @@ func (s *sender) sendFast(p *post) sdk.Verdict {
 	req.Header.SetUserAgent(s.userAgent[0])
 	req.Header.Set(hdrWebhookID, p.msgID)
 	req.Header.Set(hdrWebhookTimestamp, p.ts)
-	req.Header.Set(hdrIdempotencyKey, p.msgID)
+	req.Header.Set(hdrIdempotencyKey, p.idemKey)
 	if p.signature != "" {
 		req.Header.Set(hdrWebhookSignature, p.signature)
 	}
@@ -160,7 +169,7 @@ func (s *sender) sendFast(p *post) sdk.Verdict {
 func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	// One backing array for every per-request header value: one allocation
 	// instead of one per header.
-	vals := []string{p.msgID, p.ts, p.signature}
+	vals := []string{p.msgID, p.ts, p.signature, p.idemKey}
 	h := make(http.Header, 6+len(s.headers))
 	for k, v := range s.headers {
 		h[k] = v
@@ -169,7 +178,7 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	h[hdrUserAgent] = s.userAgent
 	h[hdrWebhookID] = vals[0:1:1]
 	h[hdrWebhookTimestamp] = vals[1:2:2]
-	h[hdrIdempotencyKey] = vals[0:1:1]
+	h[hdrIdempotencyKey] = vals[3:4:4]
 	if p.signature != "" {
 		h[hdrWebhookSignature] = vals[2:3:3]
 	}
@@ -217,10 +226,20 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 	}
 	v = sdk.ClassifyStatus(code, retryAfter, start)
 	drain(body, maxDrainBytes-len(start))
+	if code == http.StatusGone {
+		// Standard Webhooks: 410 means the receiver wants no more; retrying
+		// never helps. Final, and said once per endpoint in the log.
+		v.Outcome = sdk.OutcomePermanent
+		v.Detail = "endpoint gone (410): disable this endpoint; " + v.Detail
+		if _, seen := s.gone.LoadOrStore(p.rawURL, true); !seen && s.log != nil {
+			s.log.Warn("webhook endpoint answered 410 Gone: it asks to be disabled; fix the channel's url (or the recipients) and replay the dead letters",
+				"url", redactURL(p.target))
+		}
+	}
 	// Make sure the detail is one clean line (a NUL byte, say, cannot be
 	// stored in a Postgres text column) without a credential echoed back.
 	v.Detail = "webhook " + redactURL(p.target) + ": " + s.redact(p, printable(v.Detail))
-	if s.retryAllNon2xx && v.Outcome == sdk.OutcomePermanent {
+	if s.retryAllNon2xx && v.Outcome == sdk.OutcomePermanent && code != http.StatusGone {
 		v.Outcome = sdk.OutcomeTransient
 	}
 	return v
@@ -296,16 +315,23 @@ func isHTTPURL(s string) bool {
 // sign returns the Standard Webhooks signature "v1,<base64 HMAC-SHA256 of
 // id.timestamp.body>".
 func (s *sender) sign(msgID, ts string, body []byte) string {
-	mac := s.macs.Get().(hash.Hash)
-	defer s.macs.Put(mac)
-	mac.Reset()
+	// One "v1,<base64>" per secret, space-separated: a receiver that knows
+	// any of them (the old one while a rotation is under way) verifies it.
+	var out []byte
 	var scratch [64]byte
-	_, _ = mac.Write(append(append(append(append(scratch[:0], msgID...), '.'), ts...), '.'))
-	_, _ = mac.Write(body)
-	sum := mac.Sum(scratch[:0])
-	out := make([]byte, 3+base64.StdEncoding.EncodedLen(len(sum)))
-	copy(out, "v1,")
-	base64.StdEncoding.Encode(out[3:], sum)
+	for i, pool := range s.macs {
+		mac := pool.Get().(hash.Hash)
+		mac.Reset()
+		_, _ = mac.Write(append(append(append(append(scratch[:0], msgID...), '.'), ts...), '.'))
+		_, _ = mac.Write(body)
+		sum := mac.Sum(scratch[:0])
+		pool.Put(mac)
+		if i > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, "v1,"...)
+		out = base64.StdEncoding.AppendEncode(out, sum)
+	}
 	return string(out)
 }
 

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,7 +178,7 @@ func TestSender_Send(t *testing.T) {
 		for k, want := range map[string]string{
 			"Content-Type":    "application/json",
 			"User-Agent":      DefaultUserAgent,
-			"webhook-id":      "order-42-shipped",
+			"webhook-id":      "msg_42", // notifyd's, never the client's key (which may hold a '.')
 			"Idempotency-Key": "order-42-shipped",
 			"X-Tenant":        "acme",
 			"Authorization":   "Bearer receiver-token",
@@ -226,8 +227,8 @@ func TestSender_Send(t *testing.T) {
 				t.Fatalf("attempt %d: outcome = %v (%s)", attempt, v.Outcome, v.Detail)
 			}
 			got := r.next(t)
-			if id, key := got.header.Get("webhook-id"), got.header.Get("Idempotency-Key"); id != "42" || key != "42" {
-				t.Errorf("attempt %d: webhook-id = %q, Idempotency-Key = %q; want 42 and 42", attempt, id, key)
+			if id, key := got.header.Get("webhook-id"), got.header.Get("Idempotency-Key"); id != "msg_42" || key != "msg_42" {
+				t.Errorf("attempt %d: webhook-id = %q, Idempotency-Key = %q; want msg_42 and msg_42", attempt, id, key)
 			}
 			if !bytes.Contains(got.body, []byte(`"attempt":`+strconv.Itoa(attempt))) {
 				t.Errorf("attempt %d: body %s lacks the attempt number", attempt, got.body)
@@ -366,7 +367,7 @@ func TestSender_Send_classification(t *testing.T) {
 		{name: "redirect is not followed", status: 302, header: map[string]string{"Location": "/elsewhere"},
 			want: sdk.OutcomePermanent, wantInDetail: "302"},
 		{name: "retry_all_non_2xx: 400", status: 400, retryAll: true, want: sdk.OutcomeTransient},
-		{name: "retry_all_non_2xx: 410", status: 410, retryAll: true, want: sdk.OutcomeTransient},
+		{name: "retry_all_non_2xx: 410 stays final (the receiver asks to be left alone)", status: 410, retryAll: true, want: sdk.OutcomePermanent},
 		{name: "retry_all_non_2xx: 429 keeps Retry-After", status: 429, retryAll: true,
 			header: map[string]string{"Retry-After": "3"}, want: sdk.OutcomeTransient, retryAfter: 3 * time.Second},
 		{name: "retry_all_non_2xx: 200", status: 200, retryAll: true, want: sdk.OutcomeSuccess},
@@ -566,7 +567,7 @@ func TestSender_sign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sender{macs: newMACPool(key)}
+	s := &sender{macs: []*sync.Pool{newMACPool(key)}}
 	got := s.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", []byte(`{"test": 2432232314}`))
 	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
 		t.Errorf("sign = %q; want %q", got, want)
