@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -120,6 +121,10 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	d := &Daemon{cfg: cfg, log: log, cancel: cancel}
 	if !o.WaitForServices {
+		if err := d.prepare(); err != nil {
+			d.close(context.Background())
+			return nil, err
+		}
 		if err := d.bringUp(ctx, o); err != nil {
 			d.close(context.Background())
 			return nil, err
@@ -133,6 +138,12 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	// The API takes the stand-in's address (the port it chose for port 0).
 	d.waitAddr = d.wait.addr()
 	cfg.HTTP.Listen = d.waitAddr.String()
+	// What no wait can cure is refused now, not once Postgres answers.
+	if err := d.prepare(); err != nil {
+		d.wait.stop(context.Background())
+		d.close(context.Background())
+		return nil, err
+	}
 	d.ready, d.failed, d.upDone = make(chan struct{}), make(chan error, 1), make(chan struct{})
 	log.Info("notifyd starting: waiting for Postgres and Redis", "listen", cfg.HTTP.Listen)
 	go func() {
@@ -165,12 +176,37 @@ func (d *Daemon) Ready() <-chan struct{} {
 // service that does not answer yet). Stop it then.
 func (d *Daemon) Failed() <-chan error { return d.failed }
 
-// bringUp connects, migrates and starts every part. With
-// o.WaitForServices it retries Postgres and Redis until they answer (or
-// ctx ends) and swaps the stand-in server for the API at the end.
+// prepare does what needs no service, so that a bad config fails Start at
+// once even when Start would wait: the Redis client (which parses
+// redis.url but does not dial) and the instance id.
+func (d *Daemon) prepare() (err error) {
+	cfg := d.cfg
+	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
+		return err // redacted by queue
+	}
+	// The instance id: instance.id, else one derived from the host and
+	// address, the same across restarts; either is held by this process
+	// alone (identity.go), so its backup lists at start are its dead
+	// predecessor's and are resumed at once.
+	if cfg.Instance.ID == "" {
+		var why string
+		if d.ident, why = stableIdentity(cfg); why != "" {
+			d.log.Warn("instance id", "id", d.ident.id, "why", why)
+		}
+	} else if d.ident, err = holdIdentity(cfg.Instance.ID); err != nil {
+		return fmt.Errorf("instance.id: %w; give each instance its own", err)
+	}
+	return nil
+}
+
+// bringUp connects, migrates and starts every part. Postgres (then the
+// migrations) and Redis are reached side by side, so /readyz says of each
+// whether it answers; with o.WaitForServices each is retried until it
+// answers (or ctx ends) and the stand-in server gives way to the API at the
+// end.
 func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	cfg, log := d.cfg, d.log
-	connect := func(what string, f func(context.Context) error) error {
+	connect := func(ctx context.Context, what string, f func(context.Context) error) error {
 		if !o.WaitForServices {
 			return f(ctx)
 		}
@@ -180,30 +216,51 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 		d.wait.set(strings.ToLower(what), "ok")
 		return nil
 	}
-	if err := connect("Postgres", func(ctx context.Context) (err error) {
-		d.pool, err = OpenPostgres(ctx, cfg)
-		return err
-	}); err != nil {
-		return err
-	}
-	if !o.NoMigrate {
-		n, err := outbox.Migrate(ctx, d.pool)
-		if err != nil {
+	cctx, stopConnecting := context.WithCancel(ctx)
+	defer stopConnecting()
+	var (
+		wg           sync.WaitGroup
+		pgErr, rdErr error
+	)
+	wg.Go(func() {
+		defer func() {
+			if pgErr != nil {
+				stopConnecting() // no use waiting for Redis then
+			}
+		}()
+		if pgErr = connect(cctx, "Postgres", func(ctx context.Context) (err error) {
+			d.pool, err = OpenPostgres(ctx, cfg)
 			return err
+		}); pgErr != nil || o.NoMigrate {
+			return
+		}
+		n, err := outbox.Migrate(cctx, d.pool)
+		if err != nil {
+			pgErr = err
+			return
 		}
 		if n > 0 {
 			log.Info("migrations applied", "applied", n)
 		}
-	}
-	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
-		return err
-	}
-	if err := connect("Redis", func(ctx context.Context) error {
-		if err := d.redis.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("connect to Redis: %s", sdk.RedactURLs(err.Error()))
+	})
+	wg.Go(func() {
+		if rdErr = connect(cctx, "Redis", func(ctx context.Context) error {
+			if err := d.redis.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("connect to Redis: %s", sdk.RedactURLs(err.Error()))
+			}
+			return nil
+		}); rdErr != nil {
+			stopConnecting()
 		}
-		return nil
-	}); err != nil {
+	})
+	wg.Wait()
+	// The error that stopped the other one, not the other's "canceled".
+	for _, err := range []error{pgErr, rdErr} {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	if err := cmp.Or(pgErr, rdErr); err != nil {
 		return err
 	}
 
@@ -213,25 +270,10 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	}
 	reg := metrics.New(version.Version)
 	d.store = outbox.New(d.pool, outbox.WithLogger(log.Named("outbox")))
-	// The instance id: instance.id, else one derived from the host and
-	// address, the same across restarts; either is held by this process
-	// alone (identity.go), so its backup lists at start are its dead
-	// predecessor's and are resumed at once.
-	instance := cfg.Instance.ID
-	if instance == "" {
-		var why string
-		d.ident, why = stableIdentity(cfg)
-		instance = d.ident.id
-		if why != "" {
-			log.Warn("instance id", "id", instance, "why", why)
-		}
-	} else if d.ident, err = holdIdentity(instance); err != nil {
-		return fmt.Errorf("instance.id: %w; give each instance its own", err)
-	}
 	if d.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
 		Providers: providers, Plugins: d.host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
-		Instance: instance, OwnsInstance: d.ident.lock != nil,
+		Instance: d.ident.id, OwnsInstance: d.ident.lock != nil,
 	}); err != nil {
 		return err
 	}

@@ -71,10 +71,12 @@ func (w *waitServer) snapshot() map[string]string {
 
 func (w *waitServer) waitingFor() string {
 	c := w.snapshot()
-	switch {
-	case c["postgres"] != "ok":
+	switch pg, rd := c["postgres"] != "ok", c["redis"] != "ok"; {
+	case pg && rd:
+		return "waiting for Postgres and Redis"
+	case pg:
 		return "waiting for Postgres"
-	case c["redis"] != "ok":
+	case rd:
 		return "waiting for Redis"
 	}
 	return "starting the pipeline"

@@ -91,11 +91,22 @@ func getJSON(t *testing.T, u string, v any) int {
 }
 
 // TestStart_waitsForServices: started with Postgres and Redis down, notifyd
-// answers /healthz at once, says on /readyz what it waits for, answers the
-// API 503, and becomes ready as soon as both answer — running the schedule's
-// fire time it missed meanwhile (within max_late) and delivering.
+// answers /healthz at once, says on /readyz what it waits for (each service
+// tried on its own, so the one that answers first shows ok), answers the API
+// 503, and becomes ready as soon as both answer — in either order — running
+// the schedule's fire time it missed meanwhile (within max_late) and
+// delivering.
 func TestStart_waitsForServices(t *testing.T) {
 	t.Parallel()
+	for _, first := range []string{"postgres", "redis"} {
+		t.Run(first+" first", func(t *testing.T) {
+			t.Parallel()
+			testWaitsForServices(t, first)
+		})
+	}
+}
+
+func testWaitsForServices(t *testing.T, first string) {
 	db := testenv.NewDB(t)
 	ctx := testenv.Context(t)
 	// A schedule first seen five minutes ago that fires every minute: its
@@ -148,29 +159,36 @@ func TestStart_waitsForServices(t *testing.T) {
 		t.Errorf("/readyz while waiting = %d %+v, want 503 with postgres waiting", code, rd)
 	}
 	var eb wire.ErrorBody
-	if code := getJSON(t, base+"/v1/channels", &eb); code != 503 || eb.Error.Code != wire.CodeUnavailable || !strings.Contains(eb.Error.Message, "Postgres") {
-		t.Errorf("the API while waiting = %d %+v, want 503 unavailable naming Postgres", code, eb)
+	if code := getJSON(t, base+"/v1/channels", &eb); code != 503 || eb.Error.Code != wire.CodeUnavailable || !strings.Contains(eb.Error.Message, "Postgres and Redis") {
+		t.Errorf("the API while waiting = %d %+v, want 503 unavailable naming Postgres and Redis", code, eb)
 	}
 
-	pgGate.open(t)
+	// One service answers: /readyz says so and still waits for the other.
+	second := map[string]string{"postgres": "redis", "redis": "postgres"}[first]
+	up := map[string]func(){"postgres": func() { pgGate.open(t) }, "redis": rs.Start}
+	up[first]()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rd = wire.Readiness{}
 		getJSON(t, base+"/readyz", &rd)
-		if rd.Checks["postgres"] == "ok" {
+		if rd.Checks[first] == "ok" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Postgres is up but /readyz still says %+v", rd)
+			t.Fatalf("%s is up but /readyz still says %+v", first, rd)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if rd.Status == "ready" || rd.Checks["redis"] != "waiting" {
-		t.Errorf("/readyz with only Postgres up = %+v, want still waiting for redis", rd)
+	if code := getJSON(t, base+"/readyz", &rd); code != 503 || rd.Checks[second] != "waiting" {
+		t.Errorf("/readyz with only %s up = %d %+v, want 503 still waiting for %s", first, code, rd, second)
+	}
+	eb = wire.ErrorBody{}
+	if getJSON(t, base+"/v1/channels", &eb); !strings.HasSuffix(eb.Error.Message, "waiting for "+map[string]string{"postgres": "Postgres", "redis": "Redis"}[second]) {
+		t.Errorf("the API with only %s up says %q, want it waiting for %s alone", first, eb.Error.Message, second)
 	}
 
-	rs.Start()
-	redisUp := time.Now()
+	up[second]()
+	bothUp := time.Now()
 	select {
 	case <-d.Ready():
 	case err := <-d.Failed():
@@ -178,7 +196,7 @@ func TestStart_waitsForServices(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("not ready 30 s after both services answered")
 	}
-	t.Logf("ready %s after Redis answered", time.Since(redisUp).Round(time.Millisecond))
+	t.Logf("ready %s after %s answered", time.Since(bothUp).Round(time.Millisecond), second)
 	if code := getJSON(t, base+"/readyz", nil); code != 200 {
 		t.Errorf("/readyz once running = %d, want 200", code)
 	}
@@ -243,10 +261,67 @@ func TestStart_stopWhileWaiting(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		t.Errorf("%s still accepts connections after Stop", addr)
 	}
-	// A bad config is still refused at once, not waited for.
-	bad := cfg
-	bad.Postgres.URL = "postgres://%zz"
-	if _, err := notifyd.Start(context.Background(), &bad, notifyd.Options{Providers: providers, WaitForServices: true}); err == nil || !strings.Contains(err.Error(), "postgres.url") {
-		t.Errorf("Start with an unparsable postgres.url = %v, want an error naming it", err)
+}
+
+// TestStart_badConfigAtOnce: with the services unreachable, what waiting
+// cannot cure — an unparsable postgres.url or redis.url, an instance.id that
+// another live notifyd holds — still fails Start at once, naming the key and
+// never printing a password, and leaves nothing listening.
+func TestStart_badConfigAtOnce(t *testing.T) {
+	t.Parallel()
+	base := config.Default()
+	base.Postgres.URL = "postgres://postgres@127.0.0.1:1/nowhere?sslmode=disable"
+	base.Redis.URL = "redis://127.0.0.1:1/0"
+	base.Log.Level = "error"
+	base.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
+	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	t.Cleanup(providers.Close)
+
+	// A daemon that waits, holding its instance id.
+	held := base
+	held.HTTP.Listen, held.Instance.ID = "127.0.0.1:0", fmt.Sprintf("bad-config-%d", time.Now().UnixNano())
+	d, err := notifyd.Start(context.Background(), &held, notifyd.Options{Providers: providers, WaitForServices: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+
+	for _, tc := range []struct {
+		name, want string
+		edit       func(c *config.Config)
+	}{
+		{"unparsable postgres.url", "postgres.url", func(c *config.Config) { c.Postgres.URL = "postgres://app:pw-SECRET@%zz" }},
+		{"unparsable redis.url", "redis.url", func(c *config.Config) { c.Redis.URL = "redis://app:pw-SECRET@127.0.0.1:1/notanumber" }},
+		{"redis.url of another scheme", "redis.url", func(c *config.Config) { c.Redis.URL = "http://127.0.0.1:1" }},
+		{"instance.id held by another", "instance.id", func(c *config.Config) { c.Instance.ID = held.Instance.ID }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			cfg.HTTP.Listen = freeAddr(t)
+			tc.edit(&cfg)
+			d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
+			if err == nil {
+				_ = d.Stop(context.Background())
+				t.Fatalf("Start = a waiting daemon, want an error naming %s", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw-SECRET") {
+				t.Errorf("Start error %q, want it to name %s and show no password", err, tc.want)
+			}
+			if c, err := net.DialTimeout("tcp", cfg.HTTP.Listen, time.Second); err == nil {
+				c.Close()
+				t.Errorf("%s still accepts connections after Start failed", cfg.HTTP.Listen)
+			}
+		})
+	}
+}
+
+// freeAddr is a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
