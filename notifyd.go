@@ -306,17 +306,20 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 			log.Warn("dashboard disabled", "error", err)
 		}
 	}
+	var ln net.Listener // nil: the API listens on http.listen
+	if d.wait != nil {
+		ln = d.wait.listener()
+	}
 	if d.api, err = api.New(api.Options{
 		Config: cfg, Store: d.store, Engine: d.engine, Redis: d.redis, Plugins: d.host, Metrics: reg,
-		Logger: log.Named("api"), Schedules: d.sched, Service: d.ops, UI: dashboard,
+		Logger: log.Named("api"), Schedules: d.sched, Service: d.ops, UI: dashboard, Listener: ln,
 	}); err != nil {
 		return err
 	}
 	if d.wait != nil {
-		// The stand-in gives the address up; the API takes it a moment later.
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		d.wait.stop(sctx)
-		cancel()
+		// The stand-in stops accepting and the API takes its socket over:
+		// connections arriving meanwhile wait in the backlog, none is refused.
+		d.wait.handOver()
 		d.wait = nil
 	}
 	if err := d.api.Start(ctx); err != nil {

@@ -19,11 +19,12 @@ import (
 // waitServer answers on http.listen while notifyd waits for Postgres and
 // Redis (Options.WaitForServices): /healthz 200 — the process is up —,
 // /readyz 503 naming what it waits for, and 503 with Retry-After for
-// everything else. The API replaces it on the same address once the
+// everything else. The API takes its socket over (handOver) once the
 // services answer.
 type waitServer struct {
-	srv *http.Server
-	ln  net.Listener
+	srv  *http.Server
+	h    *handoff
+	turn net.Listener // the stand-in's turn on the socket
 
 	mu     sync.Mutex
 	checks map[string]string // postgres, redis → waiting | ok
@@ -34,7 +35,7 @@ func startWaitServer(listen string, log hclog.Logger) (*waitServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", listen, err)
 	}
-	w := &waitServer{ln: ln, checks: map[string]string{"postgres": "waiting", "redis": "waiting"}}
+	w := &waitServer{h: newHandoff(ln), checks: map[string]string{"postgres": "waiting", "redis": "waiting"}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		writeWaitJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
@@ -49,7 +50,8 @@ func startWaitServer(listen string, log hclog.Logger) (*waitServer, error) {
 	})
 	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})}
-	go func() { _ = w.srv.Serve(ln) }()
+	w.turn = w.h.turn(false)
+	go func() { _ = w.srv.Serve(w.turn) }()
 	return w, nil
 }
 
@@ -83,12 +85,28 @@ func (w *waitServer) waitingFor() string {
 }
 
 // addr is where it listens (the API takes the same address).
-func (w *waitServer) addr() net.Addr { return w.ln.Addr() }
+func (w *waitServer) addr() net.Addr { return w.h.ln.Addr() }
 
+// listener is the socket for the API (api.Options.Listener): it accepts
+// once the stand-in has stopped (handOver), and closing it closes the socket.
+func (w *waitServer) listener() net.Listener { return w.h.turn(true) }
+
+// handOver ends the stand-in's turn on the socket, leaving it open for the
+// API. Not Shutdown: that drops a connection accepted whose request is not
+// read yet; instead what the stand-in accepted gets its answer, and each of
+// its connections closes after its response.
+func (w *waitServer) handOver() {
+	w.srv.SetKeepAlivesEnabled(false)
+	_ = w.turn.Close()
+}
+
+// stop stops the stand-in and closes the socket (Stop, or a bring-up that
+// failed before the API took over).
 func (w *waitServer) stop(ctx context.Context) {
 	if err := w.srv.Shutdown(ctx); err != nil {
 		_ = w.srv.Close()
 	}
+	w.h.close()
 }
 
 func writeWaitJSON(w http.ResponseWriter, status int, v any) {

@@ -145,7 +145,12 @@ func testWaitsForServices(t *testing.T, first string) {
 	if err != nil {
 		t.Fatalf("Start with the services down: %v, want it to wait", err)
 	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = d.Stop(context.Background())
+		}
+	})
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Start took %s with the services down, want it to return at once", took)
 	}
@@ -187,6 +192,33 @@ func testWaitsForServices(t *testing.T, first string) {
 		t.Errorf("the API with only %s up says %q, want it waiting for %s alone", first, eb.Error.Message, second)
 	}
 
+	// While the API takes over from the stand-in, /healthz keeps answering
+	// 200 on new connections: the socket is handed over, never closed.
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	stopProbe, probed := make(chan struct{}), make(chan []string)
+	for range 2 {
+		go func() {
+			var bad []string
+			for {
+				select {
+				case <-stopProbe:
+					probed <- bad
+					return
+				default:
+				}
+				resp, err := probe.Get(base + "/healthz")
+				if err != nil {
+					bad = append(bad, err.Error())
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					bad = append(bad, resp.Status)
+				}
+			}
+		}()
+	}
 	up[second]()
 	bothUp := time.Now()
 	select {
@@ -195,6 +227,12 @@ func testWaitsForServices(t *testing.T, first string) {
 		t.Fatalf("bring-up failed: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("not ready 30 s after both services answered")
+	}
+	close(stopProbe)
+	for range 2 {
+		if bad := <-probed; len(bad) > 0 {
+			t.Errorf("/healthz failed %d times while the API took over, first: %s", len(bad), bad[0])
+		}
 	}
 	t.Logf("ready %s after %s answered", time.Since(bothUp).Round(time.Millisecond), second)
 	if code := getJSON(t, base+"/readyz", nil); code != 200 {
@@ -230,6 +268,15 @@ func testWaitsForServices(t *testing.T, first string) {
 	}
 	if fire.Before(start.Add(-time.Minute)) || fire.After(time.Now()) {
 		t.Errorf("first run fires at %s, want the latest minute before notifyd came up (%s)", fire, start)
+	}
+	// The API closes the socket it took over when it stops.
+	stopped = true
+	if err := d.Stop(context.Background()); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", d.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Stop", d.Addr())
 	}
 }
 

@@ -114,6 +114,11 @@ type Options struct {
 	CountsTTL time.Duration
 	// CheckTimeout bounds each /readyz check. Default CheckTimeoutDefault.
 	CheckTimeout time.Duration
+	// Listener, when set, is what Start serves on instead of listening on
+	// http.listen (Stop closes it): notifyd hands over the one its stand-in
+	// answered on while it waited for Postgres and Redis, so the address
+	// never stops accepting.
+	Listener net.Listener
 }
 
 // Server is the HTTP API.
@@ -137,8 +142,9 @@ type Server struct {
 	metricsHandler http.Handler
 	ui             http.Handler
 
-	srv *http.Server
-	ln  net.Listener
+	srv   *http.Server
+	ln    net.Listener
+	given net.Listener // Options.Listener
 }
 
 // New builds the API and its routes; Start serves it.
@@ -148,7 +154,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config, store: o.Store, redis: o.Redis, schedules: o.Schedules,
-		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics, ui: o.UI,
+		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics, ui: o.UI, given: o.Listener,
 		log:     cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
 		checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
 	}
@@ -183,13 +189,18 @@ func New(o Options) (*Server, error) {
 // Handler is the API as an http.Handler (tests serve it with httptest).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Start listens on http.listen and serves in the background. A listen error
-// (address in use) is returned at once.
+// Start listens on http.listen (or serves Options.Listener) in the
+// background. A listen error (address in use) is returned at once.
 func (s *Server) Start(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("api: listen on %s (http.listen): %w", s.cfg.HTTP.Listen, err)
+	ln := s.given
+	if ln == nil {
+		var (
+			lc  net.ListenConfig
+			err error
+		)
+		if ln, err = lc.Listen(ctx, "tcp", s.cfg.HTTP.Listen); err != nil {
+			return fmt.Errorf("api: listen on %s (http.listen): %w", s.cfg.HTTP.Listen, err)
+		}
 	}
 	ln = netutil.LimitListener(ln, cmp.Or(s.cfg.HTTP.MaxConnections, config.DefaultMaxConnections))
 	s.ln = ln
