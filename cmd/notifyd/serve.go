@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	notifyd "github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/sdk"
 )
 
 func newServeCmd() *cobra.Command {
@@ -40,6 +44,10 @@ func serve(parent context.Context, path string, migrate bool) error {
 	if err != nil {
 		return err
 	}
+	// go-redis prints each failed dial itself, several lines per attempt
+	// while Redis is down; notifyd reports those failures at WARN, once per
+	// attempt (waiting.go, the engine), so the library's lines are DEBUG.
+	redis.SetLogger(redisLog{log.Named("redis")})
 	// Postgres or Redis down at start delays notifyd, it does not stop it:
 	// /healthz answers at once, /readyz says what it waits for, and the
 	// pipeline starts when they answer (docs/operations in README).
@@ -67,4 +75,11 @@ func serve(parent context.Context, path string, migrate bool) error {
 		log.Warn("shutdown", "error", err)
 	}
 	return failed
+}
+
+// redisLog is go-redis's logger (redis.SetLogger) on hclog at DEBUG.
+type redisLog struct{ log hclog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug(sdk.RedactURLs(fmt.Sprintf(format, v...)))
 }
