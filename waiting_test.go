@@ -372,3 +372,32 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// TestStart_stopDuringBringUp: a SIGTERM can come at any point of the
+// bring-up (the fault suite sends one ~2 s after a restart, while the
+// pipeline starts); Stop then takes down whatever was built, never panics,
+// and returns.
+func TestStart_stopDuringBringUp(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	rds := testenv.NewRedis(t)
+	for i := range 12 {
+		cfg := config.Default()
+		cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
+		cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{"embedded-token-0123456789"}
+		cfg.Log.Level = "error"
+		cfg.Instance.ID = fmt.Sprintf("stop-during-bring-up-%d", i)
+		cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
+		providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+		d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait := time.Duration(4*i*i) * time.Millisecond // 0 … 484 ms: every stage of the bring-up
+		time.Sleep(wait)
+		if err := d.Stop(context.Background()); err != nil {
+			t.Errorf("Stop after %s: %v", wait, err)
+		}
+		providers.Close()
+	}
+}

@@ -240,7 +240,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			if err := e.queue.Renew(ctx, q, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
 				e.log.Warn("renew lease", "queue", q, "error", err)
 			}
+		// Nothing runs: Stop has nothing to stop (no settler, no stages).
 		}
+		e.cancelRun = nil
 	}
 	e.refreshPaused(ctx)
 	e.settler.start()

@@ -72,6 +72,9 @@ func (s *settler) close(ctx context.Context) {
 	}
 	s.stop()
 	s.wg.Wait()
+	if s.stop == nil {
+		return // never started
+	}
 }
 
 // abandon stops at once, as a crash would.
