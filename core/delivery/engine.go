@@ -54,7 +54,10 @@ type Options struct {
 	Logger    hclog.Logger
 	Hooks     Hooks
 	Now       func() time.Time // for tests; time.Now when nil
-	Instance  string           // overrides config instance.id (tests)
+	// FetchWait is how long a fetcher on an empty queue blocks for a push
+	// before it looks again at pause, breaker and rate limit; 0: a second.
+	FetchWait time.Duration
+	Instance  string // overrides config instance.id (tests)
 	// OwnsInstance says no other live process can have this instance id
 	// (notifyd.Start holds it with a lock): the rows in its own backup
 	// lists at start were claimed by its dead predecessor, and are taken
@@ -79,6 +82,8 @@ type Engine struct {
 
 	channels map[string]*channel
 	settler  *settler
+	// fetchWait: see Options.FetchWait.
+	fetchWait time.Duration
 
 	// runCtx governs everything; fetchCtx is cancelled first on graceful stop.
 	runCtx, fetchCtx       context.Context
@@ -142,6 +147,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if e.instance == "" {
 		e.instance = o.Config.Instance.ID
+	if e.fetchWait = o.FetchWait; e.fetchWait <= 0 {
+		e.fetchWait = time.Second
+	}
 	}
 	if e.instance == "" {
 		e.instance = NewInstanceID()

@@ -6,7 +6,6 @@ package delivery
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/notifyd/notifyd/core/queue"
 )
@@ -101,7 +100,7 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 }
 
 // fetch takes up to n ids that are ready now, holding n send slots. When
-// there are none it waits for a push (up to a second) holding a single slot,
+// there are none it waits for a push (up to Options.FetchWait) holding a single slot,
 // so a fetcher idling on an empty queue - one of a channel's partitions -
 // never sits on the slots the others need; once an id arrives it takes as
 // many more as there are free slots, up to max. It returns the ids and the
@@ -112,7 +111,7 @@ func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64,
 		return ids, n, err
 	}
 	c.release(n - 1)
-	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, 1, time.Second)
+	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, 1, c.e.fetchWait)
 	if err != nil || len(ids) == 0 || max <= 1 {
 		return ids, 1, err
 	}

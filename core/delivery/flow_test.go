@@ -361,20 +361,26 @@ func TestEngine_RedisClusterShardLost(t *testing.T) {
 // each notification must go out well inside that second.
 func TestEngine_PartitionsIdleFetcherHoldsOneSlot(t *testing.T) {
 	t.Parallel()
+	// Fetchers on empty partitions block for fetchWait. Were an idle fetcher
+	// to keep every slot it took, a message on another partition would wait
+	// for that block to end: seconds, with a fetchWait this long, against
+	// milliseconds when it holds one slot. The bound is half of fetchWait,
+	// far from both.
+	const fetchWait = 6 * time.Second
 	s := newSink(t, nil)
 	b := setup(t, s, func(_ *config.Config, ch *config.Channel) { ch.Partitions, ch.Concurrency = 4, 8 })
-	b.engine("", delivery.Hooks{})
+	b.start(delivery.Options{FetchWait: fetchWait})
 	time.Sleep(300 * time.Millisecond) // every fetcher is waiting on its empty queue
 	var slowest time.Duration
 	for i := range 16 {
 		start := time.Now()
 		id := b.send(fmt.Sprintf("r%d", i), "")
-		if n := b.wait(id, 10*time.Second); n.Status != outbox.StatusSent {
+		if n := b.wait(id, 2*fetchWait); n.Status != outbox.StatusSent {
 			t.Fatalf("notification %d %s, want SENT", id, n.Status)
 		}
 		slowest = max(slowest, time.Since(start))
 	}
-	if slowest > 400*time.Millisecond {
+	if slowest > fetchWait/2 {
 		t.Errorf("slowest of 16 single sends over 4 partitions took %v; a fetcher waiting on an empty partition holds the slots", slowest)
 	}
 	t.Logf("slowest single send over 4 partitions: %v", slowest)

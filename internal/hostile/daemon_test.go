@@ -79,11 +79,24 @@ channels:
     plugin: webhook
     config: {url: %q, timeout: 2s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
+  # The odd receiver's answers, each of which arrives: a timeout here would
+  # be a bug, so the timeout is far above what a 20 MB answer takes even on
+  # a loaded 2-core machine (make test runs packages side by side). The
+  # breaker is off: these receivers fail on purpose, and the test is about
+  # what each answer becomes, not about pausing the channel (breaker_test).
   odd:
     plugin: webhook
-    config: {url: %q, timeout: 2s}
+    config: {url: %q, timeout: 30s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms, max_retry_after: 1s}
-`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook")
+    breaker: {failures: -1}
+  # The receiver that never answers in time: its own channel, so its
+  # timeout can be short without racing the big answers above.
+  slow:
+    plugin: webhook
+    config: {url: %q, timeout: 2s}
+    retry: {max_attempts: 2, base: 100ms, max: 500ms}
+    breaker: {failures: -1}
+`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
 	if err := os.WriteFile(d.cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func oddReceiver(w http.ResponseWriter, r *http.Request) {
 	case "bin200":
 		_, _ = io.WriteString(w, strings.Repeat(garbage, 100))
 	case "hang":
-		time.Sleep(3 * time.Second) // past the channel's 2 s timeout
+		time.Sleep(3 * time.Second) // past the slow channel's 2 s timeout
 	case "r501":
 		w.WriteHeader(http.StatusNotImplemented)
 	}
@@ -58,7 +58,11 @@ func receivers(t *testing.T, d *daemon) {
 	var ids []int64
 	want := map[int64]string{}
 	for prefix, status := range cases {
-		for _, id := range enqueueTo(t, d, "odd", prefix, 3) {
+		channel := "odd"
+		if prefix == "hang" {
+			channel = "slow"
+		}
+		for _, id := range enqueueTo(t, d, channel, prefix, 3) {
 			ids = append(ids, id)
 			want[id] = prefix + " " + status
 		}
