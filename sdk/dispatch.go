@@ -148,6 +148,17 @@ func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
 		ms[k] = b.ms[i]
 		d := b.ms[i].Deadline
 		bounded = bounded && !d.IsZero()
+	// Never send a message whose deadline has already passed: its deadline
+	// watcher settles it TRANSIENT, as fanOut does for single sends.
+	live := idxs[:0:0]
+	for _, i := range idxs {
+		if !b.done(i) && b.ctxs[i].Err() == nil {
+			live = append(live, i)
+		}
+	}
+	if idxs = live; len(idxs) == 0 {
+		return
+	}
 		if d.After(latest) {
 			latest = d
 		}

@@ -45,10 +45,22 @@ type SenderFunc func(ctx context.Context, m Message) Verdict
 // Send calls f.
 func (f SenderFunc) Send(ctx context.Context, m Message) Verdict { return f(ctx, m) }
 
-// BatchSender is optional: a Sender that can deliver a whole batch in one
-// provider call (Voyage embeds many inputs at once) implements it, and the
-// SDK calls SendBatch instead of fanning out. It must return exactly one
-// Verdict per message, in order.
+// BatchSender is optional: a Sender whose provider takes many recipients in
+// one request (AlimTalk partners take 100–1,000, Kakao friends 5) implements
+// it, and the SDK calls SendBatch with all of a host batch's messages for the
+// channel (up to the channel's batch_size) instead of calling Send for each.
+//
+// SendBatch must return exactly one Verdict per message, in order: a
+// recipient the provider refused gets its own PERMANENT or TRANSIENT verdict
+// while the others succeed, and a request-level failure (a 5xx, a timeout, a
+// refused signature) is the verdict of every message that request carried.
+// Group and split as the provider needs (by template, by its maximum
+// request size) and run the requests concurrently if it allows; ctx carries
+// the latest of the messages' deadlines, and a message whose own deadline
+// passes first is settled TRANSIENT by the SDK whatever SendBatch later says
+// for it. A wrong number of verdicts, or a panic, makes every message of the
+// call TRANSIENT. Send is still used by `notifyd plugins check` and tests,
+// so keep it working (one message: a batch of one).
 type BatchSender interface {
 	SendBatch(ctx context.Context, ms []Message) []Verdict
 }

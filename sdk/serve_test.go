@@ -408,3 +408,61 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// closer counts its Close calls.
+type closer struct {
+	sdk.Sender
+	closed *atomic.Int32
+}
+
+func (c closer) Close() error { c.closed.Add(1); return nil }
+
+// A Sender that is an io.Closer is closed when its channel is configured
+// again or its new config is rejected — never while it is the channel's.
+func TestServe_ConfigureClosesReplacedSender(t *testing.T) {
+	t.Parallel()
+	var made []*atomic.Int32
+	var mu sync.Mutex
+	ok := sdk.SenderFunc(func(context.Context, sdk.Message) sdk.Verdict { return sdk.Success(nil) })
+	c := serve(t, &fixture{info: sdk.Info{Name: "closer"}, configure: func(ctx context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
+		var cfg struct {
+			Path string `json:"path"`
+		}
+		if err := req.Decode(&cfg); err != nil {
+			return nil, err
+		}
+		if cfg.Path == "" {
+			return nil, errors.New("config.path is required")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		made = append(made, new(atomic.Int32))
+		return closer{ok, made[len(made)-1]}, nil
+	}})
+	ctx := context.Background()
+	counts := func() []int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []int32
+		for _, n := range made {
+			out = append(out, n.Load())
+		}
+		return out
+	}
+	// serve configured "ch" once: made[0].
+	if err := c.Configure(ctx, "ch", json.RawMessage(`{"path":"again"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(counts()); got != "[1 0]" {
+		t.Fatalf("after a reconfigure: Close calls %s, want [1 0] (the replaced sender closed, the new one not)", got)
+	}
+	if vs := send(t, c, messages(1, time.Now().Add(time.Minute))); vs[0].Outcome != sdk.OutcomeSuccess {
+		t.Fatalf("send through the new sender: %v %q", vs[0].Outcome, vs[0].Detail)
+	}
+	if err := c.Configure(ctx, "ch", json.RawMessage(`{}`)); err == nil {
+		t.Fatal("Configure({}): want the required-path error")
+	}
+	if got := fmt.Sprint(counts()); got != "[1 1]" {
+		t.Fatalf("after a rejected reconfigure: Close calls %s, want [1 1]", got)
+	}
+}

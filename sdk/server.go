@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -83,12 +84,16 @@ func (s *server) Configure(ctx context.Context, req *providerv1.ConfigureRequest
 	}
 	sender, err := s.configure(ctx, req)
 	s.mu.Lock()
+	old := s.senders[req.Channel]
 	if err != nil {
 		delete(s.senders, req.Channel)
 	} else {
 		s.senders[req.Channel] = sender
 	}
 	s.mu.Unlock()
+	if c, ok := old.(io.Closer); ok && !same(old, sender) {
+		s.closeSender(req.Channel, c)
+	}
 	if err != nil {
 		s.log.Warn("channel config rejected", "channel", req.Channel, "error", err)
 		return &providerv1.ConfigureResponse{Error: err.Error()}, nil
@@ -113,6 +118,30 @@ func (s *server) configure(ctx context.Context, req *providerv1.ConfigureRequest
 		err = errors.New("plugin returned neither a Sender nor an error from Configure")
 	}
 	return sender, err
+}
+
+// same reports whether a and b are the same Sender; a Sender of a type that
+// cannot be compared (a func, a struct holding one) is never the same.
+func same(a, b Sender) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
+}
+
+// closeSender closes a replaced Sender; a panic or error is logged, never
+// the caller's problem.
+func (s *server) closeSender(channel string, c io.Closer) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("Close panicked", "channel", channel, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	if err := c.Close(); err != nil {
+		s.log.Warn("closing the channel's previous sender", "channel", channel, "error", err)
+	}
 }
 
 func (s *server) sender(channel string) Sender {

@@ -18,8 +18,11 @@ func TestRunBinary(t *testing.T) {
 		Succeed:   sdk.Message{Recipient: "user-1", Payload: json.RawMessage(`{"text":"hi"}`)},
 		Permanent: &sdk.Message{Recipient: "nobody", Payload: json.RawMessage(`{}`)},
 	})
-	if rep.Info.Name != "good" || len(rep.Sent) != 1+32+4*32 {
-		t.Errorf("report: got %s with %d sent, want good with %d", rep.Info.Name, len(rep.Sent), 1+32+4*32)
+	// 1 + the 16 successes of the mixed batch of 32 (Succeed and Permanent
+	// alternating) + one batch of 32 + four concurrent batches of 32.
+	const want = 1 + 16 + 32 + 4*32
+	if rep.Info.Name != "good" || len(rep.Sent) != want {
+		t.Errorf("report: got %s with %d sent, want good with %d", rep.Info.Name, len(rep.Sent), want)
 	}
 }
 

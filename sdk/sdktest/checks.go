@@ -47,6 +47,9 @@ func (s *suite) checks() []check {
 	if s.f.RetryAfter != nil {
 		cs = append(cs, check{"Send/transient with Retry-After", false, s.sendRetryAfter})
 	}
+	if s.f.Permanent != nil || s.f.Transient != nil {
+		cs = append(cs, check{"Send/mixed batch", false, s.sendMixed})
+	}
 	return append(cs,
 		check{"Send/batch", false, s.sendBatch},
 		check{"Send/concurrent batches", false, s.sendConcurrent},
@@ -193,6 +196,47 @@ func (s *suite) sendN(n int, mu *sync.Mutex) error {
 	s.rep.Sent = append(s.rep.Sent, ms...)
 	mu.Unlock()
 	return nil
+}
+
+// sendMixed sends one batch interleaving the Succeed, Permanent and
+// Transient messages: each must get its own verdict, in order — what a
+// BatchSender that puts many recipients in one provider request has to
+// classify per recipient.
+func (s *suite) sendMixed() error {
+	type want struct {
+		tmpl    sdk.Message
+		outcome sdk.Outcome
+	}
+	kinds := []want{{s.f.Succeed, sdk.OutcomeSuccess}}
+	if s.f.Permanent != nil {
+		kinds = append(kinds, want{*s.f.Permanent, sdk.OutcomePermanent})
+	}
+	if s.f.Transient != nil {
+		kinds = append(kinds, want{*s.f.Transient, sdk.OutcomeTransient})
+	}
+	n := max(s.batch(), 3*len(kinds))
+	ms := make([]sdk.Message, n)
+	wants := make([]sdk.Outcome, n)
+	for i := range ms {
+		k := kinds[i%len(kinds)]
+		ms[i], wants[i] = s.msg(k.tmpl), k.outcome
+	}
+	vs, err := s.send(ms)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var sent []sdk.Message
+	for i, v := range vs {
+		if v.Outcome != wants[i] {
+			errs = append(errs, fmt.Errorf("message %d of %d (recipient %q): got %v %q, want %v", i+1, n, ms[i].Recipient, v.Outcome, v.Detail, wants[i]))
+		}
+		if v.Outcome == sdk.OutcomeSuccess {
+			sent = append(sent, ms[i])
+		}
+	}
+	s.rep.Sent = append(s.rep.Sent, sent...)
+	return errors.Join(errs...)
 }
 
 func (s *suite) sendBatch() error { return s.sendN(s.batch(), &sync.Mutex{}) }

@@ -24,6 +24,7 @@ type fixture struct {
 	permanentMiss bool // never PERMANENT
 	transientMiss bool // a provider's 5xx as PERMANENT
 	noRetryAfter  bool // a 429 without its Retry-After
+	batchLikeHead bool // a BatchSender that gives every message the first one's verdict
 
 	mu   sync.Mutex
 	seen map[int64]bool
@@ -52,7 +53,23 @@ func (f *fixture) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Se
 	if cfg.Target == "" {
 		return nil, errors.New("config.target is required")
 	}
+	if f.batchLikeHead {
+		return headBatch{f}, nil
+	}
 	return f, nil
+}
+
+// headBatch is the classic batching bug: one request's verdict taken as
+// every recipient's.
+type headBatch struct{ *fixture }
+
+func (h headBatch) SendBatch(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+	v := h.Send(ctx, ms[0])
+	vs := make([]sdk.Verdict, len(ms))
+	for i := range vs {
+		vs[i] = v
+	}
+	return vs
 }
 
 func (f *fixture) Send(_ context.Context, m sdk.Message) sdk.Verdict {
@@ -104,8 +121,9 @@ func TestRun_Good(t *testing.T) {
 	if rep.Info.Name != "good" {
 		t.Errorf("Report.Info.Name: got %q, want good", rep.Info.Name)
 	}
-	// 1 + one batch of 8 + four concurrent batches of 8.
-	if got, want := len(rep.Sent), 1+8+4*8; got != want {
+	// 1 + the 3 successes of the mixed batch of 9 + one batch of 8 + four
+	// concurrent batches of 8.
+	if got, want := len(rep.Sent), 1+3+8+4*8; got != want {
 		t.Errorf("Report.Sent: got %d messages, want %d", got, want)
 	}
 	f.mu.Lock()
@@ -157,9 +175,10 @@ func TestSuite_CatchesFaults(t *testing.T) {
 		{"ignores unknown keys", &fixture{lenient: true}, "Configure/unknown key"},
 		{"accepts any config", &fixture{acceptAll: true}, "Configure/invalid/missing target,Configure/unknown key"},
 		{"panics on a null payload", &fixture{panicOnNull: true}, "Send/odd payloads"},
-		{"never delivers", &fixture{alwaysRetry: true}, "Send/batch,Send/concurrent batches,Send/permanent,Send/success,Send/transient with Retry-After"},
-		{"never permanent", &fixture{permanentMiss: true}, "Send/permanent"},
-		{"a 5xx as permanent", &fixture{transientMiss: true}, "Send/transient"},
+		{"never delivers", &fixture{alwaysRetry: true}, "Send/batch,Send/concurrent batches,Send/mixed batch,Send/permanent,Send/success,Send/transient with Retry-After"},
+		{"never permanent", &fixture{permanentMiss: true}, "Send/mixed batch,Send/permanent"},
+		{"a 5xx as permanent", &fixture{transientMiss: true}, "Send/mixed batch,Send/transient"},
+		{"one verdict for a whole batch", &fixture{batchLikeHead: true}, "Send/mixed batch"},
 		{"a 429 without its Retry-After", &fixture{noRetryAfter: true}, "Send/transient with Retry-After"},
 	}
 	for _, tt := range tests {
