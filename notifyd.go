@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/config"
@@ -39,6 +41,7 @@ import (
 	"github.com/notifyd/notifyd/core/queue"
 	"github.com/notifyd/notifyd/core/schedule"
 	"github.com/notifyd/notifyd/core/service"
+	"github.com/notifyd/notifyd/core/tracing"
 	"github.com/notifyd/notifyd/core/ui"
 	"github.com/notifyd/notifyd/core/version"
 	"github.com/notifyd/notifyd/sdk"
@@ -63,6 +66,10 @@ type Options struct {
 	// outage at start delays notifyd instead of stopping it. Without it
 	// Start returns a running daemon or an error, as an embedder expects.
 	WaitForServices bool
+	// TracerProvider records notifyd's spans when cfg.Tracing.Enabled (an
+	// application that embeds notifyd passes its own); nil: one built from
+	// the OTEL_* environment (core/tracing), flushed by Stop.
+	TracerProvider trace.TracerProvider
 }
 
 // Daemon is a running notifyd. Stop it once.
@@ -78,6 +85,10 @@ type Daemon struct {
 	ops    *service.Service
 	api    *api.Server
 	cancel context.CancelFunc
+	// tracer is nil with tracing off; traces is the provider Start built
+	// (nil when off or given in Options).
+	tracer trace.Tracer
+	traces *tracing.Provider
 
 	// With Options.WaitForServices: the stand-in server until the API
 	// starts, and the bring-up's outcome.
@@ -121,7 +132,7 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	d := &Daemon{cfg: cfg, log: log, cancel: cancel}
 	if !o.WaitForServices {
-		if err := d.prepare(); err != nil {
+		if err := d.prepare(o); err != nil {
 			d.close(context.Background())
 			return nil, err
 		}
@@ -139,7 +150,7 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 	d.waitAddr = d.wait.addr()
 	cfg.HTTP.Listen = d.waitAddr.String()
 	// What no wait can cure is refused now, not once Postgres answers.
-	if err := d.prepare(); err != nil {
+	if err := d.prepare(o); err != nil {
 		d.wait.stop(context.Background())
 		d.close(context.Background())
 		return nil, err
@@ -178,9 +189,21 @@ func (d *Daemon) Failed() <-chan error { return d.failed }
 
 // prepare does what needs no service, so that a bad config fails Start at
 // once even when Start would wait: the Redis client (which parses
-// redis.url but does not dial) and the instance id.
-func (d *Daemon) prepare() (err error) {
+// redis.url but does not dial), the instance id and the tracer provider
+// (whose exporter connects when it first exports).
+func (d *Daemon) prepare(o Options) (err error) {
 	cfg := d.cfg
+	switch {
+	case !tracing.On(cfg.Tracing, os.Getenv):
+	case o.TracerProvider != nil:
+		d.tracer = o.TracerProvider.Tracer(tracing.ScopeName)
+	default:
+		if d.traces, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: version.Version}); err != nil {
+			return err
+		}
+		d.tracer = d.traces.Tracer()
+		d.log.Info("tracing on: exporting spans over OTLP/HTTP", "sample_ratio", cfg.Tracing.SampleRatio)
+	}
 	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
 		return err // redacted by queue
 	}
@@ -273,7 +296,7 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	if d.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
 		Providers: providers, Plugins: d.host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
-		Instance: d.ident.id, OwnsInstance: d.ident.lock != nil,
+		Instance: d.ident.id, OwnsInstance: d.ident.lock != nil, Tracer: d.tracer,
 	}); err != nil {
 		return err
 	}
@@ -313,6 +336,7 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	if d.api, err = api.New(api.Options{
 		Config: cfg, Store: d.store, Engine: d.engine, Redis: d.redis, Plugins: d.host, Metrics: reg,
 		Logger: log.Named("api"), Schedules: d.sched, Service: d.ops, UI: dashboard, Listener: ln,
+		Tracer: d.tracer,
 	}); err != nil {
 		return err
 	}
@@ -411,6 +435,14 @@ func (d *Daemon) close(ctx context.Context) {
 	}
 	if d.pool != nil {
 		d.pool.Close()
+	}
+	if d.traces != nil {
+		// The last attempts' spans, bounded like the plugins' stop.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := d.traces.Shutdown(flushCtx); err != nil {
+			d.log.Warn("tracing: flush spans", "error", err)
+		}
+		cancel()
 	}
 	d.ident.release()
 	d.cancel()

@@ -89,7 +89,14 @@ func (s *server) fanOut(b *batch, idxs []int) {
 				return // expired while queued: never send after the deadline
 			}
 			snd := s.sender(b.ms[i].Channel)
-			b.settle(i, s.call(mctx, snd, b.ms[i]))
+			if b.ms[i].TraceParent == "" {
+				b.settle(i, s.call(mctx, snd, b.ms[i]))
+				return
+			}
+			ctx, span := s.tracing.start(mctx, &b.ms[i])
+			v := s.call(ctx, snd, b.ms[i])
+			b.settle(i, v)
+			s.tracing.end(span, v)
 		})
 	}
 }
@@ -141,13 +148,6 @@ func (s *server) call(ctx context.Context, snd Sender, m Message) (v Verdict) {
 // the latest of their deadlines; each message's own deadline still settles it
 // on time.
 func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
-	ms := make([]Message, len(idxs))
-	var latest time.Time
-	bounded := true
-	for k, i := range idxs {
-		ms[k] = b.ms[i]
-		d := b.ms[i].Deadline
-		bounded = bounded && !d.IsZero()
 	// Never send a message whose deadline has already passed: its deadline
 	// watcher settles it TRANSIENT, as fanOut does for single sends.
 	live := idxs[:0:0]
@@ -159,6 +159,13 @@ func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
 	if idxs = live; len(idxs) == 0 {
 		return
 	}
+	ms := make([]Message, len(idxs))
+	var latest time.Time
+	bounded := true
+	for k, i := range idxs {
+		ms[k] = b.ms[i]
+		d := b.ms[i].Deadline
+		bounded = bounded && !d.IsZero()
 		if d.After(latest) {
 			latest = d
 		}

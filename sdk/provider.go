@@ -65,6 +65,12 @@ type BatchSender interface {
 	SendBatch(ctx context.Context, ms []Message) []Verdict
 }
 
+// A Sender may also implement io.Closer to stop background work of its own
+// (a token refresher, a poller): the SDK calls Close when the channel is
+// configured again (after the new Sender is in place) or its config is
+// rejected. Sends of the old Sender may still be running then; Close must let
+// them finish.
+
 // HealthChecker is optional: a Sender that can tell whether its provider is
 // reachable. Without it the plugin is healthy while its process answers.
 type HealthChecker interface {
@@ -121,6 +127,12 @@ type Message struct {
 	CreatedAt      time.Time
 	// Deadline is also ctx's deadline.
 	Deadline time.Time
+	// TraceParent is the W3C traceparent of this delivery attempt, "" when
+	// the notification is not traced (docs/design.md §11). Send's ctx
+	// already carries it as the parent span context, so a plugin's own spans
+	// and an HTTP client's propagation join the trace with nothing read
+	// here; a BatchSender, whose ctx is the batch's, reads it per message.
+	TraceParent string
 }
 
 // Outcome is what happened to one message.

@@ -35,19 +35,33 @@ func Serve(p Provider) {
 		fmt.Fprintf(os.Stderr, "notifyd plugin: %v\n", err)
 		os.Exit(1)
 	}
-	go watchParent(log, os.Getppid())
+	tr, flush := setupTracing(info, log)
+	exit := func() {
+		// Spans still buffered go out first, within the host's grace period.
+		ctx, cancel := context.WithTimeout(context.Background(), exitFlush)
+		flush(ctx)
+		cancel()
+	}
+	go watchParent(log, os.Getppid(), exit)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  providerv1.Handshake(),
-		VersionedPlugins: pluginSet(newServer(p, info, log)),
+		VersionedPlugins: pluginSet(newServer(p, info, log, tr)),
 		GRPCServer:       newGRPCServer,
 		Logger:           quietClose{log},
 	})
+	exit()
 }
+
+// exitFlush bounds the export of buffered spans when the plugin stops: the
+// host kills a plugin that has not exited 2 s after asking it to.
+const exitFlush = time.Second
 
 // ServeInProcess serves p inside this process, exactly as Serve does in a
 // plugin binary but over a local socket in go-plugin's test mode, until ctx
 // ends; closed is closed once it has stopped. It is for sdk/sdktest and
-// other in-process harnesses: a plugin's main calls Serve.
+// other in-process harnesses: a plugin's main calls Serve. A traced
+// message's Send gets its trace in ctx as under Serve, but the SDK records no
+// span of its own and sets up no exporter: the process is not the plugin's.
 func ServeInProcess(ctx context.Context, p Provider, log hclog.Logger) (attach *plugin.ReattachConfig, closed <-chan struct{}, err error) {
 	info, err := describe(p)
 	if err != nil {
@@ -60,7 +74,7 @@ func ServeInProcess(ctx context.Context, p Provider, log hclog.Logger) (attach *
 	closeCh := make(chan struct{})
 	go plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  providerv1.Handshake(),
-		VersionedPlugins: pluginSet(newServer(p, info, log)),
+		VersionedPlugins: pluginSet(newServer(p, info, log, tracing{plugin: info.Name})),
 		GRPCServer:       newGRPCServer,
 		Logger:           quietClose{log},
 		Test:             &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: attachCh, CloseCh: closeCh},
@@ -144,10 +158,11 @@ func newLogger(name string) hclog.Logger {
 
 // watchParent exits the plugin once its parent (the host) is gone: the
 // orphan is re-parented, so its parent pid changes.
-func watchParent(log hclog.Logger, ppid int) {
+func watchParent(log hclog.Logger, ppid int, exit func()) {
 	for range time.Tick(parentPoll) {
 		if os.Getppid() != ppid {
 			log.Info("host exited; plugin stopping", "host_pid", ppid)
+			exit()
 			os.Exit(0)
 		}
 	}

@@ -20,10 +20,11 @@ import (
 type server struct {
 	providerv1.UnimplementedProviderServer
 
-	p     Provider
-	info  Info
-	limit int
-	log   hclog.Logger
+	p       Provider
+	info    Info
+	limit   int
+	log     hclog.Logger
+	tracing tracing
 
 	mu      sync.RWMutex
 	senders map[string]Sender
@@ -32,12 +33,13 @@ type server struct {
 	idle chan func()
 }
 
-func newServer(p Provider, info Info, log hclog.Logger) *server {
+func newServer(p Provider, info Info, log hclog.Logger, tr tracing) *server {
 	return &server{
 		p:       p,
 		info:    info,
 		limit:   cmpOr(info.MaxConcurrency, DefaultMaxConcurrency),
 		log:     log,
+		tracing: tr,
 		senders: map[string]Sender{},
 		idle:    make(chan func()),
 	}
@@ -233,6 +235,7 @@ func fromProto(m *providerv1.Message) Message {
 		Payload:        m.Payload,
 		Attempt:        int(m.Attempt),
 		IdempotencyKey: m.IdempotencyKey,
+		TraceParent:    m.TraceParent,
 	}
 	if m.CreatedAtUnixNano != 0 {
 		msg.CreatedAt = time.Unix(0, m.CreatedAtUnixNano)

@@ -74,7 +74,9 @@ func sendAPI(cmd *cobra.Command, af *apiFlags, channel, recipient, payload, key,
 	if err != nil {
 		return err
 	}
-	res, err := c.Enqueue(cmd.Context(), n)
+	ctx, _, end := startSendSpan(cmd.Context(), nil)
+	res, err := c.Enqueue(ctx, n)
+	end(err)
 	if err != nil {
 		return err
 	}

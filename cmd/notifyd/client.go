@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -63,7 +64,9 @@ func (f *apiFlags) client() (*client.Client, error) {
 		}
 		return nil, errors.New(msg)
 	}
-	return client.New(f.addr, token)
+	return client.New(f.addr, token, client.WithHTTPClient(&http.Client{
+		Timeout: client.DefaultTimeout, Transport: traceTransport{http.DefaultTransport},
+	}))
 }
 
 func (f *apiFlags) checkOutput() error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/service"
+	"github.com/notifyd/notifyd/sdk/traceparent"
 )
 
 // newSendCmd enqueues one notification through the API, or writes it
@@ -49,10 +50,16 @@ func newSendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := ops.Enqueue(cmd.Context(), []outbox.NewNotification{{
+			ctx, traced, end := startSendSpan(cmd.Context(), cfg)
+			n := outbox.NewNotification{
 				Channel: channel, Recipient: recipient, Payload: json.RawMessage(payload),
 				IdempotencyKey: key, DueAt: due,
-			}})
+			}
+			if traced {
+				n.TraceParent = traceparent.FromContext(ctx)
+			}
+			res, err := ops.Enqueue(ctx, []outbox.NewNotification{n})
+			end(err)
 			if err != nil {
 				return err
 			}

@@ -4,13 +4,27 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // enqueue: POST /v1/notifications. 202 with {id, status} (a list for a
 // batch); 200 when every notification was a repeat of its idempotency key.
-func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+// With tracing on, the request is a server span (a child of the caller's
+// traceparent, if it sent a valid one) and each new notification keeps
+// its trace (docs/design.md §11).
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) (err error) {
+	ctx := r.Context()
+	var tp string
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = startEnqueueSpan(ctx, s.tracer, r)
+		defer func() { endEnqueueSpan(span, err) }()
+		tp = traceparent.FromContext(ctx)
+	}
 	ns, batch, e := decodeEnqueue(r.Body, enqueueRules{
 		maxPayload: s.cfg.HTTP.MaxPayloadBytes,
 		configured: func(ch string) bool { _, ok := s.cfg.Channels[ch]; return ok },
@@ -18,7 +32,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	res, err := s.ops.Enqueue(r.Context(), ns)
+	if tp != "" {
+		for i := range ns {
+			ns[i].TraceParent = tp
+		}
+	}
+	res, err := s.ops.Enqueue(ctx, ns)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
 	"github.com/notifyd/notifyd/core/config"
@@ -119,6 +120,9 @@ type Options struct {
 	// answered on while it waited for Postgres and Redis, so the address
 	// never stops accepting.
 	Listener net.Listener
+	// Tracer records the enqueue's server span, whose trace each new
+	// notification keeps (core/tracing); nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // Server is the HTTP API.
@@ -130,6 +134,7 @@ type Server struct {
 	engine    Engine
 	plugins   *pluginhost.Host
 	metrics   *metrics.Registry
+	tracer    trace.Tracer // nil: off
 	log       hclog.Logger
 	tokens    tokens
 	proxies   httpguard.Proxies
@@ -154,7 +159,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config, store: o.Store, redis: o.Redis, schedules: o.Schedules,
-		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics, ui: o.UI, given: o.Listener,
+		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics, ui: o.UI, given: o.Listener, tracer: o.Tracer,
 		log:     cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
 		checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
 	}

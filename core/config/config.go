@@ -25,6 +25,7 @@ type Config struct {
 	Delivery  Delivery            `koanf:"delivery"`
 	Jobs      Jobs                `koanf:"jobs"`
 	Retention Retention           `koanf:"retention"`
+	Tracing   Tracing             `koanf:"tracing"`
 	Channels  map[string]Channel  `koanf:"channels"`
 	Schedules map[string]Schedule `koanf:"schedules"`
 }
@@ -143,6 +144,23 @@ func FillRetention(r Retention) Retention {
 	r.Rescan = cmp.Or(r.Rescan, DefaultRetentionRescan)
 	return r
 }
+
+// Tracing turns on OpenTelemetry traces (docs/design.md §11). The exporter,
+// its endpoint and the service's resource come from the standard OTEL_*
+// environment (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, …), which
+// plugins inherit; OTEL_SDK_DISABLED=true keeps it off whatever Enabled says.
+type Tracing struct {
+	Enabled bool `koanf:"enabled"`
+	// SampleRatio is the share of new traces recorded — an API request that
+	// arrives without a sampled traceparent, a CLI send — (0–1). A request
+	// whose caller sampled it is always recorded, one whose caller did not
+	// never is: notifyd follows its caller. OTEL_TRACES_SAMPLER, when set,
+	// replaces it.
+	SampleRatio float64 `koanf:"sample_ratio"`
+}
+
+// DefaultSampleRatio records every trace.
+const DefaultSampleRatio = 1.0
 
 // Jobs tunes bulk jobs (schedule runs and campaigns).
 type Jobs struct {
@@ -336,6 +354,7 @@ func Default() Config {
 		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter,
 			MaxTakeovers: DefaultJobMaxTakeovers},
 		Retention: FillRetention(Retention{}),
+		Tracing:   Tracing{SampleRatio: DefaultSampleRatio},
 	}
 }
 

@@ -152,6 +152,9 @@ func TestLoad_Errors(t *testing.T) {
 		{"hook without recipient", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: b}}, b: {plugin: w}}\n", nil, "channels.a.dead_letter_hook.recipient"},
 		{"hook recipient without channel", minimal + "channels: {a: {plugin: w, dead_letter_hook: {recipient: r}}}\n", nil, "channels.a.dead_letter_hook.channel"},
 		{"hook batch too big", minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: b, recipient: r, batch: 501}}, b: {plugin: w}}\n", nil, "channels.a.dead_letter_hook.batch"},
+		{"sample ratio above 1", minimal + "tracing: {enabled: true, sample_ratio: 1.5}\n", nil, "tracing.sample_ratio"},
+		{"negative sample ratio", minimal, []string{"NOTIFYD_TRACING_SAMPLE_RATIO=-0.1"}, "tracing.sample_ratio"},
+		{"unknown tracing key", minimal + "tracing: {endpoint: x}\n", nil, "tracing.endpoint"},
 		{"content key too long", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}, content_key: \"" + strings.Repeat("k", 201) + "\"}}\n", nil, "schedules.s.content_key"},
 	}
 	for _, tt := range tests {
@@ -169,6 +172,24 @@ func TestLoad_Errors(t *testing.T) {
 				t.Errorf("error %q does not name %q", err, tt.wantKey)
 			}
 		})
+	}
+}
+
+func TestLoad_Tracing(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(write(t, minimal), []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tracing.Enabled || cfg.Tracing.SampleRatio != DefaultSampleRatio {
+		t.Errorf("tracing defaults = %+v, want off with sample_ratio %v", cfg.Tracing, DefaultSampleRatio)
+	}
+	cfg, err = Load(write(t, minimal+"tracing: {sample_ratio: 0}\n"), []string{"NOTIFYD_TRACING_ENABLED=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Tracing.Enabled || cfg.Tracing.SampleRatio != 0 {
+		t.Errorf("tracing = %+v, want enabled by the environment with sample_ratio 0 from the file", cfg.Tracing)
 	}
 }
 

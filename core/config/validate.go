@@ -120,6 +120,9 @@ func (c *Config) Validate() error {
 			return &Error{Key: key, Reason: "must be at least 1m (or negative to keep forever)"}
 		}
 	}
+	if r := c.Tracing.SampleRatio; r < 0 || r > 1 || r != r {
+		return &Error{Key: "tracing.sample_ratio", Reason: fmt.Sprintf("%v is not between 0 and 1 (the share of new traces recorded)", r)}
+	}
 	for name, ch := range c.Channels {
 		if err := validateChannel(name, ch); err != nil {
 			return err

@@ -102,6 +102,10 @@ func (c *channel) overClaimed(send []outbox.Claimed) (keep []outbox.Claimed, ove
 // claimed ones; it owns one slot per id.
 func (c *channel) handle(ctx context.Context, ids []int64) {
 	e := c.e
+	var claimedAt time.Time // when tracing: an attempt's span starts with its claim
+	if e.tracer != nil {
+		claimedAt = e.now()
+	}
 	c.track(ids)
 	if hookCrashed(e.hooks.AfterFetch, c.name, ids) {
 		c.release(len(ids))
@@ -188,6 +192,6 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 	e.sendWG.Add(1)
 	go func() {
 		defer e.sendWG.Done()
-		c.send(e.runCtx, send)
+		c.send(e.runCtx, send, claimedAt)
 	}()
 }

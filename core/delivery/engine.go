@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/notifyd/notifyd/core/backoff"
 	"github.com/notifyd/notifyd/core/config"
@@ -64,6 +65,9 @@ type Options struct {
 	// over at once instead of after the claim's staleness period.
 	OwnsInstance bool
 	Metrics      *metrics.Delivery // where sends and settles are counted; nil: nowhere
+	// Tracer records a span per delivery attempt of a traced notification;
+	// nil: tracing off, and nothing is done per message (core/tracing).
+	Tracer trace.Tracer
 }
 
 // Engine runs every configured channel of one notifyd instance.
@@ -75,15 +79,16 @@ type Engine struct {
 	log      hclog.Logger
 	hooks    Hooks
 	metrics  *metrics.Delivery
+	tracer   trace.Tracer // nil: off
 	now      func() time.Time
 	instance string
+	// fetchWait: see Options.FetchWait.
+	fetchWait time.Duration
 	// ownsInstance: see Options.OwnsInstance.
 	ownsInstance bool
 
 	channels map[string]*channel
 	settler  *settler
-	// fetchWait: see Options.FetchWait.
-	fetchWait time.Duration
 
 	// runCtx governs everything; fetchCtx is cancelled first on graceful stop.
 	runCtx, fetchCtx       context.Context
@@ -139,17 +144,17 @@ func New(o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: &cfg, store: o.Store, queue: o.Queue, plugins: o.Providers,
-		log: o.Logger, hooks: o.Hooks, now: o.Now, metrics: o.Metrics,
+		log: o.Logger, hooks: o.Hooks, now: o.Now, metrics: o.Metrics, tracer: o.Tracer,
 		instance: o.Instance, channels: map[string]*channel{}, ownsInstance: o.OwnsInstance,
+	}
+	if e.fetchWait = o.FetchWait; e.fetchWait <= 0 {
+		e.fetchWait = time.Second
 	}
 	if e.now == nil {
 		e.now = time.Now
 	}
 	if e.instance == "" {
 		e.instance = o.Config.Instance.ID
-	if e.fetchWait = o.FetchWait; e.fetchWait <= 0 {
-		e.fetchWait = time.Second
-	}
 	}
 	if e.instance == "" {
 		e.instance = NewInstanceID()
@@ -235,7 +240,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		started++
 	}
 	if started == 0 && len(e.channels) > 0 {
+		// Nothing runs: Stop has nothing to stop (no settler, no stages).
 		e.cancelRun()
+		e.cancelRun = nil
 		return errors.New("delivery: no channel could start (see the errors above)")
 	}
 
@@ -248,9 +255,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			if err := e.queue.Renew(ctx, q, e.instance, e.cfg.Delivery.LeaseTTL); err != nil {
 				e.log.Warn("renew lease", "queue", q, "error", err)
 			}
-		// Nothing runs: Stop has nothing to stop (no settler, no stages).
 		}
-		e.cancelRun = nil
 	}
 	e.refreshPaused(ctx)
 	e.settler.start()

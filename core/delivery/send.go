@@ -11,17 +11,22 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/traceparent"
 )
 
 // send delivers one claimed batch through the plugin and hands the verdicts
-// to the settler.
-func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
+// to the settler. A traced row's attempt span (trace.go) starts at claimedAt
+// and travels with its verdict to the settle, which ends it.
+func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time) {
 	e := c.e
 	started := e.now()
 	deadline := started.Add(c.cfg.Timeout)
 	msgs := make([]sdk.Message, len(batch))
+	var spans []trace.Span // nil unless tracing is on and a row is traced
 	for i, cl := range batch {
 		key := cl.IdempotencyKey
 		if key == "" {
@@ -30,6 +35,13 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
 		msgs[i] = sdk.Message{
 			ID: cl.ID, Channel: c.name, Recipient: cl.Recipient, Payload: cl.Payload,
 			Attempt: cl.Attempt, IdempotencyKey: key, CreatedAt: cl.CreatedAt, Deadline: deadline,
+		}
+		if e.tracer != nil && cl.TraceParent != "" {
+			if spans == nil {
+				spans = make([]trace.Span, len(batch))
+			}
+			spans[i] = c.startAttempt(&batch[i], claimedAt)
+			msgs[i].TraceParent = traceparent.Format(spans[i].SpanContext())
 		}
 	}
 	sctx, cancel := context.WithDeadline(ctx, deadline)
@@ -40,12 +52,16 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed) {
 	c.observe(ctx, verdicts)
 	ids := claimedIDs(batch)
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
+		abandonAttempts(spans...)
 		c.release(len(batch))
 		return
 	}
 	items := make([]settleItem, len(batch))
 	for i, cl := range batch {
 		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished)}
+		if spans != nil {
+			items[i].span = spans[i]
+		}
 	}
 	c.release(len(batch))
 	e.settler.add(items)

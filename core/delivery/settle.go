@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/queue"
 )
@@ -20,6 +22,9 @@ type settleItem struct {
 	s  outbox.Settlement
 	// dropped: Postgres refused even the minimal write of this row.
 	dropped bool
+	// span is the attempt's span (trace.go), nil when untraced; the
+	// flush that commits the verdict ends it.
+	span trace.Span
 }
 
 // settler group-commits verdicts: each worker takes everything waiting (up
@@ -67,14 +72,14 @@ func (s *settler) add(items []settleItem) {
 // verdict added later is dropped: its row stays PROCESSING and is reclaimed
 // once stale, so nothing is lost.
 func (s *settler) close(ctx context.Context) {
+	if s.stop == nil {
+		return // never started
+	}
 	for (len(s.in) > 0 || s.busy.Load() > 0) && ctx.Err() == nil {
 		sleepCtx(ctx, 2*time.Millisecond)
 	}
 	s.stop()
 	s.wg.Wait()
-	if s.stop == nil {
-		return // never started
-	}
 }
 
 // abandon stops at once, as a crash would.
@@ -129,7 +134,17 @@ func (s *settler) flush(batch []settleItem) {
 	e := s.e
 	applied := make([]bool, len(batch))
 	if !s.commit(batch, applied) {
+		for _, it := range batch {
+			abandonAttempts(it.span)
+		}
 		return // killed: the rows stay PROCESSING and are reclaimed
+	}
+	// The attempt spans end with the Postgres commit: the outcome is
+	// recorded. The Redis moves after it are the queue's business.
+	for i := range batch {
+		if batch[i].span != nil {
+			endAttempt(batch[i].span, &batch[i].s, applied[i])
+		}
 	}
 
 	type redisOps struct {

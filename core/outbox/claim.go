@@ -108,6 +108,9 @@ type Claimed struct {
 	Payload                            json.RawMessage
 	CreatedAt                          time.Time
 	Attempt                            int // attempts after the claim: the settle token
+	// TraceParent is the trace the notification was enqueued in ("" for
+	// none): each attempt's span continues it.
+	TraceParent string
 
 	// Status is the row's status: PROCESSING for send; for skip and defer the
 	// status that stopped the claim ("" if the row does not exist).
@@ -155,7 +158,7 @@ WITH claimed AS (
        AND ((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))
          OR (n.status = 'PROCESSING' AND n.updated_at < $3))
     RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts,
-              n.next_attempt_at AS lost_at
+              n.next_attempt_at AS lost_at, n.trace_parent
 ),
 -- The lost attempt, so attempts and the history agree: read from claimed
 -- (no lookup), so the common batch, where nothing was lost, pays nothing.
@@ -166,11 +169,11 @@ lost AS (
       FROM claimed c WHERE c.lost_at IS NOT NULL
 )
 SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
-       true, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts
+       true, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts, c.trace_parent
   FROM claimed c
 UNION ALL
 SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
-       false, NULL, NULL, NULL, NULL::jsonb, NULL, NULL
+       false, NULL, NULL, NULL, NULL::jsonb, NULL, NULL, NULL
   FROM notifications n
  WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`,
 		distinct, now, staleBefore, staleAfter.String())
@@ -186,7 +189,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
 			nextAttempt, updatedAt pgtype.Timestamptz
 			claimed                bool
 			channel, recipient     pgtype.Text
-			key                    pgtype.Text
+			key, trace             pgtype.Text
 			createdAt              pgtype.Timestamptz
 			attempts               pgtype.Int4
 			// Scanned as bytes: Postgres sends jsonb it has already
@@ -195,7 +198,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
 			payload []byte
 		)
 		if err := rows.Scan(&c.ID, &status, &nextAttempt, &updatedAt,
-			&claimed, &channel, &recipient, &key, &payload, &createdAt, &attempts); err != nil {
+			&claimed, &channel, &recipient, &key, &payload, &createdAt, &attempts, &trace); err != nil {
 			return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 		}
 		switch {
@@ -203,6 +206,7 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
 			c.Kind, c.Status = ClaimSend, StatusProcessing
 			c.Channel, c.Recipient, c.IdempotencyKey = channel.String, recipient.String, key.String
 			c.CreatedAt, c.Attempt = createdAt.Time, int(attempts.Int32)
+			c.TraceParent = trace.String
 			c.Payload = payload
 		case status == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, nextAttempt.Time

@@ -136,7 +136,7 @@ type notificationData struct {
 	Payload     string // indented JSON
 	Result      string // indented JSON, "" = none
 	Terminal    bool
-	Replayable  bool // FAILED, on a configured channel
+	Replayable  bool   // FAILED, on a configured channel
 	Cancellable bool   // PENDING or QUEUED
 	Waiting     string // what holds it back: its channel's breaker or pause
 }

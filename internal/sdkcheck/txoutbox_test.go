@@ -12,6 +12,7 @@ import (
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/txoutbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -149,4 +150,59 @@ func TestEnqueueTx(t *testing.T) {
 			t.Errorf("EnqueueBatchTx(nil) = %v, %v", res, err)
 		}
 	})
+}
+
+// TestEnqueueTx_trace: the trace of EnqueueTx's ctx is stored with the
+// notification; without one, and for a Row whose TraceParent is not a
+// traceparent, the column stays NULL and the insert succeeds.
+func TestEnqueueTx_trace(t *testing.T) {
+	t.Parallel()
+	b := setupTx(t)
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	stored := func(t *testing.T, id int64) string {
+		t.Helper()
+		var s *string
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT trace_parent FROM notifications WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s == nil {
+			return ""
+		}
+		return *s
+	}
+	n := wire.Notification{Channel: "orders", Recipient: "user-7", Payload: json.RawMessage(`{}`)}
+	tx, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced, err := txoutbox.EnqueueTx(traceparent.ContextWith(b.ctx, tp), tx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := txoutbox.EnqueueTx(b.ctx, tx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, traced.ID); got != tp {
+		t.Errorf("traced: trace_parent %q, want %q", got, tp)
+	}
+	if got := stored(t, plain.ID); got != "" {
+		t.Errorf("untraced: trace_parent %q, want NULL", got)
+	}
+	res, err := txoutbox.Insert(b.ctx, b.db.Pool, []txoutbox.Row{
+		{Channel: "orders", Recipient: "a", Payload: json.RawMessage(`{}`), TraceParent: strings.Repeat("0", 4000)},
+		{Channel: "orders", Recipient: "b", Payload: json.RawMessage(`{}`), TraceParent: tp},
+	})
+	if err != nil {
+		t.Fatalf("Insert with a garbage trace_parent: %v, want it dropped", err)
+	}
+	if got := stored(t, res[0].ID); got != "" {
+		t.Errorf("garbage: trace_parent %q, want NULL", got)
+	}
+	if got := stored(t, res[1].ID); got != tp {
+		t.Errorf("valid beside garbage: trace_parent %q, want %q", got, tp)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -73,6 +74,9 @@ type post struct {
 	signature  string // "" when unsigned
 	deadline   time.Time
 	ctxBounded bool // deadline is the message's, not the channel timeout's
+	// traced is Send's ctx when the message is traced: the request carries
+	// its traceparent (and tracestate), so the receiver joins the trace.
+	traced context.Context
 }
 
 // Send POSTs m's envelope and classifies the answer.
@@ -100,6 +104,9 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	p.ts = strconv.FormatInt(now.Unix(), 10)
 	if s.macs != nil {
 		p.signature = s.sign(p.msgID, p.ts, body)
+	}
+	if m.TraceParent != "" {
+		p.traced = ctx
 	}
 	p.deadline = now.Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(p.deadline) {
@@ -149,6 +156,9 @@ func (s *sender) sendFast(p *post) sdk.Verdict {
 	if p.signature != "" {
 		req.Header.Set(hdrWebhookSignature, p.signature)
 	}
+	if p.traced != nil {
+		propagation.TraceContext{}.Inject(p.traced, fastHeaders{&req.Header})
+	}
 	req.SetBodyRaw(p.body) // not copied: p.body outlives the request
 
 	if err := s.clients.fast.DoDeadline(req, resp, p.deadline); err != nil {
@@ -181,6 +191,9 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	h[hdrIdempotencyKey] = vals[3:4:4]
 	if p.signature != "" {
 		h[hdrWebhookSignature] = vals[2:3:3]
+	}
+	if p.traced != nil {
+		propagation.TraceContext{}.Inject(p.traced, propagation.HeaderCarrier(h))
 	}
 
 	ctx, cancel := context.WithDeadline(ctx, p.deadline)
@@ -381,3 +394,10 @@ func redactString(raw string) string {
 	}
 	return redactURL(u)
 }
+
+// fastHeaders lets a propagator write a fasthttp request's headers.
+type fastHeaders struct{ h *fasthttp.RequestHeader }
+
+func (c fastHeaders) Get(key string) string { return string(c.h.Peek(key)) }
+func (c fastHeaders) Set(key, value string) { c.h.Set(key, value) }
+func (c fastHeaders) Keys() []string        { return nil }

@@ -149,6 +149,7 @@ func toProto(w *providerv1.Message, m *sdk.Message) {
 	w.Payload = m.Payload
 	w.Attempt = int32(m.Attempt)
 	w.IdempotencyKey = m.IdempotencyKey
+	w.TraceParent = m.TraceParent
 	if !m.CreatedAt.IsZero() {
 		w.CreatedAtUnixNano = m.CreatedAt.UnixNano()
 	}

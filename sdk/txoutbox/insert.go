@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -26,6 +27,10 @@ type Row struct {
 	IdempotencyKey string    // "" = none
 	DueAt          time.Time // zero = now (the database's clock)
 	JobID          int64     // 0 = none
+	// TraceParent is the W3C traceparent of the span that enqueued it,
+	// continued by every delivery attempt (docs/design.md §11); "" = none.
+	// A value that is not a valid traceparent is dropped, never an error.
+	TraceParent string
 }
 
 // Inserted is the outcome of one Row, in input order.
@@ -55,12 +60,21 @@ func Insert(ctx context.Context, db Querier, ns []Row) ([]Inserted, error) {
 		keys       = make([]string, len(ns))
 		dues       = make([]pgtype.Timestamptz, len(ns))
 		jobs       = make([]int64, len(ns))
+		// nil (a NULL array, which unnest reads as NULLs) unless a row is
+		// traced: an untraced batch sends nothing more.
+		traces []string
 	)
 	for i, n := range ns {
 		channels[i], recipients[i], payloads[i], keys[i] = n.Channel, n.Recipient, string(n.Payload), n.IdempotencyKey
 		dues[i], jobs[i] = timestamptz(n.DueAt), n.JobID
+		if n.TraceParent != "" && traceparent.Valid(n.TraceParent) {
+			if traces == nil {
+				traces = make([]string, len(ns))
+			}
+			traces[i] = n.TraceParent
+		}
 	}
-	rows, err := db.Query(ctx, insertSQL, channels, recipients, payloads, keys, dues, jobs)
+	rows, err := db.Query(ctx, insertSQL, channels, recipients, payloads, keys, dues, jobs, traces)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d notifications: %w", len(ns), err)
 	}
@@ -108,16 +122,17 @@ const insertSQL = `
 WITH input AS (
     SELECT t.ord, t.channel, t.recipient, t.payload::jsonb AS payload,
            nullif(t.idempotency_key, '') AS idempotency_key, t.due_at, nullif(t.job_id, 0) AS job_id,
+           nullif(t.trace_parent, '') AS trace_parent,
            nextval('notifications_id_seq') AS new_id,
            nullif(t.idempotency_key, '') IS NULL
              OR row_number() OVER (PARTITION BY nullif(t.idempotency_key, '') ORDER BY t.ord) = 1 AS first
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[])
-           WITH ORDINALITY AS t(channel, recipient, payload, idempotency_key, due_at, job_id, ord)
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::text[])
+           WITH ORDINALITY AS t(channel, recipient, payload, idempotency_key, due_at, job_id, trace_parent, ord)
 ),
 ins AS (
-    INSERT INTO notifications (id, channel, recipient, payload, idempotency_key, due_at, job_id)
+    INSERT INTO notifications (id, channel, recipient, payload, idempotency_key, due_at, job_id, trace_parent)
     OVERRIDING SYSTEM VALUE
-    SELECT new_id, channel, recipient, payload, idempotency_key, coalesce(due_at, now()), job_id
+    SELECT new_id, channel, recipient, payload, idempotency_key, coalesce(due_at, now()), job_id, trace_parent
       FROM input WHERE first
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, idempotency_key, status

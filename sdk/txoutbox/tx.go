@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -28,7 +29,8 @@ import (
 // (the application does not have it): a notification for a channel notifyd
 // does not run waits, PENDING or QUEUED, until that channel is configured.
 // A repeated IdempotencyKey returns the original (Duplicate set) and writes
-// nothing.
+// nothing. When ctx carries an OpenTelemetry span, its trace is stored with
+// the notification and every delivery attempt continues it.
 func EnqueueTx(ctx context.Context, tx pgx.Tx, n wire.Notification) (wire.Enqueued, error) {
 	out, err := EnqueueBatchTx(ctx, tx, []wire.Notification{n})
 	if err != nil {
@@ -48,13 +50,14 @@ func EnqueueBatchTx(ctx context.Context, tx pgx.Tx, ns []wire.Notification) ([]w
 		return nil, nil
 	}
 	rows := make([]Row, len(ns))
+	tp := traceparent.FromContext(ctx)
 	for i, n := range ns {
 		if !wire.NameRE.MatchString(n.Channel) {
 			return nil, fmt.Errorf("notifyd enqueue in transaction: notification %d: channel %q is not a channel name (%s)", i, n.Channel, wire.NameRE)
 		}
 		rows[i] = Row{
 			Channel: n.Channel, Recipient: n.Recipient, Payload: n.Payload,
-			IdempotencyKey: n.IdempotencyKey, DueAt: n.SendAt,
+			IdempotencyKey: n.IdempotencyKey, DueAt: n.SendAt, TraceParent: tp,
 		}
 	}
 	res, err := Insert(ctx, tx, rows)

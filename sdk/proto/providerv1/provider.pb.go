@@ -304,8 +304,12 @@ type Message struct {
 	CreatedAtUnixNano int64  `protobuf:"varint,7,opt,name=created_at_unix_nano,json=createdAtUnixNano,proto3" json:"created_at_unix_nano,omitempty"`
 	// 0 means no deadline beyond the call's own.
 	DeadlineUnixNano int64 `protobuf:"varint,8,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The W3C traceparent of this message's delivery attempt ("" when it is
+	// not traced): one per message, since a batch carries many traces. The
+	// SDK makes it the parent span context of the ctx Send gets.
+	TraceParent   string `protobuf:"bytes,9,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -392,6 +396,13 @@ func (x *Message) GetDeadlineUnixNano() int64 {
 		return x.DeadlineUnixNano
 	}
 	return 0
+}
+
+func (x *Message) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 type SendRequest struct {
@@ -729,7 +740,7 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x16\n" +
 	"\x06config\x18\x02 \x01(\fR\x06config\")\n" +
 	"\x11ConfigureResponse\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05error\"\x8d\x02\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\"\xb0\x02\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x1c\n" +
@@ -738,7 +749,8 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12'\n" +
 	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12/\n" +
 	"\x14created_at_unix_nano\x18\a \x01(\x03R\x11createdAtUnixNano\x12,\n" +
-	"\x12deadline_unix_nano\x18\b \x01(\x03R\x10deadlineUnixNano\"G\n" +
+	"\x12deadline_unix_nano\x18\b \x01(\x03R\x10deadlineUnixNano\x12!\n" +
+	"\ftrace_parent\x18\t \x01(\tR\vtraceParent\"G\n" +
 	"\vSendRequest\x128\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1c.notifyd.provider.v1.MessageR\bmessages\"\xe5\x01\n" +
 	"\aVerdict\x126\n" +

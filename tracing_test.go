@@ -1,0 +1,330 @@
+package notifyd_test
+
+import (
+	"compress/gzip"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	notifyd "github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/traceparent"
+)
+
+// otlpReceiver is an OTLP/HTTP trace receiver, as a collector or Jaeger
+// runs one: POST /v1/traces with a protobuf ExportTraceServiceRequest.
+type otlpReceiver struct {
+	mu    sync.Mutex
+	spans []receivedSpan
+}
+
+type receivedSpan struct {
+	service string // the resource's service.name: which process sent it
+	span    *tracepb.Span
+}
+
+func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
+		http.Error(w, "not an OTLP trace export", http.StatusNotFound)
+		return
+	}
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req collectortrace.ExportTraceServiceRequest
+	if err := proto.Unmarshal(b, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	o.mu.Lock()
+	for _, rs := range req.ResourceSpans {
+		service := attr(rs.GetResource().GetAttributes(), "service.name").GetStringValue()
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				o.spans = append(o.spans, receivedSpan{service: service, span: s})
+			}
+		}
+	}
+	o.mu.Unlock()
+	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// trace is every span received so far of the trace with id traceID (hex).
+func (o *otlpReceiver) trace(traceID string) []receivedSpan {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []receivedSpan
+	for _, s := range o.spans {
+		if hex.EncodeToString(s.span.TraceId) == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(kvs []*commonpb.KeyValue, key string) *commonpb.AnyValue {
+	for _, kv := range kvs {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return nil
+}
+
+// TestTracing_endToEnd: with tracing on and OTEL_EXPORTER_OTLP_ENDPOINT
+// pointing at a real OTLP/HTTP receiver, one notification enqueued through
+// the API with a caller's traceparent, failed transiently once by the
+// webhook's receiver and then delivered, is ONE trace: the caller's span →
+// the API's span → two attempt spans → the webhook plugin's span in each
+// (sent from the plugin process) → the request the receiver got, whose
+// traceparent names that plugin span.
+func TestTracing_endToEnd(t *testing.T) {
+	// t.Setenv: the daemon and the plugin process it starts read OTEL_*.
+	otlp := &otlpReceiver{}
+	collector := httptest.NewServer(otlp)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: spans arrive while the test polls
+	for _, v := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_RESOURCE_ATTRIBUTES"} {
+		t.Setenv(v, "")
+	}
+
+	// The provider: 503 to a notification's first request, 200 after; every
+	// traceparent kept, by webhook-id (msg_<notification id>).
+	var (
+		sinkMu  sync.Mutex
+		parents = map[string][]string{}
+	)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		sinkMu.Lock()
+		msg := r.Header.Get("webhook-id")
+		parents[msg] = append(parents[msg], r.Header.Get("traceparent"))
+		first := len(parents[msg]) == 1
+		sinkMu.Unlock()
+		if first {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(sink.Close)
+
+	db := testenv.NewDB(t)
+	rds := testenv.NewRedis(t)
+	plugins := t.TempDir()
+	testenv.InstallPlugin(t, plugins, "webhook", "./plugins/webhook")
+	cfg := config.Default()
+	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
+	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{"tracing-token-0123456789"}
+	cfg.Plugins.Dir = plugins
+	cfg.Log.Level = "warn"
+	cfg.Tracing.Enabled = true
+	cfg.Channels = map[string]config.Channel{"hooks": {
+		Plugin: "webhook", Config: map[string]any{"url": sink.URL},
+		Retry: config.Retry{MaxAttempts: 3, Base: 50 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: config.JitterNone},
+	}}
+	d, err := notifyd.Start(testenv.Context(t), &cfg, notifyd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(testenv.Context(t)) })
+
+	// The application's request, in its own trace; a tracestate rides along.
+	const (
+		callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+		callerSpan  = "00f067aa0ba902b7"
+	)
+	addr := fmt.Sprintf("http://%s", d.Addr())
+	req, err := http.NewRequest(http.MethodPost, addr+"/v1/notifications",
+		strings.NewReader(`{"channel":"hooks","recipient":"ada","payload":{"text":"hi"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer tracing-token-0123456789")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	req.Header.Set("tracestate", "app=1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enq client.Enqueued
+	err = json.NewDecoder(resp.Body).Decode(&enq)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("enqueue: %d, %v", resp.StatusCode, err)
+	}
+
+	// A second enqueue with a garbage traceparent: accepted, and a trace of
+	// its own (the API's span is its root).
+	req2, _ := http.NewRequest(http.MethodPost, addr+"/v1/notifications",
+		strings.NewReader(`{"channel":"hooks","recipient":"bob","payload":{}}`))
+	req2.Header.Set("Authorization", "Bearer tracing-token-0123456789")
+	req2.Header.Set("traceparent", "00-zzzz-"+strings.Repeat("9", 300))
+	resp2, err := http.DefaultClient.Do(req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusAccepted {
+		t.Fatalf("enqueue with a garbage traceparent: %d, want 202", resp2.StatusCode)
+	}
+
+	c, err := client.New(addr, "tracing-token-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := c.Notification(ctx, enq.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status == "SENT" {
+			if n.Attempts != 2 {
+				t.Fatalf("notification %d SENT after %d attempts, want 2 (the receiver fails the first)", enq.ID, n.Attempts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notification %d is %s after 30 s (%q), want SENT", enq.ID, n.Status, n.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var stored *string
+	if err := db.Pool.QueryRow(ctx, `SELECT trace_parent FROM notifications WHERE id = $1`, enq.ID).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored == nil || !strings.HasPrefix(*stored, "00-"+callerTrace+"-") {
+		t.Fatalf("trace_parent = %v, want the caller's trace %s", stored, callerTrace)
+	}
+
+	// Wait for the whole trace: the API's span, two attempts, two plugin spans.
+	var spans []receivedSpan
+	byName := map[string][]receivedSpan{}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		spans = otlp.trace(callerTrace)
+		clear(byName)
+		for _, s := range spans {
+			byName[s.span.Name] = append(byName[s.span.Name], s)
+		}
+		if len(byName["POST /v1/notifications"]) == 1 && len(byName["notifyd.deliver"]) == 2 && len(byName["notifyd.plugin.send"]) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the receiver holds %d spans of trace %s: %v; want the API's, two notifyd.deliver and two notifyd.plugin.send",
+				len(spans), callerTrace, names(spans))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	id := func(b []byte) string { return hex.EncodeToString(b) }
+	apiSpan := byName["POST /v1/notifications"][0]
+	if got := id(apiSpan.span.ParentSpanId); got != callerSpan || apiSpan.service != "notifyd" {
+		t.Errorf("API span: parent %s from %q, want the caller's span %s from notifyd", got, apiSpan.service, callerSpan)
+	}
+	attempts := map[int64]receivedSpan{}
+	for _, s := range byName["notifyd.deliver"] {
+		n := attr(s.span.Attributes, "notifyd.attempt").GetIntValue()
+		attempts[n] = s
+		if got := id(s.span.ParentSpanId); got != id(apiSpan.span.SpanId) {
+			t.Errorf("attempt %d: parent %s, want the API's span %s", n, got, id(apiSpan.span.SpanId))
+		}
+		if got := attr(s.span.Attributes, "notifyd.notification.id").GetIntValue(); got != enq.ID {
+			t.Errorf("attempt %d: notification id %d, want %d", n, got, enq.ID)
+		}
+		if attr(s.span.Attributes, "notifyd.channel").GetStringValue() != "hooks" {
+			t.Errorf("attempt %d: channel attribute missing", n)
+		}
+		for _, kv := range s.span.Attributes {
+			if v := kv.Value.GetStringValue(); strings.Contains(v, "ada") || strings.Contains(v, `"text"`) {
+				t.Errorf("attempt %d: attribute %s = %q carries the recipient or payload", n, kv.Key, v)
+			}
+		}
+	}
+	for n, want := range map[int64]struct {
+		outcome string
+		status  int64
+	}{1: {"TRANSIENT", 503}, 2: {"SUCCESS", 200}} {
+		s, ok := attempts[n]
+		if !ok {
+			t.Fatalf("no span for attempt %d among %v", n, names(spans))
+		}
+		if got := attr(s.span.Attributes, "notifyd.outcome").GetStringValue(); got != want.outcome {
+			t.Errorf("attempt %d: outcome %q, want %q", n, got, want.outcome)
+		}
+		if got := attr(s.span.Attributes, "notifyd.provider.status").GetIntValue(); got != want.status {
+			t.Errorf("attempt %d: provider status %d, want %d", n, got, want.status)
+		}
+	}
+	// Each attempt's plugin span comes from the plugin process, under it; the
+	// receiver's request names that plugin span as its parent.
+	sinkMu.Lock()
+	got := append([]string(nil), parents[fmt.Sprintf("msg_%d", enq.ID)]...)
+	sinkMu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("the receiver got %d requests, want 2", len(got))
+	}
+	pluginSpans := map[string]receivedSpan{}
+	for _, s := range byName["notifyd.plugin.send"] {
+		pluginSpans[id(s.span.SpanId)] = s
+		if s.service != "notifyd-plugin-webhook" {
+			t.Errorf("plugin span from service %q, want notifyd-plugin-webhook (the plugin process)", s.service)
+		}
+	}
+	for i, tp := range got {
+		sc, ok := traceparent.Parse(tp)
+		if !ok || sc.TraceID().String() != callerTrace {
+			t.Errorf("request %d: traceparent %q, want one in trace %s", i+1, tp, callerTrace)
+			continue
+		}
+		ps, ok := pluginSpans[sc.SpanID().String()]
+		if !ok {
+			t.Errorf("request %d: traceparent %q names no plugin span", i+1, tp)
+			continue
+		}
+		attempt := attempts[int64(i+1)]
+		if id(ps.span.ParentSpanId) != id(attempt.span.SpanId) {
+			t.Errorf("request %d: its plugin span's parent is %s, want attempt %d's span %s",
+				i+1, id(ps.span.ParentSpanId), i+1, id(attempt.span.SpanId))
+		}
+	}
+}
+
+func names(spans []receivedSpan) []string {
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = s.service + ":" + s.span.Name
+	}
+	return out
+}
