@@ -40,6 +40,9 @@ var callbackReservedHeaders = []string{
 type provider struct {
 	once      sync.Once
 	transport *http.Transport
+
+	mu     sync.Mutex
+	pacers map[string]*pacer // by channel: every sender of a channel shares one
 }
 
 // config is a channel's `config:` block.
@@ -54,6 +57,9 @@ type config struct {
 	Timeout         string            `json:"timeout"`
 	MaxBatchTokens  int               `json:"max_batch_tokens"`
 	MaxResultBytes  int64             `json:"max_result_bytes"`
+	EncodingFormat  string            `json:"encoding_format"`
+	RPM             *int              `json:"rpm"`
+	TPM             *int              `json:"tpm"`
 	CallbackURL     string            `json:"callback_url"`
 	CallbackHeaders map[string]string `json:"callback_headers"`
 	CallbackTimeout string            `json:"callback_timeout"`
@@ -65,8 +71,8 @@ func (p *provider) Describe() sdk.Info {
 		Version:      Version,
 		Capabilities: []string{"embeddings", "result", "callback"},
 		ConfigSchema: configSchema,
-		// Voyage's base tier allows 2000 requests a minute; more parallel
-		// requests than this only earn 429s.
+		// Voyage's tier 1 allows 2000 requests a minute, and the channel's
+		// pacer holds to rpm/tpm; more parallel requests only wait longer.
 		MaxConcurrency: 32,
 	}
 }
@@ -80,10 +86,19 @@ func (p *provider) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk
 	if err != nil {
 		return nil, err
 	}
+	rpm, tpm := rateLimits(c.Model)
+	if c.RPM != nil {
+		rpm = *c.RPM
+	}
+	if c.TPM != nil {
+		tpm = *c.TPM
+	}
+	s.pace = p.pacer(req.Channel, rpm, tpm)
 	if req.Logger != nil {
 		// Never the api_key or callback header values.
 		req.Logger.Info("voyage channel configured", "channel", req.Channel,
-			"endpoint", sdk.RedactURL(s.endpoint), "model", c.Model, "callback", c.CallbackURL != "")
+			"endpoint", sdk.RedactURL(s.endpoint), "model", c.Model, "callback", c.CallbackURL != "",
+			"rpm", rpm, "tpm", tpm, "encoding_format", s.encoding)
 	}
 	return s, nil
 }
@@ -141,6 +156,19 @@ func (p *provider) newSender(c config) (*sender, error) {
 	case s.maxResultBytes == 0:
 		s.maxResultBytes = DefaultMaxResultBytes
 	}
+	switch c.EncodingFormat {
+	case "", EncodingBase64:
+		s.encoding = EncodingBase64
+	case EncodingFloat:
+		s.encoding = EncodingFloat
+	default:
+		return nil, configError("encoding_format", fmt.Sprintf("is %q; want base64 (the default) or float", c.EncodingFormat))
+	}
+	for key, v := range map[string]*int{"rpm": c.RPM, "tpm": c.TPM} {
+		if v != nil && *v < 0 {
+			return nil, configError(key, "must be 0 (unlimited) or more; leave it out for Voyage's tier-1 limit of the model")
+		}
+	}
 
 	if c.CallbackURL == "" {
 		if len(c.CallbackHeaders) > 0 {
@@ -169,6 +197,22 @@ func (p *provider) newSender(c config) (*sender, error) {
 		s.secrets.Add(sdk.HeaderSecrets(value)...)
 	}
 	return s, nil
+}
+
+// pacer returns the channel's pacer, made or updated to rpm and tpm.
+func (p *provider) pacer(channel string, rpm, tpm int) *pacer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc, ok := p.pacers[channel]; ok {
+		pc.set(rpm, tpm)
+		return pc
+	}
+	if p.pacers == nil {
+		p.pacers = make(map[string]*pacer)
+	}
+	pc := newPacer(rpm, tpm)
+	p.pacers[channel] = pc
+	return pc
 }
 
 // client returns a client on the process-wide Transport.
@@ -211,12 +255,15 @@ var configSchema = json.RawMessage(`{
     "model": {"type": "string", "description": "e.g. voyage-3.5, voyage-4-large, voyage-code-3."},
     "input_type": {"enum": ["query", "document"]},
     "truncation": {"type": "boolean", "description": "Voyage's default is true."},
-    "output_dimension": {"enum": [256, 512, 1024, 2048]},
-    "output_dtype": {"enum": ["float", "int8", "uint8", "binary", "ubinary"]},
+    "output_dimension": {"enum": [256, 512, 1024, 2048], "description": "Models with a fixed dimension take none; checked per model."},
+    "output_dtype": {"enum": ["float", "int8", "uint8", "binary", "ubinary"], "description": "Older models take float only; checked per model."},
+    "encoding_format": {"enum": ["base64", "float"], "default": "base64", "description": "How Voyage sends embeddings; the result holds JSON numbers either way."},
+    "rpm": {"type": "integer", "minimum": 0, "description": "Requests per minute for the channel in this process; default Voyage's tier-1 limit of the model, 0 unlimited."},
+    "tpm": {"type": "integer", "minimum": 0, "description": "Tokens per minute (estimated) for the channel in this process; default Voyage's tier-1 limit of the model, 0 unlimited."},
     "timeout": {"type": "string", "default": "30s", "description": "Per-request timeout (Go duration)."},
     "max_batch_tokens": {"type": "integer", "minimum": 0, "description": "Token cap per request; 0 means the model's documented limit."},
-    "max_result_bytes": {"type": "integer", "minimum": 0, "default": 4194304},
-    "callback_url": {"type": "string", "format": "uri", "description": "Where embeddings are POSTed after each success."},
+    "max_result_bytes": {"type": "integer", "minimum": 0, "default": 4194304, "description": "Cap on one Voyage answer and on the stored result (itself at most 4 MiB)."},
+    "callback_url": {"type": "string", "format": "uri", "description": "Where embeddings are POSTed after each success, in parts when they are too big to store."},
     "callback_headers": {"type": "object", "additionalProperties": {"type": "string"}},
     "callback_timeout": {"type": "string", "default": "10s"}
   }

@@ -24,32 +24,6 @@ const (
 	bytesPerToken = 6
 )
 
-// tokenLimits is Voyage's documented cap on the total tokens of one
-// request's inputs, per model. Models not listed get the smallest cap
-// (defaultTokenLimit) unless the channel sets max_batch_tokens.
-var tokenLimits = map[string]int{
-	"voyage-4-lite":   1_000_000,
-	"voyage-3.5-lite": 1_000_000,
-	"voyage-3-lite":   1_000_000,
-
-	"voyage-4":   320_000,
-	"voyage-3.5": 320_000,
-	"voyage-3":   320_000,
-	"voyage-2":   320_000,
-
-	"voyage-4-large":          120_000,
-	"voyage-3-large":          120_000,
-	"voyage-code-3":           120_000,
-	"voyage-finance-2":        120_000,
-	"voyage-law-2":            120_000,
-	"voyage-multilingual-2":   120_000,
-	"voyage-large-2":          120_000,
-	"voyage-large-2-instruct": 120_000,
-	"voyage-code-2":           120_000,
-}
-
-const defaultTokenLimit = 120_000
-
 // The values Voyage accepts for the enumerated parameters.
 var (
 	inputTypes       = []string{"query", "document"}
@@ -87,7 +61,8 @@ func (p params) override(o params) params {
 	return p
 }
 
-// check reports the first field Voyage would refuse, named as key.
+// check reports the first field Voyage would refuse, named as key: a value
+// no model takes, then one p.Model does not (checkModel).
 func (p params) check() (key, reason string) {
 	switch {
 	case p.InputType != "" && !slices.Contains(inputTypes, p.InputType):
@@ -95,9 +70,9 @@ func (p params) check() (key, reason string) {
 	case p.OutputDtype != "" && !slices.Contains(outputDtypes, p.OutputDtype):
 		return "output_dtype", fmt.Sprintf("is %q; want one of %s", p.OutputDtype, strings.Join(outputDtypes, ", "))
 	case p.OutputDimension != 0 && !slices.Contains(outputDimensions, p.OutputDimension):
-		return "output_dimension", fmt.Sprintf("is %d; want 256, 512, 1024 or 2048", p.OutputDimension)
+		return "output_dimension", fmt.Sprintf("is %d; want %s", p.OutputDimension, orList(outputDimensions))
 	}
-	return "", ""
+	return p.checkModel()
 }
 
 // payload is a notification's payload:
@@ -114,6 +89,18 @@ type payload struct {
 type embedRequest struct {
 	Input json.RawMessage `json:"input"`
 	params
+	// EncodingFormat is "base64" or left out (Voyage: null, JSON numbers).
+	EncodingFormat string `json:"encoding_format,omitempty"`
+}
+
+// request is a checked payload: what to embed and how.
+type request struct {
+	texts []string
+	// single: input was one string, and is sent as one.
+	single bool
+	params params
+	// tokens is estimateTokens(texts).
+	tokens int
 }
 
 // errPayload marks a payload that no retry can fix.
@@ -125,70 +112,77 @@ func payloadErr(format string, args ...any) error {
 	return &errPayload{reason: fmt.Sprintf(format, args...)}
 }
 
-// buildRequest turns a payload into the embeddings request body and the
-// number of inputs it carries, refusing before anything is sent what Voyage
-// would refuse: a malformed payload, a bad parameter, too many inputs, too
-// many tokens. maxTokens overrides the model's documented token cap when > 0.
-func buildRequest(raw json.RawMessage, defaults params, maxTokens int) (body []byte, inputs int, err error) {
+// parseRequest checks a payload against the channel's defaults, refusing
+// before anything is sent what Voyage would refuse: a malformed payload, a
+// bad parameter, too many inputs, too many tokens. maxTokens overrides the
+// model's documented token cap when > 0.
+func parseRequest(raw json.RawMessage, defaults params, maxTokens int) (*request, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, 0, payloadErr(`is empty; want {"input": "text" or ["text", ...]}`)
+		return nil, payloadErr(`is empty; want {"input": "text" or ["text", ...]}`)
 	}
 	var p payload
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, 0, payloadErr("%s", describeJSONError(err))
+		return nil, payloadErr("%s", describeJSONError(err))
 	}
 	if dec.More() {
-		return nil, 0, payloadErr("has data after the JSON object")
+		return nil, payloadErr("has data after the JSON object")
 	}
 
 	texts, single, err := parseInput(p.Input)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if len(texts) > MaxInputs {
-		return nil, 0, payloadErr("input has %d texts; Voyage takes at most %d per request", len(texts), MaxInputs)
+		return nil, payloadErr("input has %d texts; Voyage takes at most %d per request", len(texts), MaxInputs)
 	}
 	for i, t := range texts {
 		if t == "" {
 			if single {
-				return nil, 0, payloadErr("input is an empty string")
+				return nil, payloadErr("input is an empty string")
 			}
-			return nil, 0, payloadErr("input[%d] is an empty string", i)
+			return nil, payloadErr("input[%d] is an empty string", i)
 		}
 	}
 
 	merged := defaults.override(p.params)
 	if merged.Model == "" {
-		return nil, 0, payloadErr("no model: set model in the channel config or the payload")
+		return nil, payloadErr("no model: set model in the channel config or the payload")
 	}
 	if key, reason := merged.check(); key != "" {
-		return nil, 0, payloadErr("%s %s", key, reason)
+		return nil, payloadErr("%s %s", key, reason)
 	}
 	limit := maxTokens
 	if limit <= 0 {
 		limit = tokenLimit(merged.Model)
 	}
-	if est := estimateTokens(texts); est > limit {
-		return nil, 0, payloadErr("input is about %d tokens (estimated at %d bytes per token); %s takes at most %d per request",
+	est := estimateTokens(texts)
+	if est > limit {
+		return nil, payloadErr("input is about %d tokens (estimated at %d bytes per token); %s takes at most %d per request",
 			est, bytesPerToken, merged.Model, limit)
 	}
+	return &request{texts: texts, single: single, params: merged, tokens: est}, nil
+}
 
-	var input json.RawMessage
-	if single {
-		input, err = json.Marshal(texts[0])
+// body is the embeddings request for texts[from:to]; a single string input
+// stays a string.
+func (r *request) body(from, to int, encodingFormat string) ([]byte, error) {
+	var input []byte
+	var err error
+	if r.single {
+		input, err = json.Marshal(r.texts[0])
 	} else {
-		input, err = json.Marshal(texts)
+		input, err = json.Marshal(r.texts[from:to])
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("encode input: %w", err)
+		return nil, fmt.Errorf("encode input: %w", err)
 	}
-	body, err = json.Marshal(embedRequest{Input: input, params: merged})
+	body, err := json.Marshal(embedRequest{Input: input, params: r.params, EncodingFormat: encodingFormat})
 	if err != nil {
-		return nil, 0, fmt.Errorf("encode embeddings request: %w", err)
+		return nil, fmt.Errorf("encode embeddings request: %w", err)
 	}
-	return body, len(texts), nil
+	return body, nil
 }
 
 // parseInput accepts a string or a list of strings.
@@ -213,14 +207,6 @@ func parseInput(raw json.RawMessage) (texts []string, single bool, err error) {
 		return texts, false, nil
 	}
 	return nil, false, payloadErr("input must be a string or a list of strings")
-}
-
-// tokenLimit is the documented per-request token cap of model.
-func tokenLimit(model string) int {
-	if n, ok := tokenLimits[model]; ok {
-		return n
-	}
-	return defaultTokenLimit
 }
 
 // estimateTokens estimates the tokens of texts: each text's UTF-8 length

@@ -26,9 +26,11 @@ type sender struct {
 	// them from anything reported: an answer may echo them.
 	secrets        *sdk.Redactor
 	defaults       params
+	encoding       string // EncodingBase64 or EncodingFloat
 	timeout        time.Duration
 	maxBatchTokens int
 	maxResultBytes int64
+	pace           *pacer    // shared by the channel's senders
 	callback       *callback // nil when the channel has no callback_url
 }
 
@@ -40,12 +42,12 @@ type callback struct {
 	secrets *sdk.Redactor // the sender's
 }
 
-// embedResponse is Voyage's answer to POST /v1/embeddings.
+// embedResponse is Voyage's answer to POST /v1/embeddings, and the result.
 type embedResponse struct {
 	Object string           `json:"object"`
 	Data   []embeddingEntry `json:"data"`
 	Model  string           `json:"model"`
-	Usage  json.RawMessage  `json:"usage"`
+	Usage  usage            `json:"usage"`
 }
 
 type embeddingEntry struct {
@@ -54,32 +56,123 @@ type embeddingEntry struct {
 	Index     int             `json:"index"`
 }
 
+type usage struct {
+	TotalTokens int `json:"total_tokens"`
+}
+
 // errorResponse is Voyage's error body.
 type errorResponse struct {
 	Detail any `json:"detail"`
 }
 
-// Send embeds m's input and returns the embeddings as the result.
+// Send embeds m's input and returns the embeddings as the result. The
+// inputs go in as few requests as the answer size allows; when the result
+// could not be stored, they go to the callback in parts (planRequests).
 func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
-	body, inputs, err := buildRequest(m.Payload, s.defaults, s.maxBatchTokens)
+	r, err := parseRequest(m.Payload, s.defaults, s.maxBatchTokens)
 	if err != nil {
 		return sdk.Permanent(fmt.Sprintf("notification %d: %v", m.ID, err))
 	}
-	result, v := s.embed(ctx, body, inputs)
-	if v.Outcome != sdk.OutcomeSuccess {
-		return v
+	p, err := planRequests(r, newSizing(r.params, s.encoding, s.maxResultBytes), s.callback != nil)
+	if err != nil {
+		return sdk.Permanent(fmt.Sprintf("notification %d: %v", m.ID, err))
 	}
+	if p.parts {
+		return s.sendParts(ctx, &m, r, p.chunk)
+	}
+
+	var all *embedResponse
+	var v sdk.Verdict
+	for from := 0; from < len(r.texts); from += p.chunk {
+		var got *embedResponse
+		if got, v = s.embed(ctx, r, from, min(from+p.chunk, len(r.texts))); v.Outcome != sdk.OutcomeSuccess {
+			return v
+		}
+		if all == nil {
+			all = got
+		} else {
+			all.Data = append(all.Data, got.Data...)
+			all.Usage.TotalTokens += got.Usage.TotalTokens
+		}
+	}
+	result, err := json.Marshal(all)
+	if err != nil {
+		return sdk.Permanent(fmt.Sprintf("voyage: encode result: %v", err))
+	}
+	v = v.WithResult(result)
 	if s.callback != nil {
-		if cv := s.callback.post(ctx, s.client, &m, result); cv.Outcome != sdk.OutcomeSuccess {
+		if cv := s.callback.post(ctx, s.client, &m, result, nil); cv.Outcome != sdk.OutcomeSuccess {
 			return cv.WithResult(result)
 		}
 	}
 	return v
 }
 
-// embed POSTs body to Voyage and turns the answer into a verdict carrying
-// the result on success.
-func (s *sender) embed(ctx context.Context, body []byte, inputs int) (json.RawMessage, sdk.Verdict) {
+// part says which piece of a notification's embeddings a callback carries.
+type part struct {
+	Part   int `json:"part"`   // from 1
+	Parts  int `json:"parts"`  // how many the notification has
+	Offset int `json:"offset"` // the input index of this part's first embedding
+}
+
+// partsSummary is the stored result when the embeddings went to the
+// callback in parts.
+type partsSummary struct {
+	Object string `json:"object"` // "parts"
+	Parts  int    `json:"parts"`
+	Inputs int    `json:"inputs"`
+	Model  string `json:"model"`
+	Usage  usage  `json:"usage"`
+}
+
+// sendParts embeds r in requests of chunk inputs and POSTs each answer to
+// the callback before the next request, so a failing callback stops the
+// spending. A retry starts again from the first part, under the same
+// per-part idempotency keys.
+func (s *sender) sendParts(ctx context.Context, m *sdk.Message, r *request, chunk int) sdk.Verdict {
+	parts := (len(r.texts) + chunk - 1) / chunk
+	sum := partsSummary{Object: "parts", Parts: parts, Inputs: len(r.texts)}
+	var v sdk.Verdict
+	for k := range parts {
+		from := k * chunk
+		var got *embedResponse
+		if got, v = s.embed(ctx, r, from, min(from+chunk, len(r.texts))); v.Outcome != sdk.OutcomeSuccess {
+			return v
+		}
+		sum.Model = got.Model
+		sum.Usage.TotalTokens += got.Usage.TotalTokens
+		result, err := json.Marshal(got)
+		if err != nil {
+			return sdk.Permanent(fmt.Sprintf("voyage: encode result: %v", err))
+		}
+		if cv := s.callback.post(ctx, s.client, m, result, &part{Part: k + 1, Parts: parts, Offset: from}); cv.Outcome != sdk.OutcomeSuccess {
+			cv.Detail = fmt.Sprintf("part %d of %d: %s", k+1, parts, cv.Detail)
+			return cv
+		}
+	}
+	summary, err := json.Marshal(sum)
+	if err != nil {
+		return sdk.Permanent(fmt.Sprintf("voyage: encode result: %v", err))
+	}
+	return v.WithResult(summary)
+}
+
+// embed sends r's inputs [from, to) to Voyage once the channel's pace
+// allows, and returns the answer with its embeddings as JSON numbers and
+// their indexes counted in r's inputs.
+func (s *sender) embed(ctx context.Context, r *request, from, to int) (*embedResponse, sdk.Verdict) {
+	tokens := estimateTokens(r.texts[from:to])
+	if err := s.pace.wait(ctx, tokens); err != nil {
+		var paced *errPaced
+		if errors.As(err, &paced) {
+			return nil, sdk.Transient("voyage: " + err.Error()).WithRetryAfter(min(paced.delay, sdk.MaxRetryAfter))
+		}
+		return nil, sdk.Transient(fmt.Sprintf("voyage: waiting for the channel's rate limit: %v", err))
+	}
+	body, err := r.body(from, to, s.wireEncoding())
+	if err != nil {
+		return nil, sdk.Permanent(fmt.Sprintf("voyage: %v", err))
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
@@ -115,18 +208,31 @@ func (s *sender) embed(ctx context.Context, body []byte, inputs int) (json.RawMe
 		return nil, sdk.Permanent(fmt.Sprintf("voyage: response is over max_result_bytes (%d); raise it, lower output_dimension or send fewer inputs",
 			s.maxResultBytes)).WithStatus(resp.StatusCode)
 	}
-	result, err := parseEmbeddings(raw, inputs)
+	got, err := parseEmbeddings(raw, to-from, r.params.OutputDtype)
 	if err != nil {
 		// A 2xx we cannot read is most likely a proxy or a glitch, not an
 		// answer to this input: retrying is safe (embedding is idempotent).
 		return nil, sdk.Transient(fmt.Sprintf("voyage: %s with an unusable body: %v", resp.Status, err)).WithStatus(resp.StatusCode)
 	}
-	return result, sdk.Success(result).WithStatus(resp.StatusCode)
+	s.pace.charge(time.Now(), got.Usage.TotalTokens-tokens)
+	for i := range got.Data {
+		got.Data[i].Index += from
+	}
+	return got, sdk.Success(nil).WithStatus(resp.StatusCode)
+}
+
+// wireEncoding is the encoding_format sent: "base64", or none for float.
+func (s *sender) wireEncoding() string {
+	if s.encoding == EncodingBase64 {
+		return EncodingBase64
+	}
+	return ""
 }
 
 // parseEmbeddings checks Voyage's 2xx body (one embedding per input, each
-// index once) and returns it compacted, ordered by index, as the result.
-func parseEmbeddings(raw []byte, inputs int) (json.RawMessage, error) {
+// index once), decodes base64 embeddings into JSON numbers of dtype's kind,
+// and orders the entries by index.
+func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, error) {
 	var r embedResponse
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("not an embeddings response: %s", strings.TrimPrefix(err.Error(), "json: "))
@@ -140,18 +246,28 @@ func parseEmbeddings(raw []byte, inputs int) (json.RawMessage, error) {
 		if e.Index < 0 || e.Index >= inputs || seen[e.Index] {
 			return nil, fmt.Errorf("embedding index %d is out of range or repeated", e.Index)
 		}
-		if len(e.Embedding) == 0 || e.Embedding[0] != '[' && e.Embedding[0] != '"' {
+		switch {
+		case len(e.Embedding) > 0 && e.Embedding[0] == '[':
+			// JSON numbers already (encoding_format float, or a model that
+			// answers base64 requests with numbers, as Voyage's client allows).
+		case len(e.Embedding) > 0 && e.Embedding[0] == '"':
+			var b64 string
+			if err := json.Unmarshal(e.Embedding, &b64); err != nil {
+				return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
+			}
+			numbers, err := decodeBase64Embedding(b64, dtype)
+			if err != nil {
+				return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
+			}
+			e.Embedding = numbers
+		default:
 			return nil, fmt.Errorf("embedding %d is not a vector", e.Index)
 		}
 		seen[e.Index] = true
 		ordered[e.Index] = e
 	}
 	r.Data = ordered
-	out, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode result: %w", err)
-	}
-	return out, nil
+	return &r, nil
 }
 
 // errorDetail is Voyage's `detail` from an error body, or the body's start
@@ -177,21 +293,26 @@ func errorDetail(raw []byte) string {
 // post sends the result to the callback URL. Its failure is classified like
 // any HTTP send (sdk.ClassifyHTTP): a transient one retries the whole
 // notification, so the callback receives the embeddings at least once.
-func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message, result json.RawMessage) sdk.Verdict {
+//
+// A part of a split notification (p not nil) carries part, parts and offset,
+// and its own Idempotency-Key (the notification's, then "/part-N"), so a
+// receiver that drops repeated keys keeps every part.
+func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message, result json.RawMessage, p *part) sdk.Verdict {
 	var createdAt *time.Time
 	if !m.CreatedAt.IsZero() {
 		t := m.CreatedAt.UTC()
 		createdAt = &t
 	}
 	body, err := json.Marshal(struct {
-		ID             int64           `json:"id"`
-		Channel        string          `json:"channel"`
-		Recipient      string          `json:"recipient"`
-		IdempotencyKey string          `json:"idempotency_key,omitempty"`
-		Attempt        int             `json:"attempt"`
-		CreatedAt      *time.Time      `json:"created_at"`
-		Result         json.RawMessage `json:"result"`
-	}{m.ID, m.Channel, m.Recipient, m.IdempotencyKey, m.Attempt, createdAt, result})
+		ID             int64      `json:"id"`
+		Channel        string     `json:"channel"`
+		Recipient      string     `json:"recipient"`
+		IdempotencyKey string     `json:"idempotency_key,omitempty"`
+		Attempt        int        `json:"attempt"`
+		CreatedAt      *time.Time `json:"created_at"`
+		*part
+		Result json.RawMessage `json:"result"`
+	}{m.ID, m.Channel, m.Recipient, m.IdempotencyKey, m.Attempt, createdAt, p, result})
 	if err != nil {
 		return sdk.Permanent(fmt.Sprintf("callback: encode body: %v", err))
 	}
@@ -211,6 +332,9 @@ func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message
 	key := m.IdempotencyKey
 	if key == "" {
 		key = strconv.FormatInt(m.ID, 10)
+	}
+	if p != nil {
+		key += "/part-" + strconv.Itoa(p.Part)
 	}
 	req.Header.Set("Idempotency-Key", key)
 

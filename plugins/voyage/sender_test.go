@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,13 +32,16 @@ type voyageRequest struct {
 
 // fakeVoyage reproduces the documented behaviour of POST /v1/embeddings:
 // Bearer auth (401 with a detail otherwise), a JSON body with input and
-// model, one embedding per input in data[] with its index, usage.total_tokens.
+// model, one embedding per input in data[] with its index, usage.total_tokens,
+// the embeddings in base64 when encoding_format is "base64".
 // respond, when set, answers instead (after the request is recorded).
 type fakeVoyage struct {
 	*httptest.Server
 	got     chan voyageRequest
 	hits    atomic.Int64
 	respond func(w http.ResponseWriter, r voyageRequest)
+	// answered is the largest answer body it sent, in bytes.
+	answered atomic.Int64
 }
 
 func newFakeVoyage(t *testing.T) *fakeVoyage {
@@ -87,21 +93,51 @@ func (f *fakeVoyage) serve(w http.ResponseWriter, req *http.Request) {
 	if d, ok := r.body["output_dimension"].(float64); ok {
 		dims = int(d)
 	}
+	dtype, _ := r.body["output_dtype"].(string)
+	b64 := r.body["encoding_format"] == "base64"
 	resp := map[string]any{"object": "list", "model": r.body["model"]}
 	var data []map[string]any
 	tokens := 0
 	// Answer out of order, as nothing in the docs promises order.
 	for i := len(inputs) - 1; i >= 0; i-- {
-		vec := make([]float64, dims)
-		for j := range vec {
-			vec[j] = float64(i) + float64(j)/10
-		}
-		data = append(data, map[string]any{"object": "embedding", "embedding": vec, "index": i})
+		data = append(data, map[string]any{"object": "embedding", "embedding": fakeEmbedding(i, dims, dtype, b64), "index": i})
 		tokens += len(inputs[i])/4 + 1
 	}
 	resp["data"] = data
 	resp["usage"] = map[string]any{"total_tokens": tokens}
-	json.NewEncoder(w).Encode(resp)
+	out, _ := json.Marshal(resp)
+	f.answered.Store(max(f.answered.Load(), int64(len(out))))
+	w.Write(out)
+}
+
+// fakeEmbedding is input i's embedding as Voyage sends it: value j is i +
+// j/10 (float) or i + j (integer dtypes; binary packs 8 dimensions a byte),
+// as JSON numbers or, with encoding_format base64, the values' little-endian
+// bytes in base64 (what numpy's tobytes gives Voyage's client).
+func fakeEmbedding(i, dims int, dtype string, b64 bool) any {
+	n := dims
+	if dtype == "binary" || dtype == "ubinary" {
+		n = (dims + 7) / 8
+	}
+	var raw []byte
+	var nums []any
+	for j := range n {
+		switch dtype {
+		case "int8", "binary":
+			v := int8(i + j)
+			raw, nums = append(raw, byte(v)), append(nums, v)
+		case "uint8", "ubinary":
+			v := uint8(i + j)
+			raw, nums = append(raw, v), append(nums, v)
+		default:
+			v := float32(i) + float32(j)/10
+			raw, nums = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v)), append(nums, v)
+		}
+	}
+	if b64 {
+		return base64.StdEncoding.EncodeToString(raw)
+	}
+	return nums
 }
 
 func (f *fakeVoyage) next(t *testing.T) voyageRequest {
@@ -182,7 +218,7 @@ func TestSender_Send(t *testing.T) {
 				t.Errorf("header %s = %q; want %q", k, g, want)
 			}
 		}
-		wantBody := `{"input":"Seoul is the capital of Korea.","model":"voyage-3.5","input_type":"document","truncation":true,"output_dimension":256,"output_dtype":"float"}`
+		wantBody := `{"input":"Seoul is the capital of Korea.","model":"voyage-3.5","input_type":"document","truncation":true,"output_dimension":256,"output_dtype":"float","encoding_format":"base64"}`
 		if string(got.raw) != wantBody {
 			t.Errorf("body = %s\nwant   %s", got.raw, wantBody)
 		}
@@ -204,7 +240,7 @@ func TestSender_Send(t *testing.T) {
 		}
 		got := f.next(t)
 		want := map[string]any{"input": []any{"a", "b", "c"}, "model": "voyage-code-3", "input_type": "query",
-			"truncation": false, "output_dtype": "int8"}
+			"truncation": false, "output_dtype": "int8", "encoding_format": "base64"}
 		if g, w := fmt.Sprint(got.body), fmt.Sprint(want); g != w {
 			t.Errorf("body = %s; want %s", g, w)
 		}
@@ -216,13 +252,26 @@ func TestSender_Send(t *testing.T) {
 		}
 	})
 
-	t.Run("nothing optional set: only input and model are sent", func(t *testing.T) {
+	t.Run("nothing optional set: input, model and the base64 encoding are sent", func(t *testing.T) {
 		t.Parallel()
 		f := newFakeVoyage(t)
 		s := configure(t, map[string]any{"api_key": testKey, "base_url": f.URL, "model": "voyage-4"})
 		s.Send(context.Background(), message(`{"input":["x"]}`))
+		if got := f.next(t); string(got.raw) != `{"input":["x"],"model":"voyage-4","encoding_format":"base64"}` {
+			t.Errorf("body = %s; want only input, model and encoding_format", got.raw)
+		}
+	})
+
+	t.Run("encoding_format float: only input and model are sent", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeVoyage(t)
+		s := configure(t, map[string]any{"api_key": testKey, "base_url": f.URL, "model": "voyage-4", "encoding_format": "float"})
+		v := s.Send(context.Background(), message(`{"input":["x"]}`))
 		if got := f.next(t); string(got.raw) != `{"input":["x"],"model":"voyage-4"}` {
 			t.Errorf("body = %s; want only input and model", got.raw)
+		}
+		if r := decodeResult(t, v.Result); len(r.Data) != 1 || len(r.Data[0].Embedding) != 4 || r.Data[0].Embedding[1] != 0.1 {
+			t.Errorf("result = %s; want Voyage's numbers as they came", v.Result)
 		}
 	})
 }
@@ -335,7 +384,8 @@ func TestSender_Send_refusedBeforeSending(t *testing.T) {
 
 	t.Run("just under the limits is sent", func(t *testing.T) {
 		texts := make1001()[:MaxInputs]
-		body, _ := json.Marshal(map[string]any{"input": texts})
+		// binary: 1000 results of 128 bytes fit in a stored result.
+		body, _ := json.Marshal(map[string]any{"input": texts, "output_dtype": "binary"})
 		if v := s.Send(context.Background(), message(string(body))); v.Outcome != sdk.OutcomeSuccess {
 			t.Errorf("1000 inputs: outcome = %v (%s); want SUCCESS", v.Outcome, v.Detail)
 		}
@@ -376,10 +426,10 @@ func TestSender_Send_badAnswers(t *testing.T) {
 			respond: func(w http.ResponseWriter, _ voyageRequest) {
 				io.WriteString(w, `{"data":[{"embedding":{},"index":0},{"embedding":[2],"index":1}]}`)
 			}},
-		{name: "over max_result_bytes", want: sdk.OutcomePermanent, inDetail: "max_result_bytes (1024)",
-			config: map[string]any{"max_result_bytes": 1024},
+		{name: "over max_result_bytes", want: sdk.OutcomePermanent, inDetail: "max_result_bytes (20000)",
+			config: map[string]any{"max_result_bytes": 20000, "output_dimension": 256},
 			respond: func(w http.ResponseWriter, _ voyageRequest) {
-				fmt.Fprintf(w, `{"data":[{"embedding":[%s1],"index":0}]}`, strings.Repeat("0.123456789,", 200))
+				fmt.Fprintf(w, `{"data":[{"embedding":[%s1],"index":0}]}`, strings.Repeat("0.123456789,", 2000))
 			}},
 		{name: "an unfollowed redirect", want: sdk.OutcomePermanent, inDetail: "307",
 			respond: func(w http.ResponseWriter, _ voyageRequest) {
