@@ -19,8 +19,9 @@ const (
 
 // Modes: who receives the message.
 const (
-	modeMemo    = "memo"    // the token's own user ("send to me")
-	modeFriends = "friends" // the notification's recipient, a friend's UUID
+	modeMemo     = "memo"     // the token's own user ("send to me")
+	modeFriends  = "friends"  // the notification's recipient, a friend's UUID
+	modeAlimtalk = "alimtalk" // a phone number, through a BizMessage partner
 )
 
 // rawConfig is the channel's `config:` block exactly as the operator wrote it.
@@ -35,6 +36,7 @@ type rawConfig struct {
 	Template     json.RawMessage `json:"template"`
 	Timeout      string          `json:"timeout"`
 	TokenFile    string          `json:"token_file"`
+	Alimtalk     *alimtalkRaw    `json:"alimtalk"`
 }
 
 // config is a validated channel config with defaults filled in.
@@ -49,6 +51,7 @@ type config struct {
 	template     *fieldTemplate
 	timeout      time.Duration
 	tokenFile    string
+	alimtalk     *atConfig // mode alimtalk only
 }
 
 // ConfigError is a bad channel config: Key names the offending key. It never
@@ -78,10 +81,15 @@ func parseConfig(req sdk.ConfigureRequest) (*config, error) {
 	}
 	switch rc.Mode {
 	case modeMemo, modeFriends:
+		if rc.Alimtalk != nil {
+			return nil, &ConfigError{Key: "alimtalk", Reason: "only used with mode alimtalk"}
+		}
+	case modeAlimtalk:
+		return parseAlimtalkConfig(rc)
 	case "":
-		return nil, &ConfigError{Key: "mode", Reason: `required: "memo" (send to me) or "friends" (send to the recipient's UUID)`}
+		return nil, &ConfigError{Key: "mode", Reason: `required: "memo" (send to me), "friends" (send to the recipient's UUID) or "alimtalk" (send to a phone number through a BizMessage partner)`}
 	default:
-		return nil, &ConfigError{Key: "mode", Reason: fmt.Sprintf(`%q is not "memo" or "friends"`, rc.Mode)}
+		return nil, &ConfigError{Key: "mode", Reason: fmt.Sprintf(`%q is not "memo", "friends" or "alimtalk"`, rc.Mode)}
 	}
 	if rc.AccessToken == "" && rc.RefreshToken == "" {
 		return nil, &ConfigError{Key: "access_token", Reason: "required unless refresh_token (with client_id) is set"}
@@ -134,4 +142,32 @@ func baseURL(key, val, def string) (string, error) {
 		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q must be a base URL without query or fragment", sdk.RedactURL(val))}
 	}
 	return strings.TrimRight(val, "/"), nil
+}
+
+// parseAlimtalkConfig validates a mode alimtalk config: the Talk Message
+// keys (OAuth tokens, Kakao's URLs) do not apply and are refused, so a
+// half-switched config never looks like it works.
+func parseAlimtalkConfig(rc rawConfig) (*config, error) {
+	for _, k := range []struct{ key, val string }{
+		{"access_token", rc.AccessToken}, {"refresh_token", rc.RefreshToken}, {"client_id", rc.ClientID},
+		{"client_secret", rc.ClientSecret}, {"token_file", rc.TokenFile}, {"api_url", rc.APIURL}, {"auth_url", rc.AuthURL},
+	} {
+		if k.val != "" {
+			return nil, &ConfigError{Key: k.key, Reason: "not used with mode alimtalk (a BizMessage partner signs with alimtalk.access_key/secret_key; its URL is alimtalk.api_url)"}
+		}
+	}
+	at, err := parseAlimtalk(rc.Alimtalk)
+	if err != nil {
+		return nil, err
+	}
+	c := &config{mode: modeAlimtalk, alimtalk: at}
+	if c.timeout, err = sdk.ParseDuration(rc.Timeout, TimeoutDefault); err != nil {
+		return nil, &ConfigError{Key: "timeout", Reason: fmt.Sprintf("%q is not a positive duration such as \"10s\"", rc.Timeout)}
+	}
+	if t := bytes.TrimSpace(rc.Template); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if c.template, err = parseObjectTemplate(t); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }

@@ -36,6 +36,9 @@ type fakeKakao struct {
 	refreshGate chan struct{}
 	// onReject is called after each -401 answer with the running count.
 	onReject func(n int)
+	// refuse lists friends a send fails for, with the failure_info code
+	// Kakao answers for them (-530: the user refused messages).
+	refuse map[string]int
 }
 
 type cannedAnswer struct {
@@ -193,7 +196,26 @@ func (f *fakeKakao) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, `{"result_code":0}`)
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"successful_receiver_uuids": uuids})
+	f.mu.Lock()
+	reached := []string{}
+	failed := map[int][]string{}
+	for _, u := range uuids {
+		if code, refused := f.refuse[u]; refused {
+			failed[code] = append(failed[code], u)
+		} else {
+			reached = append(reached, u)
+		}
+	}
+	f.mu.Unlock()
+	answer := map[string]any{"successful_receiver_uuids": reached}
+	if len(failed) > 0 {
+		var infos []map[string]any
+		for code, us := range failed {
+			infos = append(infos, map[string]any{"code": code, "msg": "failed for these receivers", "receiver_uuids": us})
+		}
+		answer["failure_info"] = infos
+	}
+	b, _ := json.Marshal(answer)
 	writeJSON(w, http.StatusOK, string(b))
 }
 

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -18,13 +17,16 @@ const pluginVersion = "0.1.0"
 type provider struct {
 	// now is the clock for quota resets; nil means time.Now. Tests set it.
 	now func() time.Time
+	// keepTick is how often a channel's token keeper looks at the clock;
+	// 0 means keepTick. Tests shorten it.
+	keepTick time.Duration
 }
 
 func (p *provider) Describe() sdk.Info {
 	return sdk.Info{
 		Name:         "kakao",
 		Version:      pluginVersion,
-		Capabilities: []string{"memo", "friends"},
+		Capabilities: []string{"memo", "friends", "alimtalk", "batch"},
 		ConfigSchema: json.RawMessage(configSchema),
 	}
 }
@@ -35,9 +37,13 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 	if err != nil {
 		return nil, err
 	}
-	logger := req.Logger
-	if logger == nil {
-		logger = hclog.NewNullLogger()
+	logger := req.Log()
+	now := p.now
+	if now == nil {
+		now = time.Now
+	}
+	if c.mode == modeAlimtalk {
+		return newAlimtalkSender(c, now), nil
 	}
 
 	// The config's own tokens stay secrets to redact even when token_file
@@ -67,10 +73,6 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 	if c.mode == modeFriends {
 		endpoint = c.apiURL + pathFriends
 	}
-	now := p.now
-	if now == nil {
-		now = time.Now
-	}
 	tokens := newTokenSource(c, client, store, logger, now)
 	tokens.secrets.Add(configTokens...) // never retired: they are in the config
 	for _, base := range []string{c.apiURL, c.authURL} {
@@ -78,13 +80,29 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 			tokens.secrets.Add(sdk.URLSecrets(u)...)
 		}
 	}
-	return &sender{
+	snd := &sender{
 		cfg:      c,
 		client:   client,
 		tokens:   tokens,
 		endpoint: endpoint,
 		now:      now,
-	}, nil
+	}
+	if c.refreshToken != "" {
+		// The keeper refreshes ahead of expiry, so a channel idle for months
+		// still has live tokens; Close (the SDK calls it when the channel is
+		// configured again) stops it.
+		kctx, stop := context.WithCancel(context.Background())
+		snd.stopKeeper = stop
+		tick := p.keepTick
+		if tick == 0 {
+			tick = keepTick
+		}
+		go tokens.keep(kctx, tick)
+	}
+	if c.mode == modeFriends {
+		return friendsSender{snd}, nil
+	}
+	return snd, nil
 }
 
 // configSchema documents the channel config (see README.md).

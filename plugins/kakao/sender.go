@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/notifyd/notifyd/sdk"
@@ -32,6 +33,16 @@ type sender struct {
 	tokens   *tokenSource
 	endpoint string
 	now      func() time.Time
+	// stopKeeper stops the token keeper (nil without a refresh token).
+	stopKeeper context.CancelFunc
+}
+
+// Close stops the channel's token keeper; sends in flight finish.
+func (s *sender) Close() error {
+	if s.stopKeeper != nil {
+		s.stopKeeper()
+	}
+	return nil
 }
 
 // Send delivers m and returns Kakao's verdict. No detail ever holds a token.
@@ -46,14 +57,33 @@ func (s *sender) send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	if err != nil {
 		return sdk.Permanent(err.Error())
 	}
-	form := url.Values{"template_object": {string(obj)}}
+	if s.cfg.mode == modeFriends && m.Recipient == "" {
+		return sdk.Permanent("friends mode needs a recipient: the friend's Kakao UUID")
+	}
+	var recipients []string
 	if s.cfg.mode == modeFriends {
-		if m.Recipient == "" {
-			return sdk.Permanent("friends mode needs a recipient: the friend's Kakao UUID")
+		recipients = []string{m.Recipient}
+	}
+	return s.sendTo(ctx, obj, recipients)[0]
+}
+
+// sendTo sends one template object to up to maxReceivers friends (or, with
+// no recipients, to the token's own user) and returns a verdict per
+// recipient (one verdict for memo). A failure of the request itself is every
+// recipient's verdict; Kakao's failure_info is classified per recipient.
+func (s *sender) sendTo(ctx context.Context, obj json.RawMessage, recipients []string) []sdk.Verdict {
+	all := func(v sdk.Verdict) []sdk.Verdict {
+		vs := make([]sdk.Verdict, max(1, len(recipients)))
+		for i := range vs {
+			vs[i] = v
 		}
-		uuids, err := json.Marshal([]string{m.Recipient})
+		return vs
+	}
+	form := url.Values{"template_object": {string(obj)}}
+	if len(recipients) > 0 {
+		uuids, err := json.Marshal(recipients)
 		if err != nil {
-			return sdk.Permanent(fmt.Sprintf("encode receiver_uuids: %v", err))
+			return all(sdk.Permanent(fmt.Sprintf("encode receiver_uuids: %v", err)))
 		}
 		form.Set("receiver_uuids", string(uuids))
 	}
@@ -61,60 +91,92 @@ func (s *sender) send(ctx context.Context, m sdk.Message) sdk.Verdict {
 
 	access, gen, err := s.tokens.current(ctx)
 	if err != nil {
-		return refreshVerdict(err, sdk.Verdict{})
+		return all(refreshVerdict(err, sdk.Verdict{}))
 	}
-	v, rejected := s.post(ctx, access, body, m.Recipient)
-	if !rejected {
-		return v
-	}
-	// Kakao rejected the token (-401): refresh (or pick up the token another
-	// send just refreshed) and retry once.
-	access, _, err = s.tokens.refreshFrom(ctx, gen)
-	if err != nil {
-		return refreshVerdict(err, v)
-	}
-	v, rejected = s.post(ctx, access, body, m.Recipient)
+	a, rejected := s.post(ctx, access, body)
 	if rejected {
-		v.Outcome = sdk.OutcomePermanent
-		v.RetryAfter = 0
-		v.Detail = "Kakao rejected the refreshed access token too: " + v.Detail
+		// Kakao rejected the token (-401): refresh (or pick up the token
+		// another send just refreshed) and retry once.
+		access, _, err = s.tokens.refreshFrom(ctx, gen)
+		if err != nil {
+			return all(refreshVerdict(err, a.failed))
+		}
+		a, rejected = s.post(ctx, access, body)
+		if rejected {
+			v := a.failed
+			v.Outcome = sdk.OutcomePermanent
+			v.RetryAfter = 0
+			v.Detail = "Kakao rejected the refreshed access token too: " + v.Detail
+			return all(v)
+		}
 	}
-	return v
+	if a.raw == nil {
+		return all(a.failed)
+	}
+	if s.cfg.mode == modeMemo {
+		return []sdk.Verdict{s.success(a.at, a.status, a.raw, "", true)}
+	}
+	vs := make([]sdk.Verdict, len(recipients))
+	for i, r := range recipients {
+		vs[i] = s.success(a.at, a.status, a.raw, r, len(recipients) == 1)
+		if len(recipients) > 1 {
+			// Each notification keeps its own part of the answer, never the
+			// other recipients' UUIDs.
+			vs[i].Result = nil
+			if vs[i].Outcome == sdk.OutcomeSuccess {
+				own, _ := json.Marshal(map[string][]string{"successful_receiver_uuids": {r}})
+				vs[i].Result = own
+			}
+		}
+	}
+	return vs
+}
+
+// answer is one request's outcome: a 2xx body (raw, non-nil) or the verdict
+// of the failed request.
+type answer struct {
+	raw    []byte
+	status int
+	at     time.Time
+	failed sdk.Verdict
 }
 
 // post sends the form with the access token. rejected reports Kakao's -401
 // (or a bare HTTP 401): the token is invalid or expired.
-func (s *sender) post(ctx context.Context, access, body, recipient string) (v sdk.Verdict, rejected bool) {
+func (s *sender) post(ctx context.Context, access, body string) (a answer, rejected bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, strings.NewReader(body))
 	if err != nil {
-		return sdk.Permanent(fmt.Sprintf("build Kakao request: %v", err)), false
+		return answer{failed: sdk.Permanent(fmt.Sprintf("build Kakao request: %v", err))}, false
 	}
 	req.Header.Set("Authorization", "Bearer "+access)
 	req.Header.Set("Content-Type", formContentType)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return sdk.ClassifyHTTP(nil, fmt.Errorf("send to Kakao: %w", transportError(err))), false
+		return answer{failed: sdk.ClassifyHTTP(nil, fmt.Errorf("send to Kakao: %w", transportError(err)))}, false
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return sdk.Transient(fmt.Sprintf("read Kakao's answer: %v", err)).WithStatus(resp.StatusCode), false
+		return answer{failed: sdk.Transient(fmt.Sprintf("read Kakao's answer: %v", err)).WithStatus(resp.StatusCode)}, false
 	}
 
 	now := s.now()
 	if resp.StatusCode/100 == 2 {
-		return s.success(now, resp.StatusCode, raw, recipient), false
+		if raw == nil {
+			raw = []byte{}
+		}
+		return answer{raw: raw, status: resp.StatusCode, at: now}, false
 	}
 	if e, ok := decodeKakaoError(raw); ok {
-		return classifyCode(now, resp.StatusCode, *e.Code, e.Msg), *e.Code == codeInvalidToken
+		return answer{failed: classifyCode(now, resp.StatusCode, *e.Code, e.Msg)}, *e.Code == codeInvalidToken
 	}
 	// No Kakao error code (a proxy's page, an empty body): judge by status.
 	resp.Body = io.NopCloser(bytes.NewReader(raw))
-	v = sdk.ClassifyHTTP(resp, nil)
+	v := sdk.ClassifyHTTP(resp, nil)
 	v.Detail = "Kakao answered without an error code: " + v.Detail
-	return v, resp.StatusCode == http.StatusUnauthorized
+	return answer{failed: v}, resp.StatusCode == http.StatusUnauthorized
 }
 
 // sendResult is a 2xx answer: memo gives result_code, friends gives the
@@ -133,9 +195,11 @@ type failureInfo struct {
 	ReceiverUUIDs []string `json:"receiver_uuids"`
 }
 
-// success reads a 2xx answer. A friends send answered 200 can still have
-// failed for the recipient: failure_info then says why.
-func (s *sender) success(now time.Time, status int, raw []byte, recipient string) sdk.Verdict {
+// success reads a 2xx answer for one recipient. A friends send answered 200
+// can still have failed for the recipient: failure_info then says why. single
+// says the request carried only this recipient, so a failure that names no
+// one is its own.
+func (s *sender) success(now time.Time, status int, raw []byte, recipient string, single bool) sdk.Verdict {
 	var compact bytes.Buffer
 	var res sendResult
 	if json.Compact(&compact, raw) != nil || json.Unmarshal(raw, &res) != nil {
@@ -154,16 +218,20 @@ func (s *sender) success(now time.Time, status int, raw []byte, recipient string
 
 	failures := append(res.FailureInfo, res.FailureInfos...)
 	for _, f := range failures {
-		// One receiver per request, so any failure is this recipient's;
-		// prefer the entry that names it.
-		if len(f.ReceiverUUIDs) == 0 || slices.Contains(f.ReceiverUUIDs, recipient) {
+		if slices.Contains(f.ReceiverUUIDs, recipient) {
 			return failureVerdict(now, status, f, result)
 		}
 	}
 	if slices.Contains(res.Successful, recipient) {
 		return sdk.Success(result).WithStatus(status)
 	}
-	if len(failures) > 0 {
+	for _, f := range failures {
+		// A failure naming no one is every unlisted recipient's.
+		if len(f.ReceiverUUIDs) == 0 {
+			return failureVerdict(now, status, f, result)
+		}
+	}
+	if single && len(failures) > 0 {
 		return failureVerdict(now, status, failures[0], result)
 	}
 	if res.Successful == nil {
@@ -202,3 +270,91 @@ func refreshVerdict(err error, rejected sdk.Verdict) sdk.Verdict {
 	}
 	return sdk.Transient("could not refresh the Kakao access token: " + err.Error()).WithStatus(status).WithCode(code)
 }
+
+// maxReceivers is how many receiver_uuids Kakao's friends API takes in one
+// request.
+const maxReceivers = 5
+
+// friendsSender is a friends-mode sender that sends one template object to
+// up to maxReceivers friends per request.
+type friendsSender struct{ *sender }
+
+// SendBatch groups the batch by rendered template object and sends each
+// group in requests of up to maxReceivers distinct recipients, concurrently
+// (at most maxGroupRequests at once). Each message gets its own verdict:
+// Kakao's failure_info is per recipient, a failed request is each of its
+// recipients'.
+func (f friendsSender) SendBatch(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+	vs := make([]sdk.Verdict, len(ms))
+	type group struct {
+		obj  json.RawMessage
+		idxs []int
+	}
+	var groups []*group
+	byObj := map[string]*group{}
+	for i, m := range ms {
+		obj, err := templateObject(f.cfg.template, m.Payload)
+		switch {
+		case err != nil:
+			vs[i] = sdk.Permanent(err.Error())
+			continue
+		case m.Recipient == "":
+			vs[i] = sdk.Permanent("friends mode needs a recipient: the friend's Kakao UUID")
+			continue
+		}
+		g := byObj[string(obj)]
+		if g == nil {
+			g = &group{obj: obj}
+			byObj[string(obj)] = g
+			groups = append(groups, g)
+		}
+		g.idxs = append(g.idxs, i)
+	}
+	// Split each group into requests of distinct recipients.
+	type request struct {
+		obj  json.RawMessage
+		idxs []int
+	}
+	var reqs []request
+	for _, g := range groups {
+		var open []*request
+		for _, i := range g.idxs {
+			placed := false
+			for _, r := range open {
+				if len(r.idxs) < maxReceivers && !slices.ContainsFunc(r.idxs, func(j int) bool { return ms[j].Recipient == ms[i].Recipient }) {
+					r.idxs = append(r.idxs, i)
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				open = append(open, &request{obj: g.obj, idxs: []int{i}})
+			}
+		}
+		for _, r := range open {
+			reqs = append(reqs, *r)
+		}
+	}
+	sem := make(chan struct{}, maxGroupRequests)
+	var wg sync.WaitGroup
+	for _, r := range reqs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			recipients := make([]string, len(r.idxs))
+			for k, i := range r.idxs {
+				recipients[k] = ms[i].Recipient
+			}
+			for k, v := range f.sendTo(ctx, r.obj, recipients) {
+				v.Detail = f.tokens.redact(v.Detail)
+				vs[r.idxs[k]] = v
+			}
+		}()
+	}
+	wg.Wait()
+	return vs
+}
+
+// maxGroupRequests bounds one batch's concurrent requests to Kakao.
+const maxGroupRequests = 16

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"sort"
@@ -274,5 +275,78 @@ func TestSender_Send_Redirect(t *testing.T) {
 	wantVerdict(t, v, sdk.OutcomePermanent, 302, "")
 	if n := len(b.fake.sendRequests()); n != 1 {
 		t.Errorf("sends = %d, want 1 (redirects are not followed)", n)
+	}
+}
+
+// TestFriends_SendBatch: a batch of one template object goes out in requests
+// of at most 5 distinct receiver_uuids; a refused friend fails alone, a
+// repeated recipient never shares a request with itself, and a failed request
+// is each of its recipients' verdict.
+func TestFriends_SendBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]any{"mode": "friends"})
+	bs, ok := b.sender.(sdk.BatchSender)
+	if !ok {
+		t.Fatalf("a friends sender is %T, not an sdk.BatchSender", b.sender)
+	}
+	b.fake.set(func(f *fakeKakao) { f.refuse = map[string]int{"friend-3": -530} })
+	var ms []sdk.Message
+	for i := range 11 {
+		ms = append(ms, sdk.Message{ID: int64(i + 1), Recipient: fmt.Sprintf("friend-%d", i%10), Payload: json.RawMessage(textPayload)})
+	}
+	ms = append(ms,
+		sdk.Message{ID: 12, Recipient: "friend-x", Payload: json.RawMessage(`{"object_type":"text","text":"another text","link":{}}`)},
+		sdk.Message{ID: 13, Recipient: "", Payload: json.RawMessage(textPayload)},
+		sdk.Message{ID: 14, Recipient: "friend-y", Payload: json.RawMessage(`{"no":"object_type"}`)},
+	)
+	vs := bs.SendBatch(t.Context(), ms)
+	if len(vs) != len(ms) {
+		t.Fatalf("got %d verdicts for %d messages", len(vs), len(ms))
+	}
+	for i, v := range vs {
+		want := sdk.OutcomeSuccess
+		if ms[i].Recipient == "friend-3" || ms[i].ID >= 13 {
+			want = sdk.OutcomePermanent
+		}
+		if v.Outcome != want {
+			t.Errorf("message %d (%q): got %v %q, want %v", ms[i].ID, ms[i].Recipient, v.Outcome, v.Detail, want)
+		}
+		if want == sdk.OutcomeSuccess && string(v.Result) != `{"successful_receiver_uuids":["`+ms[i].Recipient+`"]}` {
+			t.Errorf("message %d: result %s, want only its own receiver", ms[i].ID, v.Result)
+		}
+	}
+	if v := vs[3]; v.ProviderCode != "-530" {
+		t.Errorf("refused friend: code %q, want -530", v.ProviderCode)
+	}
+	reqs := b.fake.sendRequests()
+	// 11 messages of one object (friend-0 twice) → 5 + 5 + 1; the other
+	// object → 1.
+	var sizes []int
+	for _, r := range reqs {
+		var uuids []string
+		if err := json.Unmarshal([]byte(r.Form.Get("receiver_uuids")), &uuids); err != nil {
+			t.Fatalf("receiver_uuids %q: %v", r.Form.Get("receiver_uuids"), err)
+		}
+		seen := map[string]bool{}
+		for _, u := range uuids {
+			if seen[u] {
+				t.Errorf("request %v carries %s twice", uuids, u)
+			}
+			seen[u] = true
+		}
+		sizes = append(sizes, len(uuids))
+	}
+	sort.Ints(sizes)
+	if fmt.Sprint(sizes) != "[1 1 5 5]" {
+		t.Errorf("request sizes %v, want [1 1 5 5]", sizes)
+	}
+
+	// A failed request: every recipient in it gets its verdict.
+	b.fake.answer(http.StatusServiceUnavailable, `{"msg":"system under maintenance","code":-7}`)
+	vs = bs.SendBatch(t.Context(), ms[:5])
+	for i, v := range vs {
+		if v.Outcome != sdk.OutcomeTransient || v.ProviderCode != "-7" {
+			t.Errorf("message %d after a -7 answer: got %v %q code %q, want TRANSIENT -7", i+1, v.Outcome, v.Detail, v.ProviderCode)
+		}
 	}
 }

@@ -104,6 +104,25 @@ func parseFieldTemplate(raw json.RawMessage) (*fieldTemplate, error) {
 	return &fieldTemplate{root: root}, nil
 }
 
+// parseObjectTemplate compiles an AlimTalk channel's `template` key: any
+// JSON object ({"content": "{{.name}}님, 오늘의 퀴즈…", "template_code": …}).
+func parseObjectTemplate(raw json.RawMessage) (*fieldTemplate, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &ConfigError{Key: "template", Reason: fmt.Sprintf("not valid JSON: %v", err)}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, &ConfigError{Key: "template", Reason: "must be an AlimTalk message object ({template_code, content, …}), not a " + jsonType(v)}
+	}
+	root, err := compileNode("template", v)
+	if err != nil {
+		return nil, err
+	}
+	return &fieldTemplate{root: root}, nil
+}
+
 func compileNode(path string, v any) (*tnode, error) {
 	n := &tnode{path: path}
 	switch v := v.(type) {

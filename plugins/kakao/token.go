@@ -44,6 +44,59 @@ type tokenSource struct {
 	// dead is the final error of refreshing with the current refresh token:
 	// Kakao will not change its mind, and its token endpoint is rate limited.
 	dead *refreshError
+	// expires is when the current access token lapses: from the refresh's
+	// expires_in, or (a token from the config, whose age is unknown) the
+	// configure time plus accessLifetime.
+	expires time.Time
+}
+
+// Kakao's token lifetimes (REST API): an access token lives 6 hours, a
+// refresh token 2 months, and a refresh within the refresh token's last
+// month also issues a new one.
+// https://developers.kakao.com/docs/latest/en/kakaologin/common#token
+const (
+	accessLifetime = 6 * time.Hour
+	// refreshAhead: the keeper refreshes this long before the access token
+	// lapses.
+	refreshAhead = 10 * time.Minute
+	// keepTick is how often the keeper looks at the clock; keepRetry is its
+	// wait after a refresh that failed transiently.
+	keepTick  = time.Minute
+	keepRetry = 5 * time.Minute
+)
+
+// keep refreshes the access token ahead of its expiry until ctx ends or
+// Kakao refuses the refresh token for good. Each refresh gets a 6-hour
+// token, so an idle channel refreshes four times a day; and since a refresh
+// in the refresh token's last month rotates it, the channel never lapses
+// however long it sits idle (a send would otherwise find both tokens dead
+// after two months). tick is how often it looks (keepTick; tests shorten
+// it).
+func (ts *tokenSource) keep(ctx context.Context, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var retryAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ts.mu.Lock()
+		due := ts.now().After(ts.expires.Add(-refreshAhead)) && ts.now().After(retryAt)
+		gen, dead, hasRefresh := ts.gen, ts.dead != nil, ts.refresh != ""
+		ts.mu.Unlock()
+		if dead || !hasRefresh {
+			return
+		}
+		if !due {
+			continue
+		}
+		if _, _, err := ts.refreshFrom(ctx, gen); err != nil {
+			retryAt = ts.now().Add(keepRetry)
+			ts.logger.Warn("kakao: refreshing the access token ahead of its expiry failed; trying again later", "error", ts.redact(err.Error()))
+		}
+	}
 }
 
 // refreshCooldown: a token Kakao rejects this soon after issuing it is not
@@ -96,6 +149,7 @@ func newTokenSource(c *config, client *http.Client, store *tokenFile, logger hcl
 		now:          now,
 		access:       c.accessToken,
 		refresh:      c.refreshToken,
+		expires:      now().Add(accessLifetime),
 	}
 	ts.secrets.Add(c.accessToken, c.refreshToken, c.clientSecret, c.clientID)
 	return ts
@@ -172,6 +226,11 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 		}
 		ts.gen++
 		ts.refreshed = ts.now()
+		life := time.Duration(tok.ExpiresIn) * time.Second
+		if life <= 0 {
+			life = accessLifetime
+		}
+		ts.expires = ts.refreshed.Add(life)
 		if ts.store != nil {
 			if perr := ts.store.save(ts.access, ts.refresh); perr != nil {
 				ts.logger.Warn("kakao: could not persist the refreshed tokens; a restart will fall back to the config's", "token_file", ts.store.path, "error", ts.redact(perr.Error()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -353,4 +354,47 @@ func TestTokenFile(t *testing.T) {
 		sends := b.fake.sendRequests()
 		checkSendRequest(t, sends[len(sends)-1], pathMemo, "ACCESS-operator-new")
 	})
+}
+
+// TestTokenKeeper: an idle channel refreshes its access token ahead of each
+// expiry (so the refresh token, rotated in its last month, never lapses);
+// Close stops that.
+func TestTokenKeeper(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]any{"mode": "memo"})
+	b.provider.keepTick = 5 * time.Millisecond
+	s := b.configure(map[string]any{
+		"mode": "memo", "access_token": testAccess, "refresh_token": testRefresh, "client_id": b.fake.clientID,
+		"api_url": b.fake.api.URL, "auth_url": b.fake.auth.URL, "timeout": "5s",
+	})
+	waitRefreshes := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(b.fake.tokenRequests()) < want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := len(b.fake.tokenRequests()); got != want {
+			t.Fatalf("%d token requests, want %d", got, want)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	waitRefreshes(0) // the config's token is young: nothing yet
+	b.clock.Advance(accessLifetime - refreshAhead + time.Second)
+	waitRefreshes(1)
+	time.Sleep(50 * time.Millisecond)
+	waitRefreshes(1) // the new token is good for hours (the fake's expires_in: 12 h)
+	b.clock.Advance(6 * time.Hour)
+	time.Sleep(50 * time.Millisecond)
+	waitRefreshes(1)
+	b.clock.Advance(6 * time.Hour)
+	waitRefreshes(2)
+	if v := b.send(s, "", textPayload); v.Outcome != sdk.OutcomeSuccess {
+		t.Errorf("send with the kept token: %v %q", v.Outcome, v.Detail)
+	}
+	if err := s.(io.Closer).Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(accessLifetime)
+	time.Sleep(50 * time.Millisecond)
+	waitRefreshes(2) // closed: no more
 }

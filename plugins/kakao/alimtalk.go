@@ -1,0 +1,409 @@
+package main
+
+// AlimTalk (알림톡): template-based KakaoTalk business messages to phone
+// numbers, sent through a Kakao BizMessage partner many recipients per
+// request. The partner-neutral part lives here — config, the message a
+// notification becomes, grouping a batch into requests — and each partner
+// (sens.go) says how one request is built, signed and read. A second partner
+// is one more implementation of the partner interface and a line in
+// partners.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// Bounds of an AlimTalk message (Kakao's, the same at every partner).
+const (
+	maxATContent = 1000 // characters of the message body
+	maxATTitle   = 50   // characters of the highlight title
+	maxATHeader  = 16   // characters of the header
+	maxATButtons = 5
+	maxATAnswer  = 4 << 20 // bytes of a partner's answer read (100–1,000 results)
+	// atRequestsOnce bounds one batch's requests in flight: a host batch
+	// of 1,000 (the most) is 10 SENS requests, all sent at once; the
+	// channel's concurrency bounds the batches.
+	atRequestsOnce = 10
+)
+
+// alimtalkRaw is the channel's `alimtalk:` block as written.
+type alimtalkRaw struct {
+	Partner       string `json:"partner"`
+	APIURL        string `json:"api_url"`
+	AccessKey     string `json:"access_key"`
+	SecretKey     string `json:"secret_key"`
+	ServiceID     string `json:"service_id"`
+	ChannelID     string `json:"channel_id"`
+	TemplateCode  string `json:"template_code"`
+	CountryCode   string `json:"country_code"`
+	MaxPerRequest int    `json:"max_per_request"`
+	Confirm       string `json:"confirm"`
+	ConfirmWait   string `json:"confirm_wait"`
+	Failover      *struct {
+		Type string `json:"type"`
+		From string `json:"from"`
+	} `json:"failover"`
+}
+
+// atConfig is a validated `alimtalk:` block.
+type atConfig struct {
+	partner       string
+	apiURL        string
+	accessKey     string
+	secretKey     string
+	serviceID     string
+	channelID     string // SENS plusFriendId
+	templateCode  string // default; a message's template_code overrides
+	countryCode   string
+	maxPerRequest int
+	failoverType  string // "" = no SMS/LMS failover
+	failoverFrom  string
+	// confirm: wait for Kakao's delivery result (true), or take the
+	// partner's acceptance as delivery (false).
+	confirm     bool
+	confirmWait time.Duration
+}
+
+// Defaults of the delivery confirmation.
+const (
+	confirmWaitDefault = 20 * time.Second
+	confirmWaitMax     = 5 * time.Minute
+)
+
+// partnerInfo describes a partner's fixed facts.
+type partnerInfo struct {
+	maxPerRequest int
+	defaultURL    string
+	build         func(c *atConfig, client *http.Client, now func() time.Time) partner
+}
+
+// partners are the BizMessage partners the plugin speaks.
+var partners = map[string]partnerInfo{
+	"sens": {maxPerRequest: sensMaxMessages, defaultURL: sensDefaultURL, build: newSENS},
+}
+
+// partner sends one AlimTalk request: the messages share a template code
+// (a number may appear more than once).
+type partner interface {
+	// send returns one verdict per message, in order.
+	send(ctx context.Context, templateCode string, ms []*atMessage) []sdk.Verdict
+	// secrets are values to scrub from details.
+	secrets() []string
+}
+
+func parseAlimtalk(raw *alimtalkRaw) (*atConfig, error) {
+	if raw == nil {
+		return nil, &ConfigError{Key: "alimtalk", Reason: "required with mode alimtalk: the BizMessage partner and its credentials"}
+	}
+	info, ok := partners[raw.Partner]
+	if !ok {
+		names := make([]string, 0, len(partners))
+		for n := range partners {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		reason := fmt.Sprintf("%q is not a supported partner; want one of %s", raw.Partner, strings.Join(names, ", "))
+		if raw.Partner == "" {
+			reason = "required: the BizMessage partner, one of " + strings.Join(names, ", ")
+		}
+		return nil, &ConfigError{Key: "alimtalk.partner", Reason: reason}
+	}
+	c := &atConfig{
+		partner:      raw.Partner,
+		accessKey:    raw.AccessKey,
+		secretKey:    raw.SecretKey,
+		serviceID:    raw.ServiceID,
+		channelID:    raw.ChannelID,
+		templateCode: raw.TemplateCode,
+		countryCode:  raw.CountryCode,
+	}
+	for _, r := range []struct{ key, val, why string }{
+		{"access_key", raw.AccessKey, "the NAVER Cloud access key (x-ncp-iam-access-key)"},
+		{"secret_key", raw.SecretKey, "the secret key that signs each request"},
+		{"service_id", raw.ServiceID, "the SENS Biz Message service id (ncp:kkobizmsg:kr:…)"},
+		{"channel_id", raw.ChannelID, "the KakaoTalk channel id (plusFriendId, e.g. @mychannel)"},
+	} {
+		switch {
+		case r.val == "":
+			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "required: " + r.why}
+		case strings.ContainsAny(r.val, " \t\r\n"):
+			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "contains whitespace (a copy-paste accident?)"}
+		}
+	}
+	if strings.ContainsAny(raw.ServiceID, "/?#%") {
+		return nil, &ConfigError{Key: "alimtalk.service_id", Reason: "must not contain / ? # or %: it is a path segment"}
+	}
+	var err error
+	if c.apiURL, err = baseURL("alimtalk.api_url", raw.APIURL, info.defaultURL); err != nil {
+		return nil, err
+	}
+	if c.countryCode == "" {
+		c.countryCode = "82"
+	}
+	if !allDigits(c.countryCode) || len(c.countryCode) > 3 {
+		return nil, &ConfigError{Key: "alimtalk.country_code", Reason: fmt.Sprintf("%q is not a country calling code (1–3 digits, 82 for Korea)", c.countryCode)}
+	}
+	switch {
+	case raw.MaxPerRequest == 0:
+		c.maxPerRequest = info.maxPerRequest
+	case raw.MaxPerRequest < 1 || raw.MaxPerRequest > info.maxPerRequest:
+		return nil, &ConfigError{Key: "alimtalk.max_per_request", Reason: fmt.Sprintf("%d is outside 1–%d (%s's maximum per request)", raw.MaxPerRequest, info.maxPerRequest, raw.Partner)}
+	default:
+		c.maxPerRequest = raw.MaxPerRequest
+	}
+	switch raw.Confirm {
+	case "", "delivered":
+		c.confirm = true
+	case "accepted":
+	default:
+		return nil, &ConfigError{Key: "alimtalk.confirm", Reason: fmt.Sprintf(`%q is not "delivered" (wait for Kakao's delivery result) or "accepted" (the partner's acceptance is enough)`, raw.Confirm)}
+	}
+	var wait time.Duration
+	wait, err = sdk.ParseDuration(raw.ConfirmWait, confirmWaitDefault)
+	if err != nil || wait > confirmWaitMax {
+		return nil, &ConfigError{Key: "alimtalk.confirm_wait", Reason: fmt.Sprintf("%q is not a duration between 1ms and %s", raw.ConfirmWait, confirmWaitMax)}
+	}
+	c.confirmWait = wait
+	if f := raw.Failover; f != nil {
+		switch f.Type {
+		case "SMS", "LMS":
+		default:
+			return nil, &ConfigError{Key: "alimtalk.failover.type", Reason: fmt.Sprintf("%q is not SMS or LMS", f.Type)}
+		}
+		if !allDigits(f.From) || len(f.From) < 7 || len(f.From) > 15 {
+			return nil, &ConfigError{Key: "alimtalk.failover.from", Reason: "required with failover: the registered calling number to send SMS/LMS from, digits only"}
+		}
+		c.failoverType, c.failoverFrom = f.Type, f.From
+	}
+	return c, nil
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// atPayload is the AlimTalk message a notification becomes: its payload, or
+// the channel's `template` rendered over the payload.
+type atPayload struct {
+	TemplateCode string     `json:"template_code"`
+	Content      string     `json:"content"`
+	Title        string     `json:"title"`
+	Header       string     `json:"header"`
+	Buttons      []atButton `json:"buttons"`
+	Failover     *struct {
+		Subject string `json:"subject"`
+		Content string `json:"content"`
+	} `json:"failover"`
+}
+
+// atButton is one of the template's buttons (Kakao's button fields).
+type atButton struct {
+	Type          string `json:"type"`
+	Name          string `json:"name"`
+	LinkMobile    string `json:"linkMobile,omitempty"`
+	LinkPc        string `json:"linkPc,omitempty"`
+	SchemeIos     string `json:"schemeIos,omitempty"`
+	SchemeAndroid string `json:"schemeAndroid,omitempty"`
+}
+
+// atMessage is one validated message of a batch.
+type atMessage struct {
+	idx     int
+	country string
+	to      string // national number, digits only
+	p       atPayload
+}
+
+// parseRecipient turns a phone number into the partner's country code and
+// digits-only number. Separators (space, -, ., parentheses) are dropped; a
+// leading + means the number includes its country code, which must be the
+// channel's (+82 10… becomes 010…).
+func parseRecipient(r, country string) (cc, to string, err error) {
+	var b strings.Builder
+	for i, c := range r {
+		switch {
+		case c >= '0' && c <= '9':
+			b.WriteRune(c)
+		case c == '+' && i == 0:
+		case c == ' ' || c == '-' || c == '.' || c == '(' || c == ')':
+		default:
+			return "", "", fmt.Errorf("recipient %q is not a phone number (digits, with optional + and separators)", clean(r))
+		}
+	}
+	digits := b.String()
+	if strings.HasPrefix(r, "+") {
+		rest, ok := strings.CutPrefix(digits, country)
+		if !ok {
+			return "", "", fmt.Errorf("recipient %q is not a +%s number, the channel's country_code", clean(r), country)
+		}
+		if country == "82" && !strings.HasPrefix(rest, "0") {
+			rest = "0" + rest
+		}
+		digits = rest
+	}
+	if len(digits) < 7 || len(digits) > 15 {
+		return "", "", fmt.Errorf("recipient %q has %d digits; a phone number has 7–15", clean(r), len(digits))
+	}
+	return country, digits, nil
+}
+
+// alimtalkSender delivers one AlimTalk channel's messages.
+type alimtalkSender struct {
+	cfg     *config
+	at      *atConfig
+	partner partner
+	secrets sdk.Redactor
+}
+
+func newAlimtalkSender(c *config, now func() time.Time) *alimtalkSender {
+	client := &http.Client{
+		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		// A partner does not redirect; following one would carry the
+		// signed request somewhere unexpected.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       c.timeout,
+	}
+	p := partners[c.alimtalk.partner].build(c.alimtalk, client, now)
+	s := &alimtalkSender{cfg: c, at: c.alimtalk, partner: p}
+	s.secrets.Add(p.secrets()...)
+	return s
+}
+
+// Send delivers one message: a batch of one.
+func (s *alimtalkSender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
+	return s.SendBatch(ctx, []sdk.Message{m})[0]
+}
+
+// SendBatch renders every message, answers the invalid ones PERMANENT at
+// once, groups the rest by template code into requests of at most
+// max_per_request messages, and sends those concurrently.
+func (s *alimtalkSender) SendBatch(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
+	vs := make([]sdk.Verdict, len(ms))
+	groups := map[string][][]*atMessage{} // template code → requests
+	var order []string
+	for i, m := range ms {
+		am, err := s.message(i, m)
+		if err != nil {
+			vs[i] = sdk.Permanent(s.secrets.Redact(err.Error()))
+			continue
+		}
+		code := am.p.TemplateCode
+		reqs, seen := groups[code]
+		if !seen {
+			order = append(order, code)
+		}
+		if n := len(reqs); n > 0 && len(reqs[n-1]) < s.at.maxPerRequest {
+			reqs[n-1] = append(reqs[n-1], am)
+		} else {
+			reqs = append(reqs, []*atMessage{am})
+		}
+		groups[code] = reqs
+	}
+	var wg sync.WaitGroup
+	inflight := make(chan struct{}, atRequestsOnce)
+	for _, code := range order {
+		for _, req := range groups[code] {
+			wg.Add(1)
+			inflight <- struct{}{}
+			go func() {
+				defer func() { <-inflight; wg.Done() }()
+				for k, v := range s.partner.send(ctx, code, req) {
+					v.Detail = s.secrets.Redact(v.Detail)
+					vs[req[k].idx] = v
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return vs
+}
+
+// message validates one notification into an AlimTalk message.
+func (s *alimtalkSender) message(i int, m sdk.Message) (*atMessage, error) {
+	cc, to, err := parseRecipient(m.Recipient, s.at.countryCode)
+	if err != nil {
+		return nil, err
+	}
+	raw := m.Payload
+	if s.cfg.template != nil {
+		data, err := decodePayload(m.Payload)
+		if err != nil {
+			return nil, err
+		}
+		if raw, err = s.cfg.template.render(data); err != nil {
+			return nil, err
+		}
+	}
+	var p atPayload
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		what := "payload"
+		if s.cfg.template != nil {
+			what = "the rendered template"
+		}
+		return nil, fmt.Errorf("%s is not an AlimTalk message {template_code, content, title, header, buttons, failover}: %v", what, clean(err.Error()))
+	}
+	if p.TemplateCode == "" {
+		p.TemplateCode = s.at.templateCode
+	}
+	switch {
+	case p.TemplateCode == "":
+		return nil, fmt.Errorf("no template_code: the message names none and the channel's alimtalk.template_code is not set")
+	case len(p.TemplateCode) > 64 || strings.ContainsAny(p.TemplateCode, " \t\r\n"):
+		return nil, fmt.Errorf("template_code %q is not a template code", clean(p.TemplateCode))
+	case p.Content == "":
+		return nil, fmt.Errorf("no content: AlimTalk sends the template's text with its variables filled in, and the partner checks it against template %s", p.TemplateCode)
+	case utf8.RuneCountInString(p.Content) > maxATContent:
+		return nil, fmt.Errorf("content has %d characters; AlimTalk allows %d", utf8.RuneCountInString(p.Content), maxATContent)
+	case utf8.RuneCountInString(p.Title) > maxATTitle:
+		return nil, fmt.Errorf("title has %d characters; AlimTalk allows %d", utf8.RuneCountInString(p.Title), maxATTitle)
+	case utf8.RuneCountInString(p.Header) > maxATHeader:
+		return nil, fmt.Errorf("header has %d characters; AlimTalk allows %d", utf8.RuneCountInString(p.Header), maxATHeader)
+	case len(p.Buttons) > maxATButtons:
+		return nil, fmt.Errorf("%d buttons; AlimTalk allows %d", len(p.Buttons), maxATButtons)
+	}
+	for k, b := range p.Buttons {
+		if b.Type == "" || b.Name == "" {
+			return nil, fmt.Errorf("buttons[%d] needs a type (WL, AL, DS, BK, MD, …) and a name", k)
+		}
+	}
+	return &atMessage{idx: i, country: cc, to: to, p: p}, nil
+}
+
+// readAnswer reads at most maxATAnswer bytes of a partner's answer.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxATAnswer+1))
+	if err == nil && len(raw) > maxATAnswer {
+		err = fmt.Errorf("answer is over %d bytes", maxATAnswer)
+	}
+	return raw, err
+}
+
+// everyone is one verdict for each message of a request.
+func everyone(n int, v sdk.Verdict) []sdk.Verdict {
+	vs := make([]sdk.Verdict, n)
+	for i := range vs {
+		vs[i] = v
+	}
+	return vs
+}

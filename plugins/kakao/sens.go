@@ -1,0 +1,447 @@
+package main
+
+// NAVER Cloud Platform SENS (Simple & Easy Notification Service), the
+// AlimTalk send API:
+//
+//	POST {api_url}/alimtalk/v2/services/{serviceId}/messages
+//
+// https://api.ncloud-docs.com/docs/en/sens-alimtalk-send (request, response)
+// https://api.ncloud-docs.com/docs/en/sens-overview (headers, signature)
+// https://api.ncloud-docs.com/docs/en/common-ncpapi (API Gateway errors)
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+const (
+	sensDefaultURL = "https://sens.apigw.ntruss.com"
+	// sensMaxMessages is SENS's documented maximum of messages per request.
+	sensMaxMessages = 100
+	// sensAccepted is the requestStatusCode of a message SENS accepted.
+	sensAccepted = "A000"
+	// sensDelivered is the messageStatusCode of a message Kakao delivered.
+	sensDelivered = "0000"
+)
+
+// sens is the SENS partner of one channel.
+type sens struct {
+	c      *atConfig
+	client *http.Client
+	now    func() time.Time
+	url    string // the send endpoint
+	uri    string // its path as signed
+	// pollEvery is the first wait before asking for delivery results; each
+	// later wait is one pollEvery longer. Tests shorten it.
+	pollEvery time.Duration
+}
+
+func newSENS(c *atConfig, client *http.Client, now func() time.Time) partner {
+	u, _ := url.Parse(c.apiURL) // validated by baseURL
+	// service_id holds no / ? # or % (checked): it is one path segment, and
+	// its colons go on the wire and into the signature as they are.
+	u.Path = strings.TrimRight(u.Path, "/") + "/alimtalk/v2/services/" + c.serviceID + "/messages"
+	return &sens{c: c, client: client, now: now, url: u.String(), uri: u.EscapedPath(), pollEvery: 500 * time.Millisecond}
+}
+
+func (p *sens) secrets() []string { return []string{p.c.secretKey, p.c.accessKey} }
+
+// sensRequest is the documented request body.
+type sensRequest struct {
+	PlusFriendID string        `json:"plusFriendId"`
+	TemplateCode string        `json:"templateCode"`
+	Messages     []sensMessage `json:"messages"`
+}
+
+type sensMessage struct {
+	CountryCode    string        `json:"countryCode,omitempty"`
+	To             string        `json:"to"`
+	Title          string        `json:"title,omitempty"`
+	Content        string        `json:"content"`
+	HeaderContent  string        `json:"headerContent,omitempty"`
+	Buttons        []atButton    `json:"buttons,omitempty"`
+	UseSmsFailover *bool         `json:"useSmsFailover,omitempty"`
+	FailoverConfig *sensFailover `json:"failoverConfig,omitempty"`
+}
+
+type sensFailover struct {
+	Type    string `json:"type,omitempty"`
+	From    string `json:"from,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Content string `json:"content,omitempty"`
+}
+
+// sensAnswer is the documented response body of an accepted request.
+type sensAnswer struct {
+	RequestID   string `json:"requestId"`
+	RequestTime string `json:"requestTime"`
+	StatusCode  string `json:"statusCode"`
+	StatusName  string `json:"statusName"`
+	Messages    []struct {
+		MessageID         string `json:"messageId"`
+		CountryCode       string `json:"countryCode"`
+		To                string `json:"to"`
+		RequestStatusCode string `json:"requestStatusCode"`
+		RequestStatusName string `json:"requestStatusName"`
+		RequestStatusDesc string `json:"requestStatusDesc"`
+		UseSmsFailover    bool   `json:"useSmsFailover"`
+	} `json:"messages"`
+}
+
+// sensError is an error answer: the API Gateway's {"error": {…}} or SENS's
+// own {"status", "errorMessage"}.
+type sensError struct {
+	Error *struct {
+		ErrorCode string `json:"errorCode"`
+		Message   string `json:"message"`
+		Details   string `json:"details"`
+	} `json:"error"`
+	Status       json.Number `json:"status"`
+	ErrorMessage string      `json:"errorMessage"`
+	StatusName   string      `json:"statusName"`
+}
+
+// sign is SENS's x-ncp-apigw-signature-v2: base64(HMAC-SHA256(secret key,
+// "METHOD URI\nTIMESTAMP\nACCESS_KEY")).
+func sign(secret, method, uri, timestamp, accessKey string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(method + " " + uri + "\n" + timestamp + "\n" + accessKey))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) []sdk.Verdict {
+	body := sensRequest{PlusFriendID: p.c.channelID, TemplateCode: templateCode, Messages: make([]sensMessage, len(ms))}
+	for i, m := range ms {
+		sm := sensMessage{
+			CountryCode: m.country, To: m.to, Title: m.p.Title, Content: m.p.Content,
+			HeaderContent: m.p.Header, Buttons: m.p.Buttons,
+		}
+		if p.c.failoverType != "" {
+			on := true
+			sm.UseSmsFailover = &on
+			sm.FailoverConfig = &sensFailover{Type: p.c.failoverType, From: p.c.failoverFrom}
+			if f := m.p.Failover; f != nil {
+				sm.FailoverConfig.Subject, sm.FailoverConfig.Content = f.Subject, f.Content
+			}
+		}
+		body.Messages[i] = sm
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("encode the SENS request: %v", err)))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(raw))
+	if err != nil {
+		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("build the SENS request: %v", err)))
+	}
+	ts := strconv.FormatInt(p.now().UnixMilli(), 10)
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("x-ncp-apigw-timestamp", ts)
+	req.Header.Set("x-ncp-iam-access-key", p.c.accessKey)
+	req.Header.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodPost, p.uri, ts, p.c.accessKey))
+
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return everyone(len(ms), sdk.ClassifyHTTP(nil, fmt.Errorf("send to SENS: %w", transportError(err))))
+	}
+	defer resp.Body.Close()
+	answer, err := readAnswer(resp)
+	if err != nil {
+		// The request reached SENS: retrying may send twice, never zero.
+		return everyone(len(ms), sdk.Transient(fmt.Sprintf("read SENS's answer: %v", err)).WithStatus(resp.StatusCode))
+	}
+	if resp.StatusCode/100 != 2 {
+		return everyone(len(ms), p.failed(resp, answer))
+	}
+	var a sensAnswer
+	if err := json.Unmarshal(answer, &a); err != nil || a.Messages == nil {
+		return everyone(len(ms), sdk.Transient(fmt.Sprintf("SENS answered HTTP %d with a body that is not its send result: %s",
+			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode))
+	}
+	vs := p.verdicts(resp.StatusCode, &a, ms)
+	if p.c.confirm {
+		p.confirm(ctx, a.RequestID, ms, vs)
+	}
+	return vs
+}
+
+// verdicts classifies each message's requestStatusCode. SENS answers the
+// messages in the request's order; each answer is checked against the
+// message's number as well, and when the order does not hold a message is
+// matched by its number only if that number is in the request once — a
+// reordered or short answer never credits one recipient with another's
+// result.
+func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) []sdk.Verdict {
+	vs := make([]sdk.Verdict, len(ms))
+	byTo := make(map[string]int, len(a.Messages))
+	for k, r := range a.Messages {
+		if _, dup := byTo[r.To]; dup {
+			byTo[r.To] = -1
+		} else {
+			byTo[r.To] = k
+		}
+	}
+	for i, m := range ms {
+		k, found := i, i < len(a.Messages) && a.Messages[i].To == m.to
+		if j, once := byTo[m.to]; !found && once && j >= 0 {
+			k, found = j, true
+		}
+		if !found {
+			vs[i] = sdk.Transient(fmt.Sprintf("SENS accepted request %s (HTTP %d) but its answer does not list %s once", a.RequestID, status, maskNumber(m.to))).WithStatus(status)
+			continue
+		}
+		r := a.Messages[k]
+		result, _ := json.Marshal(map[string]any{
+			"partner": "sens", "request_id": a.RequestID, "message_id": r.MessageID,
+			"request_status_code": r.RequestStatusCode, "use_sms_failover": r.UseSmsFailover,
+		})
+		if r.RequestStatusCode == sensAccepted {
+			vs[i] = sdk.Success(result).WithStatus(status)
+			continue
+		}
+		v := classifyRequestStatus(r.RequestStatusCode, r.RequestStatusName, r.RequestStatusDesc)
+		vs[i] = v.WithStatus(status).WithCode(r.RequestStatusCode).WithResult(result)
+	}
+	return vs
+}
+
+// sensResults is a page of SENS's result list (GET …/messages?requestId=).
+type sensResults struct {
+	Messages []struct {
+		MessageID         string `json:"messageId"`
+		To                string `json:"to"`
+		MessageStatusCode string `json:"messageStatusCode"`
+		MessageStatusName string `json:"messageStatusName"`
+		MessageStatusDesc string `json:"messageStatusDesc"`
+	} `json:"messages"`
+	NextToken string `json:"nextToken"`
+}
+
+// confirm waits, within confirm_wait and the batch's deadline, for Kakao's
+// delivery result of each message SENS accepted, and turns the ones Kakao
+// did not deliver into their own verdicts: an unknown number or a blocked
+// channel is dead-lettered, a Kakao fault retried. A message whose result is
+// still unknown when the wait ends stays SUCCESS — SENS accepted it, and
+// sending it again could deliver it twice — with "unconfirmed" in its
+// result.
+func (p *sens) confirm(ctx context.Context, requestID string, ms []*atMessage, vs []sdk.Verdict) {
+	pending := map[string]int{} // messageId → index
+	for i, v := range vs {
+		var r struct {
+			MessageID string `json:"message_id"`
+		}
+		if v.Outcome == sdk.OutcomeSuccess && json.Unmarshal(v.Result, &r) == nil && r.MessageID != "" {
+			pending[r.MessageID] = i
+		}
+	}
+	if len(pending) == 0 || requestID == "" {
+		return
+	}
+	until := p.now().Add(p.c.confirmWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(until) {
+		until = d.Add(-time.Second) // leave time to answer the host
+	}
+	wait := p.pollEvery
+	for len(pending) > 0 && p.now().Add(wait).Before(until) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait += p.pollEvery
+		p.poll(ctx, requestID, pending, vs)
+	}
+	for _, i := range pending {
+		var r map[string]any
+		if json.Unmarshal(vs[i].Result, &r) == nil {
+			r["delivery"] = "unconfirmed"
+			vs[i].Result, _ = json.Marshal(r)
+		}
+	}
+}
+
+// poll reads every page of the request's results once and settles the
+// messages whose delivery Kakao has decided.
+func (p *sens) poll(ctx context.Context, requestID string, pending map[string]int, vs []sdk.Verdict) {
+	next := ""
+	for page := 0; page < 20; page++ {
+		q := url.Values{"requestId": {requestID}, "pageSize": {"100"}}
+		if next != "" {
+			q.Set("nextToken", next)
+		}
+		var res sensResults
+		if !p.get(ctx, "?"+q.Encode(), &res) {
+			return // an error or nothing yet: the next poll asks again
+		}
+		for _, r := range res.Messages {
+			i, ok := pending[r.MessageID]
+			if !ok || r.MessageStatusCode == "" || strings.EqualFold(r.MessageStatusName, "processing") {
+				continue
+			}
+			delete(pending, r.MessageID)
+			var result map[string]any
+			_ = json.Unmarshal(vs[i].Result, &result)
+			if result == nil {
+				result = map[string]any{}
+			}
+			result["message_status_code"] = r.MessageStatusCode
+			raw, _ := json.Marshal(result)
+			if r.MessageStatusCode == sensDelivered {
+				vs[i].Result = raw
+				continue
+			}
+			v := classifyDelivery(r.MessageStatusCode, strings.TrimSpace(r.MessageStatusName+" "+r.MessageStatusDesc))
+			vs[i] = v.WithStatus(vs[i].ProviderStatus).WithCode(r.MessageStatusCode).WithResult(raw)
+		}
+		if next = res.NextToken; next == "" {
+			return
+		}
+	}
+}
+
+// get signs and sends a GET of the send endpoint with query and decodes a
+// 2xx answer into out.
+func (p *sens) get(ctx context.Context, query string, out any) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.client.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+query, nil)
+	if err != nil {
+		return false
+	}
+	ts := strconv.FormatInt(p.now().UnixMilli(), 10)
+	req.Header.Set("x-ncp-apigw-timestamp", ts)
+	req.Header.Set("x-ncp-iam-access-key", p.c.accessKey)
+	req.Header.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodGet, p.uri+query, ts, p.c.accessKey))
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	raw, err := readAnswer(resp)
+	return err == nil && resp.StatusCode/100 == 2 && json.Unmarshal(raw, out) == nil
+}
+
+// failed is the verdict of every message of a request SENS refused.
+func (p *sens) failed(resp *http.Response, answer []byte) sdk.Verdict {
+	resp.Body = http.NoBody
+	v := sdk.ClassifyHTTP(resp, nil)
+	var e sensError
+	code, msg := "", ""
+	if json.Unmarshal(answer, &e) == nil {
+		switch {
+		case e.Error != nil:
+			code, msg = e.Error.ErrorCode, strings.TrimSpace(e.Error.Message+" "+e.Error.Details)
+		case e.ErrorMessage != "":
+			code, msg = e.Status.String(), e.ErrorMessage
+		}
+	}
+	if msg == "" {
+		msg = clean(string(answer))
+	}
+	detail := fmt.Sprintf("SENS refused the request: HTTP %d", resp.StatusCode)
+	if code != "" {
+		detail += " error " + code
+		v = v.WithCode(code)
+	}
+	if msg != "" {
+		detail += ": " + clean(msg)
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		detail += " (check alimtalk.access_key and secret_key, and this host's clock: the signed timestamp must be within 5 minutes of NAVER Cloud's)"
+	case http.StatusForbidden:
+		detail += " (the access key has no permission for this SENS project, or the project has no AlimTalk service)"
+	case http.StatusNotFound:
+		detail += " (check alimtalk.service_id)"
+	}
+	v.Detail = detail
+	return v
+}
+
+// maskNumber shows a phone number's last four digits only.
+func maskNumber(n string) string {
+	if len(n) <= 4 {
+		return "****"
+	}
+	return strings.Repeat("*", len(n)-4) + n[len(n)-4:]
+}
+
+// deliveryCodes classifies Kakao's delivery result (messageStatusCode of
+// SENS's result API) other than 0000. SENS passes Kakao's codes through; the
+// table is Kakao's delivery result table as NHN Cloud publishes it
+// (https://docs.nhncloud.com/en/Notification/KakaoTalk%20Bizmessage/en/error-code/,
+// "Delivery Result Code"). Permanent: the recipient or the message can never
+// be delivered as sent; transient: Kakao's own fault or a time window.
+var deliveryCodes = map[string]codeInfo{
+	"1001": {reason: "the request body was not JSON"},
+	"1003": {reason: "invalid sender profile key"},
+	"1006": {reason: "the sender profile was deleted"},
+	"1007": {reason: "the sender profile is blocked"},
+	"1021": {reason: "the KakaoTalk channel is blocked"},
+	"1022": {reason: "the KakaoTalk channel is closed"},
+	"1023": {reason: "the KakaoTalk channel was deleted"},
+	"1024": {reason: "the KakaoTalk channel is pending deletion"},
+	"1025": {reason: "the KakaoTalk channel is sanctioned"},
+	"2001": {transient: true, reason: "Kakao could not send the message (unexpected error)"},
+	"3000": {transient: true, reason: "Kakao unexpected error"},
+	"3006": {transient: true, reason: "Kakao internal system error"},
+	"3008": {reason: "the phone number is invalid"},
+	"3010": {transient: true, reason: "Kakao unexpected error"},
+	"3011": {reason: "the message does not exist"},
+	"3012": {transient: true, reason: "communication with Kakao failed"},
+	"3013": {reason: "the message is empty"},
+	"3014": {reason: "the message is over Kakao's length limit"},
+	"3015": {reason: "the template was not found"},
+	"3016": {reason: "the content does not match the template"},
+	"3018": {reason: "cannot send to this user (not active on KakaoTalk in the last 7 days, a SIM/number mismatch, or sanctioned)"},
+	"3019": {reason: "the recipient is not a KakaoTalk user"},
+	"3020": {reason: "the recipient blocked AlimTalk from this channel"},
+	"3021": {reason: "the recipient's KakaoTalk is too old for AlimTalk"},
+	"3022": {transient: true, reason: "outside Kakao's sending hours"},
+	"3024": {reason: "the image cannot be sent"},
+	"3025": {reason: "a variable is over its length limit"},
+	"3026": {reason: "a button's extra or event field is over its length limit"},
+	"3027": {reason: "the buttons do not match the template"},
+	"3028": {reason: "the highlight title does not match the template"},
+	"3029": {reason: "the highlight title is over 50 characters"},
+	"3030": {reason: "the message type does not match the template"},
+	"3031": {reason: "the header does not match the template"},
+	"3032": {reason: "the header is over 16 characters"},
+	"9998": {transient: true, reason: "Kakao system problem"},
+	"9999": {transient: true, reason: "Kakao system problem"},
+}
+
+// classifyDelivery is the verdict of a message Kakao did not deliver.
+func classifyDelivery(code, desc string) sdk.Verdict {
+	info, known := deliveryCodes[code]
+	desc = clean(desc)
+	switch {
+	case !known && code >= "3033" && code <= "3058":
+		// The item-list and highlight checks of the same table.
+		return sdk.Permanent(fmt.Sprintf("Kakao did not deliver the message: %s: the message does not match the template (%s)", code, desc))
+	case !known:
+		return sdk.Transient(fmt.Sprintf("Kakao did not deliver the message: messageStatusCode %s (%s), not one this plugin knows", code, desc))
+	case info.transient:
+		return sdk.Transient(fmt.Sprintf("Kakao did not deliver the message: %s: %s (%s)", code, info.reason, desc))
+	}
+	return sdk.Permanent(fmt.Sprintf("Kakao did not deliver the message: %s: %s (%s)", code, info.reason, desc))
+}
+
+// classifyRequestStatus is the verdict of a message SENS did not accept
+// (requestStatusCode other than A000). SENS documents A000 alone; the others
+// are retried, bounded by the channel's max_attempts, with SENS's own words.
+func classifyRequestStatus(code, name, desc string) sdk.Verdict {
+	return sdk.Transient(fmt.Sprintf("SENS did not accept the message: requestStatusCode %s (%s)", code, clean(strings.TrimSpace(name+" "+desc))))
+}
