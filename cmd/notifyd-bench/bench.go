@@ -106,6 +106,8 @@ for the run and removes it afterwards.`,
 	f.DurationVar(&o.SteadyFor, "for", 30*time.Minute, "with --steady: how long")
 	f.DurationVar(&o.Retain, "retain", 5*time.Minute, "with --steady: retention.sent, cancelled and failed")
 	f.BoolVar(&o.RedisCluster, "redis-cluster", false, "start a throw-away 3-master Redis Cluster on loopback for the run instead of the config's Redis")
+	f.StringVar(&o.Provider, "provider", "webhook", "the bench channel's provider: webhook (the webhook plugin to the sink) or alimtalk (the Kakao plugin in AlimTalk mode, 100 notifications per request to a fake SENS partner; the burst only)")
+	f.StringVar(&o.AlimtalkConfirm, "alimtalk-confirm", "delivered", "with --provider alimtalk: the channel's alimtalk.confirm, delivered (poll each request's results) or accepted")
 	f.StringVar(&pluginsDir, "plugins-dir", "", "directory holding notifyd-plugin-webhook (overrides plugins.dir)")
 	f.StringVarP(&output, "output", "o", "text", "report format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the burst to this file")

@@ -40,6 +40,8 @@ import (
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/core/tracing"
+	"github.com/notifyd/notifyd/internal/fakesens"
 )
 
 // Defaults for zero Options. Concurrency and batch were chosen by trying
@@ -58,8 +60,11 @@ const (
 	MaxInstances = 16
 	// Channel is the bench's one channel.
 	Channel = "bench"
-	// Plugin is the provider the channel uses.
+	// Plugin is the provider the channel uses by default.
 	Plugin = "webhook"
+	// ProviderAlimtalk drives the Kakao plugin's AlimTalk mode against the
+	// bench's fake SENS partner instead (Options.Provider).
+	ProviderAlimtalk = "alimtalk"
 )
 
 // Defaults used when no config file is given: the services on loopback.
@@ -108,7 +113,16 @@ type Options struct {
 	// tables' sizes sampled every minute.
 	Steady    int
 	SteadyFor time.Duration
-	Retain    time.Duration
+	// Provider is "webhook" (the default: the webhook plugin posting each
+	// notification to the sink) or "alimtalk" (the Kakao plugin in AlimTalk
+	// mode, 100 notifications per request to a fake SENS partner that
+	// feeds the sink).
+	Provider string
+	// AlimtalkConfirm is the AlimTalk channel's alimtalk.confirm:
+	// "delivered" (the default: each request's results are polled) or
+	// "accepted".
+	AlimtalkConfirm string
+	Retain          time.Duration
 }
 
 func (o *Options) fill() error {
@@ -120,6 +134,26 @@ func (o *Options) fill() error {
 	o.Batch = cmp.Or(o.Batch, DefaultBatch)
 	o.Instances = cmp.Or(o.Instances, DefaultInstances)
 	o.Partitions = cmp.Or(o.Partitions, DefaultPartitions)
+	switch o.Provider {
+	case "", Plugin:
+		o.Provider = Plugin
+	case ProviderAlimtalk:
+		if o.Steady > 0 || o.History > 0 {
+			return errors.New("bench: --provider alimtalk runs the burst only (no --steady, no --history)")
+		}
+		// The idle phase waits for notifications by key; the fake partner
+		// knows them by number only. The burst is what this path measures.
+		o.Idle = -1
+		switch o.AlimtalkConfirm {
+		case "":
+			o.AlimtalkConfirm = "delivered"
+		case "delivered", "accepted":
+		default:
+			return fmt.Errorf("bench: --alimtalk-confirm %q: want delivered or accepted", o.AlimtalkConfirm)
+		}
+	default:
+		return fmt.Errorf("bench: --provider %q: want %s or %s", o.Provider, Plugin, ProviderAlimtalk)
+	}
 	switch {
 	case o.Idle == 0:
 		o.Idle = DefaultIdle
@@ -174,10 +208,14 @@ type env struct {
 	sink      *Sink
 	instances []*instance
 	tracer    *tracer
-	schema    string
-	prefix    string
-	runID     string
-	cleanup   []func(context.Context) error
+	// traces is the OpenTelemetry provider when the config's tracing is on
+	// (nil otherwise): every notification is then inserted with a trace of
+	// its own, as an API enqueue under tracing stores one.
+	traces  *tracing.Provider
+	schema  string
+	prefix  string
+	runID   string
+	cleanup []func(context.Context) error
 }
 
 // instance is one delivery engine with everything a notifyd process has of
@@ -216,6 +254,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			N: o.N, Concurrency: o.Concurrency, Batch: o.Batch, Idle: o.Idle, QuietSeconds: o.Quiet.Seconds(),
 			RelayBatch: e.cfg.Delivery.RelayBatch, SettleBatch: e.cfg.Delivery.SettleBatch,
 			PostgresMaxConns: int(e.cfg.Postgres.MaxConns), PluginMaxConcurrency: e.instances[0].plugin.Info().MaxConcurrency,
+			Provider: e.o.Provider, AlimtalkConfirm: e.o.AlimtalkConfirm,
 			EnvelopeBytes: len(envelope(int64(o.N), recipient(o.N-1), time.Now().Truncate(time.Microsecond))),
 			Schema:        e.schema, RedisPrefix: e.prefix, Sink: e.sink.URL(),
 			Instances: len(e.instances), Partitions: e.partitions(ctx),
@@ -316,6 +355,10 @@ func (e *env) setUp(ctx context.Context) error {
 			Interval: min(time.Minute, e.o.Retain/2)})
 	}
 	e.cfg = &cfg
+	if e.traces, err = tracing.New(ctx, cfg.Tracing, tracing.Options{Service: "notifyd-bench"}); err != nil {
+		return err
+	}
+	e.onClose(e.traces.Shutdown)
 
 	if err := e.migrate(ctx); err != nil {
 		return err
@@ -338,13 +381,29 @@ func (e *env) setUp(ctx context.Context) error {
 
 	// Every other channel key keeps its default, as in a config file that
 	// sets only these.
-	cfg.Channels = map[string]config.Channel{Channel: config.FillChannel(config.Channel{
+	ch := config.Channel{
 		Plugin:      Plugin,
 		Config:      map[string]any{"url": e.sink.URL() + HookPath, "timeout": "10s"},
 		Concurrency: e.o.Concurrency,
 		BatchSize:   e.o.Batch,
 		Partitions:  e.o.Partitions,
-	})}
+	}
+	if e.o.Provider == ProviderAlimtalk {
+		// The fake partner accepts and delivers every message, counting each
+		// at the sink under its number.
+		partner, err := fakesens.Start()
+		if err != nil {
+			return err
+		}
+		partner.OnAccept = e.sink.deliver
+		e.onClose(func(context.Context) error { return partner.Close() })
+		ch.Plugin, ch.Config = "kakao", map[string]any{
+			"mode": "alimtalk", "timeout": "10s",
+			"alimtalk": partner.Alimtalk("daily_quiz", e.o.AlimtalkConfirm),
+			"template": map[string]any{"content": "{{.title}}: {{.text}}"},
+		}
+	}
+	cfg.Channels = map[string]config.Channel{Channel: config.FillChannel(ch)}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -440,7 +499,7 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 	}
 	in.host = pluginhost.New(e.cfg.Plugins, log.Named("plugins"))
 	e.onClose(in.host.Stop)
-	if in.plugin, err = in.host.Plugin(ctx, Plugin); err != nil {
+	if in.plugin, err = in.host.Plugin(ctx, e.cfg.Channels[Channel].Plugin); err != nil {
 		if errors.Is(err, pluginhost.ErrNotFound) {
 			return fmt.Errorf("bench: %w (build it with `make build`, or point --plugins-dir at the directory holding notifyd-plugin-webhook)", err)
 		}
@@ -453,6 +512,7 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 	in.engine, err = delivery.New(delivery.Options{
 		Config: e.cfg, Store: store, Queue: queue.New(e.rc, e.prefix),
 		Plugins: in.host, Logger: log.Named("delivery"), Hooks: e.tracer.hooks(i), Instance: in.id,
+		Tracer: e.traces.Tracer(),
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -593,4 +653,15 @@ func machine() Machine {
 		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
 		LoadBefore: loadAvg(),
 	}
+}
+
+// traceParent is a sampled traceparent of a new trace when the run traces,
+// "" otherwise.
+func (e *env) traceParent() string {
+	if e.traces == nil {
+		return ""
+	}
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
 }

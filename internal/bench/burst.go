@@ -147,11 +147,11 @@ func (e *env) insertBurst(ctx context.Context, n int) (due time.Time, took time.
 		for i := 0; i < n; {
 			batch = batch[:0]
 			for ; i < n && len(batch) < insertChunk; i++ {
-				r := recipient(i)
+				r := e.recipient(i)
 				batch = append(batch, outbox.NewNotification{
 					Channel: Channel, Recipient: r, Payload: payload, DueAt: due,
 					// As a schedule run keys them: schedule:fire-time:recipient.
-					IdempotencyKey: "daily-quiz:" + fire + ":" + r,
+					IdempotencyKey: "daily-quiz:" + fire + ":" + r, TraceParent: e.traceParent(),
 				})
 			}
 			if _, err := outbox.Insert(ctx, tx, batch); err != nil {
@@ -235,6 +235,15 @@ func (e *env) statusCounts(ctx context.Context) (sent, failed int64, err error) 
 }
 
 func recipient(i int) string { return fmt.Sprintf("user-%07d", i) }
+
+// recipient is the burst's i-th recipient: a phone number on the AlimTalk
+// path (the fake partner counts deliveries by number).
+func (e *env) recipient(i int) string {
+	if e.o.Provider == ProviderAlimtalk {
+		return fmt.Sprintf("010%08d", i)
+	}
+	return recipient(i)
+}
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

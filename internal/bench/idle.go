@@ -105,7 +105,7 @@ func (e *env) idle(ctx context.Context) (Idle, error) {
 		key := "idle:" + e.runID + ":" + strconv.Itoa(i)
 		t0 := time.Now()
 		res, err := e.store.Insert(ctx, []outbox.NewNotification{{
-			Channel: Channel, Recipient: recipient(i), Payload: payload, IdempotencyKey: key,
+			Channel: Channel, Recipient: recipient(i), Payload: payload, IdempotencyKey: key, TraceParent: e.traceParent(),
 		}})
 		if err != nil {
 			return r, fmt.Errorf("bench: idle pick-up: insert %d: %w", i, err)
@@ -161,7 +161,7 @@ func (e *env) one(ctx context.Context, i int) (time.Duration, error) {
 	sleepCtx(ctx, idleGap)
 	key := "one:" + e.runID + ":" + strconv.Itoa(i)
 	if _, err := e.store.Insert(ctx, []outbox.NewNotification{{
-		Channel: Channel, Recipient: recipient(i), Payload: payload, IdempotencyKey: key,
+		Channel: Channel, Recipient: recipient(i), Payload: payload, IdempotencyKey: key, TraceParent: e.traceParent(),
 	}}); err != nil {
 		return 0, fmt.Errorf("bench: insert single %d: %w", i, err)
 	}

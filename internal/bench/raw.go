@@ -73,6 +73,12 @@ func envelope(id int64, recipient string, created time.Time) []byte {
 // headers the plugin sends.
 func (e *env) raw(ctx context.Context) (Raw, []time.Duration, error) {
 	n, c := e.o.N, e.o.Concurrency
+	if e.o.Provider == ProviderAlimtalk {
+		// An AlimTalk channel's concurrency counts messages waiting for
+		// Kakao's delivery result, not connections: the baseline keeps the
+		// webhook's.
+		c = min(c, DefaultConcurrency)
+	}
 	r := Raw{Requests: n, Concurrency: c}
 	e.sink.Reset()
 	tr := &http.Transport{

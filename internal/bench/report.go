@@ -89,6 +89,8 @@ type Setup struct {
 	SettleBatch          int     `json:"settle_batch"`
 	PostgresMaxConns     int     `json:"postgres_max_conns"`
 	PluginMaxConcurrency int     `json:"plugin_max_concurrency"`
+	Provider             string  `json:"provider"`
+	AlimtalkConfirm      string  `json:"alimtalk_confirm,omitempty"`
 	EnvelopeBytes        int     `json:"envelope_bytes"`
 	Schema               string  `json:"schema"`
 	RedisPrefix          string  `json:"redis_prefix"`
@@ -153,7 +155,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "notifyd-bench — %s\n", r.Started.Format(time.RFC3339))
 	fmt.Fprintf(&b, "machine: %d CPUs, GOMAXPROCS %d, %s; load average %s before, %s after\n",
 		m.CPUs, m.GOMAXPROCS, m.Go, loadString(m.LoadBefore), loadString(m.LoadAfter))
-	fmt.Fprintf(&b, "setup:   channel %q → webhook plugin (gRPC, fan-out %d) → in-process sink %s\n", Channel, s.PluginMaxConcurrency, s.Sink)
+	if s.Provider == ProviderAlimtalk {
+		fmt.Fprintf(&b, "setup:   channel %q → kakao plugin, mode alimtalk (confirm %s; gRPC batch, 100 per SENS request) → in-process fake SENS partner → sink\n", Channel, s.AlimtalkConfirm)
+	} else {
+		fmt.Fprintf(&b, "setup:   channel %q → webhook plugin (gRPC, fan-out %d) → in-process sink %s\n", Channel, s.PluginMaxConcurrency, s.Sink)
+	}
 	fmt.Fprintf(&b, "         concurrency %d, batch %d; delivery.relay_batch %d, settle_batch %d; postgres.max_conns %d; envelope ≈%d B\n",
 		s.Concurrency, s.Batch, s.RelayBatch, s.SettleBatch, s.PostgresMaxConns, s.EnvelopeBytes)
 	instances := "1 delivery engine"
@@ -278,7 +284,7 @@ func writeCPU(b *strings.Builder, c CPUUsage, pipeline bool) {
 	}
 	fmt.Fprintf(b, "  CPU            machine %.0f%% busy over %.2fs; ", c.MachineBusyPct, c.WallSeconds)
 	if pipeline {
-		fmt.Fprintf(b, "bench process (engines + sink) %.2fs, webhook plugins %.2fs, postgres backends %.2fs,\n"+
+		fmt.Fprintf(b, "bench process (engines + sink) %.2fs, plugin processes %.2fs, postgres backends %.2fs,\n"+
 			"                 other postgres processes %.2fs (WAL writer, other users), redis %.2fs (shared)\n",
 			c.Bench, c.Plugin, c.Postgres, c.PostgresOther, c.Redis)
 		return

@@ -77,20 +77,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case raw:
 		s.raw++
 	default:
-		a := s.hooks[id]
-		if a == nil {
-			s.hooks[id] = &arrival{first: now, count: 1}
-			if s.reached != nil && len(s.hooks) >= s.target {
-				close(s.reached)
-				s.reached = nil
-			}
-			if ch, ok := s.waiters[id]; ok {
-				close(ch)
-				delete(s.waiters, id)
-			}
-		} else {
-			a.count++
-		}
+		s.deliverLocked(id, now)
 	}
 	s.mu.Unlock()
 	if id == "" {
@@ -98,6 +85,31 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// deliver records one notification's arrival by its key (the AlimTalk fake
+// partner's path, where one request carries many notifications).
+func (s *Sink) deliver(id string, now time.Time) {
+	s.mu.Lock()
+	s.deliverLocked(id, now)
+	s.mu.Unlock()
+}
+
+func (s *Sink) deliverLocked(id string, now time.Time) {
+	a := s.hooks[id]
+	if a != nil {
+		a.count++
+		return
+	}
+	s.hooks[id] = &arrival{first: now, count: 1}
+	if s.reached != nil && len(s.hooks) >= s.target {
+		close(s.reached)
+		s.reached = nil
+	}
+	if ch, ok := s.waiters[id]; ok {
+		close(ch)
+		delete(s.waiters, id)
+	}
 }
 
 // Reset forgets every delivery, between phases.

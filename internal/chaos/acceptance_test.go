@@ -73,29 +73,7 @@ func TestDailySendAcceptance(t *testing.T) {
 
 	prefix := "schedule:daily:" + fire.UTC().Format(time.RFC3339) + ":"
 	count := func() (sent, failed, other int) {
-		rows, err := c.DB.Query(ctx, `SELECT status, count(*) FROM notifications WHERE starts_with(idempotency_key, $1) GROUP BY status`, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				st string
-				n  int
-			)
-			if err := rows.Scan(&st, &n); err != nil {
-				t.Fatal(err)
-			}
-			switch st {
-			case "SENT":
-				sent = n
-			case "FAILED":
-				failed = n
-			default:
-				other += n
-			}
-		}
-		return
+		return testenv.Statuses(ctx, t, c.DB, "starts_with(idempotency_key, $1)", prefix)
 	}
 	deadline = time.Now().Add(3 * time.Minute)
 	for {

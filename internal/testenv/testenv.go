@@ -217,3 +217,33 @@ func Store(t testing.TB, pool *pgxpool.Pool) *outbox.Store {
 	t.Cleanup(s.Close)
 	return s
 }
+
+// Statuses counts notifications by status: SENT, FAILED and every other
+// (unfinished) one, among those the condition selects ("channel = $1").
+func Statuses(ctx context.Context, t testing.TB, pool *pgxpool.Pool, where string, args ...any) (sent, failed, other int) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM notifications WHERE `+where+` GROUP BY status`, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			t.Fatal(err)
+		}
+		switch st {
+		case "SENT":
+			sent = n
+		case "FAILED":
+			failed = n
+		default:
+			other += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return sent, failed, other
+}
