@@ -3,7 +3,6 @@ package dailyquiz_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,27 +24,14 @@ import (
 func TestDailyQuizAlimtalk(t *testing.T) {
 	t.Parallel()
 	const users = 10_000
-	db := testenv.NewDB(t)
+	db := appDB(t, fmt.Sprintf(`
+		INSERT INTO users (name, phone, opted_in)
+		  SELECT 'user' || i, '010-' || lpad((i / 10000)::text, 4, '0') || '-' || lpad((i %% 10000)::text, 4, '0'), true
+		  FROM generate_series(1, %d) AS i;
+		INSERT INTO quizzes (day, question, choices)
+		  VALUES ((now() AT TIME ZONE 'Asia/Seoul')::date, 'Which planet is largest?', ARRAY['Mars', 'Jupiter', 'Venus'])`, users))
 	rds := testenv.NewRedis(t)
 	ctx := testenv.Context(t)
-	schema, err := os.ReadFile("schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, string(schema)); err != nil {
-		t.Fatalf("schema.sql: %v", err)
-	}
-	if _, err := db.Pool.Exec(ctx, `
-		INSERT INTO users (name, phone, opted_in)
-		  SELECT 'user' || i, '010-' || lpad((i / 10000)::text, 4, '0') || '-' || lpad((i % 10000)::text, 4, '0'), true
-		  FROM generate_series(1, $1) AS i`, users); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, `
-		INSERT INTO quizzes (day, question, choices)
-		  VALUES ((now() AT TIME ZONE 'Asia/Seoul')::date, 'Which planet is largest?', ARRAY['Mars', 'Jupiter', 'Venus'])`); err != nil {
-		t.Fatal(err)
-	}
 	number := func(i int) string { return fmt.Sprintf("010%04d%04d", i/10000, i%10000) }
 
 	partner, err := fakesens.Start()

@@ -3,7 +3,6 @@ package dailyquiz_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -46,26 +45,16 @@ func (p *phone) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender, er
 // the others go out, and running the same fire time again sends nothing.
 func TestDailyQuiz(t *testing.T) {
 	t.Parallel()
-	db := testenv.NewDB(t)
-	rds := testenv.NewRedis(t)
-	ctx := testenv.Context(t)
-	schema, err := os.ReadFile("schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, string(schema)); err != nil {
-		t.Fatalf("schema.sql: %v", err)
-	}
-	if _, err := db.Pool.Exec(ctx, `
+	db := appDB(t, `
 		INSERT INTO users (name, phone, opted_in) VALUES
 		  ('Minji', '010-1111-0001', true), ('Joon', '010-1111-0002', true), ('Ada', '010-1111-0003', true),
 		  (NULL, '010-1111-0004', true),        -- no name: the template cannot render for them
 		  ('Bora', '010-1111-0005', false);     -- not opted in
 		INSERT INTO quizzes (day, question, choices) VALUES
 		  ((now() AT TIME ZONE 'Asia/Seoul')::date, 'Which planet is largest?', ARRAY['Mars', 'Jupiter', 'Venus']),
-		  ((now() AT TIME ZONE 'Asia/Seoul')::date - 1, 'yesterday''s question', ARRAY['a', 'b'])`); err != nil {
-		t.Fatal(err)
-	}
+		  ((now() AT TIME ZONE 'Asia/Seoul')::date - 1, 'yesterday''s question', ARRAY['a', 'b'])`)
+	rds := testenv.NewRedis(t)
+	ctx := testenv.Context(t)
 	const token = "daily-quiz-test-token-0123"
 	cfg, err := config.Load("notifyd.yaml", []string{
 		"NOTIFYD_POSTGRES_URL=" + db.URL, "NOTIFYD_REDIS_URL=" + rds.URL, "NOTIFYD_REDIS_PREFIX=" + rds.Prefix,

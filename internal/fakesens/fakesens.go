@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -162,11 +163,7 @@ func (s *Server) Polls() int {
 func (s *Server) Delivered() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.delivered))
-	for k, v := range s.delivered {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.delivered)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
