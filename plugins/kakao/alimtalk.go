@@ -4,9 +4,9 @@ package main
 // numbers, sent through a Kakao BizMessage partner many recipients per
 // request. The partner-neutral part lives here — config, the message a
 // notification becomes, grouping a batch into requests — and each partner
-// (sens.go) says how one request is built, signed and read. A second partner
-// is one more implementation of the partner interface and a line in
-// partners.
+// (sens.go, nhn.go) says how one request is built, signed and read. A
+// partner is one implementation of the partner interface and a line in
+// partners, which also names the credential keys it takes.
 
 import (
 	"bytes"
@@ -45,6 +45,8 @@ type alimtalkRaw struct {
 	SecretKey     string `json:"secret_key"`
 	ServiceID     string `json:"service_id"`
 	ChannelID     string `json:"channel_id"`
+	AppKey        string `json:"app_key"`
+	SenderKey     string `json:"sender_key"`
 	TemplateCode  string `json:"template_code"`
 	CountryCode   string `json:"country_code"`
 	MaxPerRequest int    `json:"max_per_request"`
@@ -64,6 +66,8 @@ type atConfig struct {
 	secretKey     string
 	serviceID     string
 	channelID     string // SENS plusFriendId
+	appKey        string // NHN Cloud appkey (a path segment)
+	senderKey     string // NHN Cloud senderKey (the sender profile)
 	templateCode  string // default; a message's template_code overrides
 	countryCode   string
 	maxPerRequest int
@@ -85,12 +89,40 @@ const (
 type partnerInfo struct {
 	maxPerRequest int
 	defaultURL    string
-	build         func(c *atConfig, client *http.Client, now func() time.Time) partner
+	// credentials are the keys of the alimtalk block that the partner
+	// requires, in the order they are checked; a credential key of another
+	// partner is refused.
+	credentials []credential
+	// country, if set, is the only country_code the partner is spoken to
+	// with (its API has no field for another country's numbers).
+	country string
+	build   func(c *atConfig, client *http.Client, now func() time.Time) partner
+}
+
+// credential is a key of the alimtalk block that identifies the account at
+// a partner.
+type credential struct {
+	key, why string
+	// segment: the value goes into the URL path as one segment.
+	segment bool
 }
 
 // partners are the BizMessage partners the plugin speaks.
 var partners = map[string]partnerInfo{
-	"sens": {maxPerRequest: sensMaxMessages, defaultURL: sensDefaultURL, build: newSENS},
+	"sens": {maxPerRequest: sensMaxMessages, defaultURL: sensDefaultURL, build: newSENS, credentials: []credential{
+		{key: "access_key", why: "the NAVER Cloud access key (x-ncp-iam-access-key)"},
+		{key: "secret_key", why: "the secret key that signs each request"},
+		{key: "service_id", why: "the SENS Biz Message service id (ncp:kkobizmsg:kr:…)", segment: true},
+		{key: "channel_id", why: "the KakaoTalk channel id (plusFriendId, e.g. @mychannel)"},
+	}},
+}
+
+// credentialValues are the credential keys of the alimtalk block as written.
+func (raw *alimtalkRaw) credentialValues() map[string]string {
+	return map[string]string{
+		"access_key": raw.AccessKey, "secret_key": raw.SecretKey, "service_id": raw.ServiceID,
+		"channel_id": raw.ChannelID, "app_key": raw.AppKey, "sender_key": raw.SenderKey,
+	}
 }
 
 // partner sends one AlimTalk request: the messages share a template code
@@ -125,24 +157,36 @@ func parseAlimtalk(raw *alimtalkRaw) (*atConfig, error) {
 		secretKey:    raw.SecretKey,
 		serviceID:    raw.ServiceID,
 		channelID:    raw.ChannelID,
+		appKey:       raw.AppKey,
+		senderKey:    raw.SenderKey,
 		templateCode: raw.TemplateCode,
 		countryCode:  raw.CountryCode,
 	}
-	for _, r := range []struct{ key, val, why string }{
-		{"access_key", raw.AccessKey, "the NAVER Cloud access key (x-ncp-iam-access-key)"},
-		{"secret_key", raw.SecretKey, "the secret key that signs each request"},
-		{"service_id", raw.ServiceID, "the SENS Biz Message service id (ncp:kkobizmsg:kr:…)"},
-		{"channel_id", raw.ChannelID, "the KakaoTalk channel id (plusFriendId, e.g. @mychannel)"},
-	} {
-		switch {
-		case r.val == "":
-			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "required: " + r.why}
-		case strings.ContainsAny(r.val, " \t\r\n"):
-			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "contains whitespace (a copy-paste accident?)"}
+	values := raw.credentialValues()
+	wanted := make([]string, len(info.credentials))
+	for i, r := range info.credentials {
+		wanted[i] = r.key
+	}
+	set := make([]string, 0, len(values))
+	for k, v := range values {
+		if v != "" && !slices.Contains(wanted, k) {
+			set = append(set, k)
 		}
 	}
-	if strings.ContainsAny(raw.ServiceID, "/?#%") {
-		return nil, &ConfigError{Key: "alimtalk.service_id", Reason: "must not contain / ? # or %: it is a path segment"}
+	if len(set) > 0 {
+		slices.Sort(set)
+		return nil, &ConfigError{Key: "alimtalk." + set[0], Reason: fmt.Sprintf("not used with partner %s (its credentials are %s)", raw.Partner, strings.Join(wanted, ", "))}
+	}
+	for _, r := range info.credentials {
+		val := values[r.key]
+		switch {
+		case val == "":
+			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "required with partner " + raw.Partner + ": " + r.why}
+		case strings.ContainsAny(val, " \t\r\n"):
+			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "contains whitespace (a copy-paste accident?)"}
+		case r.segment && strings.ContainsAny(val, "/?#%"):
+			return nil, &ConfigError{Key: "alimtalk." + r.key, Reason: "must not contain / ? # or %: it is a path segment"}
+		}
 	}
 	var err error
 	if c.apiURL, err = baseURL("alimtalk.api_url", raw.APIURL, info.defaultURL); err != nil {
@@ -153,6 +197,9 @@ func parseAlimtalk(raw *alimtalkRaw) (*atConfig, error) {
 	}
 	if !allDigits(c.countryCode) || len(c.countryCode) > 3 {
 		return nil, &ConfigError{Key: "alimtalk.country_code", Reason: fmt.Sprintf("%q is not a country calling code (1–3 digits, 82 for Korea)", c.countryCode)}
+	}
+	if info.country != "" && c.countryCode != info.country {
+		return nil, &ConfigError{Key: "alimtalk.country_code", Reason: fmt.Sprintf("%q: partner %s is spoken to with national numbers of country %s only (its API has no country code field)", c.countryCode, raw.Partner, info.country)}
 	}
 	switch {
 	case raw.MaxPerRequest == 0:

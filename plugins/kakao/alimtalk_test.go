@@ -319,6 +319,7 @@ func TestAlimtalk_Config(t *testing.T) {
 		{"no service", at("service_id", nil), "config.alimtalk.service_id"},
 		{"service with a slash", at("service_id", "a/b"), "config.alimtalk.service_id"},
 		{"no channel", at("channel_id", nil), "config.alimtalk.channel_id"},
+		{"another partner's key", at("sender_key", "nhn-sender"), "config.alimtalk.sender_key: not used with partner sens"},
 		{"too many per request", at("max_per_request", 101), "config.alimtalk.max_per_request"},
 		{"bad confirm", at("confirm", "sometimes"), "config.alimtalk.confirm"},
 		{"bad failover", at("failover", map[string]any{"type": "MMS", "from": "0212345678"}), "config.alimtalk.failover.type"},

@@ -153,7 +153,7 @@ func parseAlimtalkConfig(rc rawConfig) (*config, error) {
 		{"client_secret", rc.ClientSecret}, {"token_file", rc.TokenFile}, {"api_url", rc.APIURL}, {"auth_url", rc.AuthURL},
 	} {
 		if k.val != "" {
-			return nil, &ConfigError{Key: k.key, Reason: "not used with mode alimtalk (a BizMessage partner signs with alimtalk.access_key/secret_key; its URL is alimtalk.api_url)"}
+			return nil, &ConfigError{Key: k.key, Reason: "not used with mode alimtalk (a BizMessage partner takes its credentials in the alimtalk block, e.g. alimtalk.secret_key; its URL is alimtalk.api_url)"}
 		}
 	}
 	at, err := parseAlimtalk(rc.Alimtalk)
