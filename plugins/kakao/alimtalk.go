@@ -115,6 +115,11 @@ var partners = map[string]partnerInfo{
 		{key: "service_id", why: "the SENS Biz Message service id (ncp:kkobizmsg:kr:…)", segment: true},
 		{key: "channel_id", why: "the KakaoTalk channel id (plusFriendId, e.g. @mychannel)"},
 	}},
+	"nhn": {maxPerRequest: nhnMaxRecipients, defaultURL: nhnDefaultURL, build: newNHN, country: "82", credentials: []credential{
+		{key: "app_key", why: "the NHN Cloud KakaoTalk Bizmessage appkey (console: URL & Appkey)", segment: true},
+		{key: "secret_key", why: "the NHN Cloud secret key sent as X-Secret-Key (console: URL & Appkey)"},
+		{key: "sender_key", why: "the sender profile's senderKey (console: Sender Profile Management)"},
+	}},
 }
 
 // credentialValues are the credential keys of the alimtalk block as written.

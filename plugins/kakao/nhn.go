@@ -1,0 +1,560 @@
+package main
+
+// NHN Cloud KakaoTalk Bizmessage, the AlimTalk API v2.3:
+//
+//	POST {api_url}/alimtalk/v2.3/appkeys/{appkey}/raw-messages   send the full text
+//	GET  {api_url}/alimtalk/v2.3/appkeys/{appkey}/messages?requestId=…   list the results
+//
+// https://docs.nhncloud.com/en/Notification/KakaoTalk%20Bizmessage/en/alimtalk-api-guide/
+// (request, response, list; v2.3 is the current guide)
+// https://docs.nhncloud.com/en/Notification/KakaoTalk%20Bizmessage/en/error-code/
+// (API response codes, delivery result codes)
+//
+// raw-messages takes each recipient's rendered content and buttons, as SENS
+// does, so a channel moves between the partners without a payload change.
+// The other send API (…/messages) would take template parameters instead.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+const (
+	nhnDefaultURL = "https://kakaotalk-bizmessage.api.nhncloudservice.com"
+	// nhnMaxRecipients is the documented maximum of recipientList.
+	nhnMaxRecipients = 1000
+	// Delivery result codes (resultCode of the list) the plugin branches on.
+	nhnDelivered   = "1000" // success
+	nhnUnconfirmed = "3005" // sent, receipt not confirmed (may arrive within 3 days)
+	nhnProcessing  = "4161" // message being processed
+	// nhnPageSize is the list page the plugin asks for. The list carries
+	// each message's content (up to 1,300 characters), so a page of the
+	// documented maximum of 1,000 could pass the answer limit.
+	nhnPageSize = 200
+)
+
+// nhn is the NHN Cloud partner of one channel.
+type nhn struct {
+	c       *atConfig
+	client  *http.Client
+	now     func() time.Time
+	sendURL string
+	listURL string
+	// pollEvery is the first wait before asking for delivery results; each
+	// later wait is one pollEvery longer. Tests shorten it.
+	pollEvery time.Duration
+}
+
+func newNHN(c *atConfig, client *http.Client, now func() time.Time) partner {
+	u, _ := url.Parse(c.apiURL) // validated by baseURL
+	// app_key holds no / ? # or % (checked): it is one path segment.
+	base := strings.TrimRight(u.Path, "/") + "/alimtalk/v2.3/appkeys/" + c.appKey
+	u.Path = base + "/raw-messages"
+	send := u.String()
+	u.Path = base + "/messages"
+	return &nhn{c: c, client: client, now: now, sendURL: send, listURL: u.String(), pollEvery: 500 * time.Millisecond}
+}
+
+// secrets: the secret key, and the appkey, which is in every URL an error
+// may quote.
+func (p *nhn) secrets() []string { return []string{p.c.secretKey, p.c.appKey} }
+
+// nhnRequest is the documented raw-messages body (the fields the plugin
+// sends).
+type nhnRequest struct {
+	SenderKey     string         `json:"senderKey"`
+	TemplateCode  string         `json:"templateCode"`
+	RecipientList []nhnRecipient `json:"recipientList"`
+}
+
+type nhnRecipient struct {
+	RecipientNo     string      `json:"recipientNo"`
+	Content         string      `json:"content"`
+	TemplateTitle   string      `json:"templateTitle,omitempty"`
+	TemplateHeader  string      `json:"templateHeader,omitempty"`
+	Buttons         []nhnButton `json:"buttons,omitempty"`
+	ResendParameter *nhnResend  `json:"resendParameter,omitempty"`
+}
+
+type nhnButton struct {
+	Ordering      int    `json:"ordering"`
+	Type          string `json:"type"`
+	Name          string `json:"name"`
+	LinkMo        string `json:"linkMo,omitempty"`
+	LinkPc        string `json:"linkPc,omitempty"`
+	SchemeIos     string `json:"schemeIos,omitempty"`
+	SchemeAndroid string `json:"schemeAndroid,omitempty"`
+}
+
+// nhnResend is the SMS/LMS failover of one recipient.
+type nhnResend struct {
+	IsResend      bool   `json:"isResend"`
+	ResendType    string `json:"resendType,omitempty"`
+	ResendTitle   string `json:"resendTitle,omitempty"`
+	ResendContent string `json:"resendContent,omitempty"`
+	ResendSendNo  string `json:"resendSendNo,omitempty"`
+}
+
+// nhnHeader is the header of every answer. Pointers tell a missing field
+// from a zero one.
+type nhnHeader struct {
+	ResultCode    *int   `json:"resultCode"`
+	ResultMessage string `json:"resultMessage"`
+	IsSuccessful  *bool  `json:"isSuccessful"`
+}
+
+// nhnAnswer is the documented answer of a send.
+type nhnAnswer struct {
+	Header  *nhnHeader `json:"header"`
+	Message *struct {
+		RequestID   string          `json:"requestId"`
+		SendResults []nhnSendResult `json:"sendResults"`
+	} `json:"message"`
+}
+
+type nhnSendResult struct {
+	RecipientSeq  *int   `json:"recipientSeq"`
+	RecipientNo   string `json:"recipientNo"`
+	ResultCode    *int   `json:"resultCode"`
+	ResultMessage string `json:"resultMessage"`
+}
+
+func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []sdk.Verdict {
+	body := nhnRequest{SenderKey: p.c.senderKey, TemplateCode: templateCode, RecipientList: make([]nhnRecipient, len(ms))}
+	for i, m := range ms {
+		r := nhnRecipient{RecipientNo: m.to, Content: m.p.Content, TemplateTitle: m.p.Title, TemplateHeader: m.p.Header}
+		for k, b := range m.p.Buttons {
+			r.Buttons = append(r.Buttons, nhnButton{
+				Ordering: k + 1, Type: b.Type, Name: b.Name, LinkMo: b.LinkMobile, LinkPc: b.LinkPc,
+				SchemeIos: b.SchemeIos, SchemeAndroid: b.SchemeAndroid,
+			})
+		}
+		if p.c.failoverType != "" {
+			r.ResendParameter = &nhnResend{IsResend: true, ResendType: p.c.failoverType, ResendSendNo: p.c.failoverFrom}
+			if f := m.p.Failover; f != nil {
+				r.ResendParameter.ResendTitle, r.ResendParameter.ResendContent = f.Subject, f.Content
+			}
+		}
+		body.RecipientList[i] = r
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("encode the NHN Cloud request: %v", err)))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(raw))
+	if err != nil {
+		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("build the NHN Cloud request: %v", err)))
+	}
+	req.Header.Set("Content-Type", "application/json;charset=UTF-8")
+	req.Header.Set("X-Secret-Key", p.c.secretKey)
+
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return everyone(len(ms), sdk.ClassifyHTTP(nil, fmt.Errorf("send to NHN Cloud: %w", transportError(err))))
+	}
+	defer resp.Body.Close()
+	answer, err := readAnswer(resp)
+	if err != nil {
+		// The request reached NHN Cloud: retrying may send twice, never zero.
+		return everyone(len(ms), sdk.Transient(fmt.Sprintf("read NHN Cloud's answer: %v", err)).WithStatus(resp.StatusCode))
+	}
+	var a nhnAnswer
+	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil {
+		return everyone(len(ms), p.notAnswer(resp, answer))
+	}
+	requestID := ""
+	var results []nhnSendResult
+	if a.Message != nil {
+		requestID, results = a.Message.RequestID, a.Message.SendResults
+	}
+	if !*a.Header.IsSuccessful {
+		// "All recipients failed" comes with each recipient's own code:
+		// those say more than the request's.
+		if c := a.Header.ResultCode; c != nil && nhnAllFailed[*c] && len(results) == len(ms) {
+			return p.verdicts(resp.StatusCode, requestID, results, ms)
+		}
+		return everyone(len(ms), p.refused(resp, a.Header))
+	}
+	if results == nil {
+		return everyone(len(ms), sdk.Transient(fmt.Sprintf("NHN Cloud answered HTTP %d isSuccessful with no sendResults: %s",
+			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode))
+	}
+	vs := p.verdicts(resp.StatusCode, requestID, results, ms)
+	if p.c.confirm {
+		p.confirm(ctx, requestID, ms, vs)
+	}
+	return vs
+}
+
+// notAnswer is the verdict of every message of a request whose answer has
+// no NHN Cloud header: by HTTP status, and a 2xx is retried (the send may
+// not have happened).
+func (p *nhn) notAnswer(resp *http.Response, answer []byte) sdk.Verdict {
+	if resp.StatusCode/100 == 2 {
+		return sdk.Transient(fmt.Sprintf("NHN Cloud answered HTTP %d with a body that is not its send result: %s",
+			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode)
+	}
+	resp.Body = http.NoBody
+	v := sdk.ClassifyHTTP(resp, nil)
+	detail := fmt.Sprintf("NHN Cloud refused the request: HTTP %d", resp.StatusCode)
+	if msg := clean(string(answer)); msg != "" {
+		detail += ": " + msg
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		detail += " (check alimtalk.app_key and secret_key)"
+	case http.StatusNotFound:
+		detail += " (check alimtalk.app_key and api_url)"
+	}
+	v.Detail = detail
+	return v
+}
+
+// refused is the verdict of every message of a request NHN Cloud answered
+// isSuccessful false.
+func (p *nhn) refused(resp *http.Response, h *nhnHeader) sdk.Verdict {
+	v := classifyNHN("NHN Cloud refused the request", h.ResultCode, h.ResultMessage).WithStatus(resp.StatusCode)
+	if v.Outcome == sdk.OutcomeTransient {
+		v = v.WithRetryAfter(sdk.RetryAfter(resp.Header, p.now()))
+	}
+	return v
+}
+
+// verdicts classifies each recipient's resultCode. NHN Cloud answers the
+// recipients in the request's order; each answer is checked against the
+// message's number as well, and when the order does not hold a message is
+// matched by its number only if that number is in the request and the
+// answer once — a reordered or short answer never credits one recipient
+// with another's result.
+func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*atMessage) []sdk.Verdict {
+	vs := make([]sdk.Verdict, len(ms))
+	byNo := make(map[string]int, len(res))
+	for k, r := range res {
+		no := digitsOf(r.RecipientNo)
+		if _, dup := byNo[no]; dup {
+			byNo[no] = -1
+		} else {
+			byNo[no] = k
+		}
+	}
+	inRequest := make(map[string]int, len(ms))
+	for _, m := range ms {
+		inRequest[m.to]++
+	}
+	for i, m := range ms {
+		// In place: the same number, or no number in a full answer.
+		k, found := i, i < len(res) && (digitsOf(res[i].RecipientNo) == m.to || (res[i].RecipientNo == "" && len(res) == len(ms)))
+		if j, once := byNo[m.to]; !found && once && j >= 0 && inRequest[m.to] == 1 {
+			k, found = j, true
+		}
+		if !found {
+			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults do not list %s once", requestID, status, maskNumber(m.to))).WithStatus(status)
+			continue
+		}
+		r := res[k]
+		result := map[string]any{"partner": "nhn", "request_id": requestID}
+		if r.RecipientSeq != nil {
+			result["recipient_seq"] = *r.RecipientSeq
+		}
+		if r.ResultCode != nil {
+			result["result_code"] = *r.ResultCode
+		}
+		raw, _ := json.Marshal(result)
+		if r.ResultCode != nil && *r.ResultCode == 0 {
+			vs[i] = sdk.Success(raw).WithStatus(status)
+			continue
+		}
+		vs[i] = classifyNHN("NHN Cloud did not accept the message", r.ResultCode, r.ResultMessage).WithStatus(status).WithResult(raw)
+	}
+	return vs
+}
+
+// nhnList is a page of the message list (GET …/messages?requestId=).
+type nhnList struct {
+	Header *nhnHeader `json:"header"`
+	Body   *struct {
+		Messages []struct {
+			RequestID      string `json:"requestId"`
+			RecipientSeq   *int   `json:"recipientSeq"`
+			RecipientNo    string `json:"recipientNo"`
+			MessageStatus  string `json:"messageStatus"`
+			ResultCode     string `json:"resultCode"`
+			ResultCodeName string `json:"resultCodeName"`
+			ResendStatus   string `json:"resendStatus"`
+		} `json:"messages"`
+		TotalCount int `json:"totalCount"`
+	} `json:"messageSearchResultResponse"`
+}
+
+// confirm waits, within confirm_wait and the batch's deadline, for Kakao's
+// delivery result of each recipient NHN Cloud accepted, and turns the ones
+// Kakao did not deliver into their own verdicts. A message whose result is
+// still unknown when the wait ends stays SUCCESS — NHN Cloud accepted it,
+// and sending it again could deliver it twice — with "unconfirmed" in its
+// result.
+func (p *nhn) confirm(ctx context.Context, requestID string, ms []*atMessage, vs []sdk.Verdict) {
+	pending := map[int]int{} // recipientSeq → index
+	for i, v := range vs {
+		var r struct {
+			Seq *int `json:"recipient_seq"`
+		}
+		if v.Outcome == sdk.OutcomeSuccess && json.Unmarshal(v.Result, &r) == nil && r.Seq != nil {
+			pending[*r.Seq] = i
+		}
+	}
+	if len(pending) > 0 && requestID != "" {
+		until := p.now().Add(p.c.confirmWait)
+		if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(until) {
+			until = d.Add(-time.Second) // leave time to answer the host
+		}
+		wait := p.pollEvery
+	polls:
+		for len(pending) > 0 && p.now().Add(wait).Before(until) {
+			select {
+			case <-ctx.Done():
+				break polls
+			case <-time.After(wait):
+			}
+			wait += p.pollEvery
+			p.poll(ctx, requestID, ms, pending, vs)
+		}
+	}
+	for i, v := range vs {
+		if v.Outcome != sdk.OutcomeSuccess {
+			continue
+		}
+		var r map[string]any
+		if json.Unmarshal(v.Result, &r) == nil && r["delivery"] == nil && r["delivery_result_code"] == nil {
+			r["delivery"] = "unconfirmed"
+			vs[i].Result, _ = json.Marshal(r)
+		}
+	}
+}
+
+// poll reads the request's result list once and settles the messages whose
+// delivery Kakao (or the SMS/LMS failover) has decided.
+func (p *nhn) poll(ctx context.Context, requestID string, ms []*atMessage, pending map[int]int, vs []sdk.Verdict) {
+	for page := 1; page <= nhnMaxRecipients/nhnPageSize+1 && len(pending) > 0; page++ {
+		q := url.Values{"requestId": {requestID}, "pageNum": {strconv.Itoa(page)}, "pageSize": {strconv.Itoa(nhnPageSize)}}
+		var l nhnList
+		if !p.get(ctx, "?"+q.Encode(), &l) || l.Body == nil {
+			return // an error or nothing yet: the next poll asks again
+		}
+		for _, r := range l.Body.Messages {
+			if r.RecipientSeq == nil {
+				continue
+			}
+			i, ok := pending[*r.RecipientSeq]
+			if !ok || (r.RequestID != "" && r.RequestID != requestID) || (r.RecipientNo != "" && digitsOf(r.RecipientNo) != ms[i].to) {
+				continue // not this request's recipient: never credit another's result
+			}
+			v, decided := nhnDelivery(r.MessageStatus, r.ResultCode, r.ResultCodeName, r.ResendStatus)
+			if !decided {
+				continue
+			}
+			delete(pending, *r.RecipientSeq)
+			var result map[string]any
+			_ = json.Unmarshal(vs[i].Result, &result)
+			if result == nil {
+				result = map[string]any{}
+			}
+			result["message_status"] = r.MessageStatus
+			if r.ResultCode != "" {
+				result["delivery_result_code"] = r.ResultCode
+			}
+			if r.ResendStatus != "" {
+				result["resend_status"] = r.ResendStatus
+			}
+			if v.Outcome == sdk.OutcomeSuccess {
+				for k, val := range resultOf(v) {
+					result[k] = val
+				}
+				vs[i].Result, _ = json.Marshal(result)
+				continue
+			}
+			raw, _ := json.Marshal(result)
+			vs[i] = v.WithStatus(vs[i].ProviderStatus).WithResult(raw)
+		}
+		if len(l.Body.Messages) < nhnPageSize || page*nhnPageSize >= l.Body.TotalCount {
+			return
+		}
+	}
+}
+
+// digitsOf is a phone number as NHN Cloud may write it (separators
+// included), digits only.
+func digitsOf(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < '0' || r > '9' {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// resultOf is a verdict's result as a map (nil when it has none).
+func resultOf(v sdk.Verdict) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(v.Result, &m)
+	return m
+}
+
+// nhnDelivery is the verdict of one entry of the result list, and whether
+// it is decided. messageStatus is documented as COMPLETED, FAILED or
+// CANCEL; any other (a message not yet sent) is undecided, and so is a
+// result that the SMS/LMS failover may still change.
+func nhnDelivery(status, code, name, resend string) (sdk.Verdict, bool) {
+	switch {
+	case code == nhnDelivered:
+		return sdk.Verdict{Outcome: sdk.OutcomeSuccess}, true
+	case status == "CANCEL":
+		return sdk.Permanent("NHN Cloud reports the message cancelled (messageStatus CANCEL, by the console or the cancel API): it was not sent").WithCode("CANCEL"), true
+	case status != "COMPLETED" && status != "FAILED":
+		return sdk.Verdict{}, false
+	case code == "" || code == nhnProcessing:
+		if status == "FAILED" && code == "" {
+			return sdk.Transient("NHN Cloud reports the message FAILED with no delivery result code").WithCode("FAILED"), true
+		}
+		return sdk.Verdict{}, false
+	case resend == "RSC04":
+		// AlimTalk failed, the SMS/LMS failover delivered it.
+		r, _ := json.Marshal(map[string]any{"failover": "delivered"})
+		return sdk.Success(r), true
+	case resend == "RSC02" || resend == "RSC03":
+		return sdk.Verdict{}, false // the failover is on its way
+	case code == nhnUnconfirmed:
+		// Kakao sent it and could not confirm receipt; sending again could
+		// deliver it twice.
+		r, _ := json.Marshal(map[string]any{"delivery": "unconfirmed"})
+		return sdk.Success(r), true
+	}
+	v := classifyDelivery(code, name)
+	if resend == "RSC05" {
+		v.Detail += "; the SMS/LMS failover failed too"
+	}
+	return v.WithCode(code), true
+}
+
+// get sends a GET of the list endpoint with query and decodes a 2xx
+// answer whose header says isSuccessful into out.
+func (p *nhn) get(ctx context.Context, query string, out *nhnList) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.client.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.listURL+query, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("X-Secret-Key", p.c.secretKey)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	raw, err := readAnswer(resp)
+	return err == nil && resp.StatusCode/100 == 2 && json.Unmarshal(raw, out) == nil &&
+		out.Header != nil && out.Header.IsSuccessful != nil && *out.Header.IsSuccessful
+}
+
+// nhnCode is what one of NHN Cloud's API result codes means to a message.
+type nhnCode struct {
+	transient bool
+	reason    string
+	check     string // the config key or field to check, if any
+}
+
+// nhnAllFailed are the request codes that say every recipient failed; the
+// recipients' own codes are in sendResults.
+var nhnAllFailed = map[int]bool{-1031: true, -2999: true}
+
+// nhnCodes classifies NHN Cloud's API response codes (the error-code page,
+// "API Response Code"), at the request and per recipient. Final: the
+// request or the message is wrong and is refused again as it is;
+// transient: NHN Cloud's or Kakao's fault. A code not listed is retried,
+// with NHN Cloud's words.
+var nhnCodes = map[int]nhnCode{
+	4:     {reason: "parameter validation failed"},
+	-1000: {reason: "invalid appkey", check: "alimtalk.app_key"},
+	-1001: {reason: "invalid secret key", check: "alimtalk.secret_key"},
+	-1002: {reason: "invalid SMS appkey (the SMS service used for failover)", check: "the SMS service linked for alimtalk.failover"},
+	-1003: {reason: "invalid SMS sender number", check: "alimtalk.failover.from: it must be registered in NHN Cloud's SMS service"},
+	-1006: {reason: "the sender profile has no senderKey", check: "alimtalk.sender_key"},
+	-1014: {reason: "the sender profile is not activated", check: "alimtalk.sender_key"},
+	-1017: {transient: true, reason: "the daily sending volume is exceeded"},
+	-1019: {reason: "invalid 080 opt-out number for the failover", check: "alimtalk.failover"},
+	-1024: {reason: "a sender profile group cannot send messages", check: "alimtalk.sender_key"},
+	-1027: {reason: "the sender profile is blocked", check: "alimtalk.sender_key"},
+	-1028: {reason: "a template variable differs from the template by more than 14 characters (first-time user limit)"},
+	-1030: {reason: "identity verification is required to use the service (NHN Cloud console)"},
+	-2000: {reason: "a field is too long"},
+	-2001: {reason: "a required field is blank"},
+	-2002: {reason: "a required field is null"},
+	-2003: {reason: "a field is too short"},
+	-2004: {reason: "a field is out of its length range"},
+	-2005: {reason: "a field is out of its range"},
+	-2017: {reason: "no such sender profile", check: "alimtalk.sender_key"},
+	-2018: {reason: "invalid button parameter"},
+	-2019: {reason: "the content is over 1,300 characters"},
+	-2032: {reason: "the title is over 50 characters"},
+	-2035: {reason: "the header is over 16 characters"},
+	-2502: {reason: "failover was requested but the sender profile has no failover (resend) setting", check: "the failover setting in NHN Cloud's console, or alimtalk.failover"},
+	-3000: {reason: "a WL button needs linkMo"},
+	-3002: {reason: "the request body cannot be read"},
+	-3003: {reason: "the template does not exist", check: "the message's template_code or alimtalk.template_code"},
+	-3004: {reason: "template parameter error"},
+	-3005: {reason: "the template is not approved", check: "the message's template_code or alimtalk.template_code"},
+	-3006: {reason: "linkMo/linkPc must start with http:// or https://"},
+	-3007: {reason: "an AL button needs two of schemeAndroid, schemeIos, linkMo"},
+	-3008: {reason: "a button name cannot hold a variable"},
+	-3009: {reason: "a button has no name"},
+	-3010: {reason: "the content does not match the template"},
+	-3011: {reason: "the buttons do not match the template"},
+	-3033: {reason: "a button is not in the template"},
+	-3042: {reason: "the header does not match the template"},
+	-3043: {reason: "the item list or item highlight does not match the template"},
+	-3046: {reason: "the main link does not match the template"},
+	-3049: {reason: "the template parameters do not match the template"},
+	-3301: {reason: "the recipient opted out"},
+	-4000: {reason: "invalid parameter"},
+	-4004: {reason: "the appkey does not exist", check: "alimtalk.app_key"},
+	-4005: {reason: "the appkey is disabled", check: "alimtalk.app_key (is KakaoTalk Bizmessage enabled in the project?)"},
+	-4019: {reason: "invalid recipient number"},
+	-4200: {reason: "invalid failover message", check: "the message's failover subject and content"},
+	-5000: {reason: "invalid recipient number"},
+	-7000: {transient: true, reason: "the request to Kakao failed"},
+	-8008: {reason: "the content has a banned word"},
+	-9996: {reason: "the request is not application/json"},
+	-9997: {reason: "client error"},
+	-9998: {reason: "no such API", check: "alimtalk.api_url"},
+	-9999: {transient: true, reason: "NHN Cloud system error"},
+	-1031: {transient: true, reason: "every recipient failed (NHN Cloud gave no recipient's reason)"},
+	-2999: {transient: true, reason: "every recipient failed (NHN Cloud gave no recipient's reason)"},
+}
+
+// classifyNHN is the verdict of an NHN Cloud result code other than 0.
+func classifyNHN(what string, code *int, msg string) sdk.Verdict {
+	if code == nil {
+		return sdk.Transient(fmt.Sprintf("%s with no resultCode (%s)", what, clean(msg)))
+	}
+	c := strconv.Itoa(*code)
+	info, known := nhnCodes[*code]
+	if !known {
+		return sdk.Transient(fmt.Sprintf("%s: resultCode %s (%s), not one this plugin knows", what, c, clean(msg))).WithCode(c)
+	}
+	detail := fmt.Sprintf("%s: resultCode %s: %s (%s)", what, c, info.reason, clean(msg))
+	if info.check != "" {
+		detail += "; check " + info.check
+	}
+	if info.transient {
+		return sdk.Transient(detail).WithCode(c)
+	}
+	return sdk.Permanent(detail).WithCode(c)
+}
