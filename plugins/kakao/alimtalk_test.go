@@ -105,6 +105,7 @@ func TestAlimtalk_SendBatch(t *testing.T) {
 	f.Undeliverable["01000000007"] = "3019" // not a KakaoTalk user
 	f.Undeliverable["01000000008"] = "3020" // blocked the channel
 	f.Flaky["01000000009"] = true           // Kakao fault once
+	f.Undeliverable["01000000010"] = "3005" // sent, receipt unconfirmed: never sent again
 	f.ProcessingPolls = 1                   // results show up on the second poll
 	ms = append(ms,
 		sdk.Message{ID: 900, Recipient: "not-a-number", Payload: ms[0].Payload},
@@ -141,9 +142,14 @@ func TestAlimtalk_SendBatch(t *testing.T) {
 				Partner   string `json:"partner"`
 				MessageID string `json:"message_id"`
 				Code      string `json:"message_status_code"`
+				Delivery  string `json:"delivery"`
 			}
-			if err := json.Unmarshal(v.Result, &r); err != nil || r.Code != "0000" || r.Partner != "sens" || r.MessageID == "" {
-				t.Errorf("message %d: result %s, want SENS's message id and delivery code 0000", ms[i].ID, v.Result)
+			wantCode, wantDelivery := "0000", ""
+			if ms[i].ID == 11 {
+				wantCode, wantDelivery = "3005", "unconfirmed"
+			}
+			if err := json.Unmarshal(v.Result, &r); err != nil || r.Code != wantCode || r.Delivery != wantDelivery || r.Partner != "sens" || r.MessageID == "" {
+				t.Errorf("message %d: result %s, want SENS's message id, delivery code %s, delivery %q", ms[i].ID, v.Result, wantCode, wantDelivery)
 			}
 		}
 	}

@@ -33,9 +33,8 @@ const (
 	// nhnMaxRecipients is the documented maximum of recipientList.
 	nhnMaxRecipients = 1000
 	// Delivery result codes (resultCode of the list) the plugin branches on.
-	nhnDelivered   = "1000" // success
-	nhnUnconfirmed = "3005" // sent, receipt not confirmed (may arrive within 3 days)
-	nhnProcessing  = "4161" // message being processed
+	nhnDelivered  = "1000" // success
+	nhnProcessing = "4161" // message being processed
 	// nhnPageSize is the list page the plugin asks for. The list carries
 	// each message's content (up to 1,300 characters), so a page of the
 	// documented maximum of 1,000 could pass the answer limit.
@@ -431,7 +430,7 @@ func nhnDelivery(status, code, name, resend string) (sdk.Verdict, bool) {
 		return sdk.Success(r), true
 	case resend == "RSC02" || resend == "RSC03":
 		return sdk.Verdict{}, false // the failover is on its way
-	case code == nhnUnconfirmed:
+	case code == kakaoUnconfirmed:
 		// Kakao sent it and could not confirm receipt; sending again could
 		// deliver it twice.
 		r, _ := json.Marshal(map[string]any{"delivery": "unconfirmed"})

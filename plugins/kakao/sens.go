@@ -34,6 +34,10 @@ const (
 	sensAccepted = "A000"
 	// sensDelivered is the messageStatusCode of a message Kakao delivered.
 	sensDelivered = "0000"
+	// kakaoUnconfirmed is Kakao's delivery code for a message it sent and
+	// could not confirm the receipt of (a result may follow within 3 days):
+	// delivered as far as anyone can tell, never sent again.
+	kakaoUnconfirmed = "3005"
 )
 
 // sens is the SENS partner of one channel.
@@ -298,8 +302,15 @@ func (p *sens) poll(ctx context.Context, requestID string, pending map[string]in
 			}
 			result["message_status_code"] = r.MessageStatusCode
 			raw, _ := json.Marshal(result)
-			if r.MessageStatusCode == sensDelivered {
+			switch r.MessageStatusCode {
+			case sensDelivered:
 				vs[i].Result = raw
+				continue
+			case kakaoUnconfirmed:
+				// Kakao sent it and could not confirm receipt: sending it
+				// again could deliver it twice.
+				result["delivery"] = "unconfirmed"
+				vs[i].Result, _ = json.Marshal(result)
 				continue
 			}
 			v := classifyDelivery(r.MessageStatusCode, strings.TrimSpace(r.MessageStatusName+" "+r.MessageStatusDesc))
