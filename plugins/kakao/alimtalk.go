@@ -442,6 +442,85 @@ func (s *alimtalkSender) message(i int, m sdk.Message) (*atMessage, error) {
 	return &atMessage{idx: i, country: cc, to: to, p: p}, nil
 }
 
+// matchAnswers pairs each message with its entry in a partner's per-message
+// answer, whose numbers (normalized as atMessage.to; "" when the partner
+// left it out) are given in the answer's order: index k of the answer for
+// each message, -1 when it has none. Partners answer in the request's
+// order, and each entry is checked against the message's number as well;
+// when the order does not hold, a message is matched by number only if the
+// number is in the request and in the answer once — a reordered or short
+// answer never credits one recipient with another's result.
+func matchAnswers(numbers []string, ms []*atMessage) []int {
+	byNo := make(map[string]int, len(numbers))
+	for k, no := range numbers {
+		if _, dup := byNo[no]; dup {
+			byNo[no] = -1
+		} else {
+			byNo[no] = k
+		}
+	}
+	inRequest := make(map[string]int, len(ms))
+	for _, m := range ms {
+		inRequest[m.to]++
+	}
+	at := make([]int, len(ms))
+	for i, m := range ms {
+		at[i] = -1
+		if i < len(numbers) && (numbers[i] == m.to || (numbers[i] == "" && len(numbers) == len(ms))) {
+			at[i] = i // in place: the same number, or no number in a full answer
+		} else if j, ok := byNo[m.to]; ok && j >= 0 && inRequest[m.to] == 1 {
+			at[i] = j
+		}
+	}
+	return at
+}
+
+// postAnswer POSTs body as JSON to url, with the headers set adds, and
+// reads the answer (bounded). When there is no answer to read, fail is the
+// verdict of every message of the request: a body that cannot be encoded
+// or a request that cannot be built is final, a transport error classified,
+// and an answer cut short retried (the request reached the partner:
+// retrying may send twice, never zero).
+func postAnswer(ctx context.Context, client *http.Client, partner, url string, body any, set func(http.Header)) (resp *http.Response, answer []byte, fail *sdk.Verdict) {
+	failed := func(v sdk.Verdict) (*http.Response, []byte, *sdk.Verdict) { return nil, nil, &v }
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return failed(sdk.Permanent(fmt.Sprintf("encode the %s request: %v", partner, err)))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
+	if err != nil {
+		return failed(sdk.Permanent(fmt.Sprintf("build the %s request: %v", partner, err)))
+	}
+	set(req.Header)
+	resp, err = client.Do(req)
+	if err != nil {
+		return failed(sdk.ClassifyHTTP(nil, fmt.Errorf("send to %s: %w", partner, transportError(err))))
+	}
+	defer resp.Body.Close()
+	if answer, err = readAnswer(resp); err != nil {
+		return failed(sdk.Transient(fmt.Sprintf("read %s's answer: %v", partner, err)).WithStatus(resp.StatusCode))
+	}
+	return resp, answer, nil
+}
+
+// pollDelivery calls poll, after waits of pollEvery, 2×pollEvery, …, until
+// done, or until the next wait would end past confirmWait from now or a
+// second before ctx's deadline (the time left to answer the host).
+func pollDelivery(ctx context.Context, now func() time.Time, confirmWait, pollEvery time.Duration, done func() bool, poll func()) {
+	until := now().Add(confirmWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(until) {
+		until = d.Add(-time.Second)
+	}
+	for wait := pollEvery; !done() && now().Add(wait).Before(until); wait += pollEvery {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		poll()
+	}
+}
+
 // readAnswer reads at most maxATAnswer bytes of a partner's answer.
 func readAnswer(resp *http.Response) ([]byte, error) {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxATAnswer+1))

@@ -15,7 +15,6 @@ package main
 // The other send API (…/messages) would take template parameters instead.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -145,26 +144,12 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 		}
 		body.RecipientList[i] = r
 	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("encode the NHN Cloud request: %v", err)))
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.sendURL, bytes.NewReader(raw))
-	if err != nil {
-		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("build the NHN Cloud request: %v", err)))
-	}
-	req.Header.Set("Content-Type", "application/json;charset=UTF-8")
-	req.Header.Set("X-Secret-Key", p.c.secretKey)
-
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return everyone(len(ms), sdk.ClassifyHTTP(nil, fmt.Errorf("send to NHN Cloud: %w", transportError(err))))
-	}
-	defer resp.Body.Close()
-	answer, err := readAnswer(resp)
-	if err != nil {
-		// The request reached NHN Cloud: retrying may send twice, never zero.
-		return everyone(len(ms), sdk.Transient(fmt.Sprintf("read NHN Cloud's answer: %v", err)).WithStatus(resp.StatusCode))
+	resp, answer, fail := postAnswer(ctx, p.client, "NHN Cloud", p.sendURL, body, func(h http.Header) {
+		h.Set("Content-Type", "application/json;charset=UTF-8")
+		h.Set("X-Secret-Key", p.c.secretKey)
+	})
+	if fail != nil {
+		return everyone(len(ms), *fail)
 	}
 	var a nhnAnswer
 	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil {
@@ -228,35 +213,18 @@ func (p *nhn) refused(resp *http.Response, h *nhnHeader) sdk.Verdict {
 	return v
 }
 
-// verdicts classifies each recipient's resultCode. NHN Cloud answers the
-// recipients in the request's order; each answer is checked against the
-// message's number as well, and when the order does not hold a message is
-// matched by its number only if that number is in the request and the
-// answer once — a reordered or short answer never credits one recipient
-// with another's result.
+// verdicts classifies each recipient's resultCode, matched to its
+// message by matchAnswers (a reordered or short answer never credits one
+// recipient with another's result).
 func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*atMessage) []sdk.Verdict {
 	vs := make([]sdk.Verdict, len(ms))
-	byNo := make(map[string]int, len(res))
+	numbers := make([]string, len(res))
 	for k, r := range res {
-		no := digitsOf(r.RecipientNo)
-		if _, dup := byNo[no]; dup {
-			byNo[no] = -1
-		} else {
-			byNo[no] = k
-		}
+		numbers[k] = digitsOf(r.RecipientNo)
 	}
-	inRequest := make(map[string]int, len(ms))
-	for _, m := range ms {
-		inRequest[m.to]++
-	}
-	for i, m := range ms {
-		// In place: the same number, or no number in a full answer.
-		k, found := i, i < len(res) && (digitsOf(res[i].RecipientNo) == m.to || (res[i].RecipientNo == "" && len(res) == len(ms)))
-		if j, once := byNo[m.to]; !found && once && j >= 0 && inRequest[m.to] == 1 {
-			k, found = j, true
-		}
-		if !found {
-			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults do not list %s once", requestID, status, maskNumber(m.to))).WithStatus(status)
+	for i, k := range matchAnswers(numbers, ms) {
+		if k < 0 {
+			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults do not list %s once", requestID, status, maskNumber(ms[i].to))).WithStatus(status)
 			continue
 		}
 		r := res[k]
@@ -311,21 +279,8 @@ func (p *nhn) confirm(ctx context.Context, requestID string, ms []*atMessage, vs
 		}
 	}
 	if len(pending) > 0 && requestID != "" {
-		until := p.now().Add(p.c.confirmWait)
-		if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(until) {
-			until = d.Add(-time.Second) // leave time to answer the host
-		}
-		wait := p.pollEvery
-	polls:
-		for len(pending) > 0 && p.now().Add(wait).Before(until) {
-			select {
-			case <-ctx.Done():
-				break polls
-			case <-time.After(wait):
-			}
-			wait += p.pollEvery
-			p.poll(ctx, requestID, ms, pending, vs)
-		}
+		pollDelivery(ctx, p.now, p.c.confirmWait, p.pollEvery, func() bool { return len(pending) == 0 },
+			func() { p.poll(ctx, requestID, ms, pending, vs) })
 	}
 	for i, v := range vs {
 		if v.Outcome != sdk.OutcomeSuccess {

@@ -10,7 +10,6 @@ package main
 // https://api.ncloud-docs.com/docs/en/common-ncpapi (API Gateway errors)
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -142,29 +141,15 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 		}
 		body.Messages[i] = sm
 	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("encode the SENS request: %v", err)))
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(raw))
-	if err != nil {
-		return everyone(len(ms), sdk.Permanent(fmt.Sprintf("build the SENS request: %v", err)))
-	}
-	ts := strconv.FormatInt(p.now().UnixMilli(), 10)
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("x-ncp-apigw-timestamp", ts)
-	req.Header.Set("x-ncp-iam-access-key", p.c.accessKey)
-	req.Header.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodPost, p.uri, ts, p.c.accessKey))
-
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return everyone(len(ms), sdk.ClassifyHTTP(nil, fmt.Errorf("send to SENS: %w", transportError(err))))
-	}
-	defer resp.Body.Close()
-	answer, err := readAnswer(resp)
-	if err != nil {
-		// The request reached SENS: retrying may send twice, never zero.
-		return everyone(len(ms), sdk.Transient(fmt.Sprintf("read SENS's answer: %v", err)).WithStatus(resp.StatusCode))
+	resp, answer, fail := postAnswer(ctx, p.client, "SENS", p.url, body, func(h http.Header) {
+		ts := strconv.FormatInt(p.now().UnixMilli(), 10)
+		h.Set("Content-Type", "application/json; charset=utf-8")
+		h.Set("x-ncp-apigw-timestamp", ts)
+		h.Set("x-ncp-iam-access-key", p.c.accessKey)
+		h.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodPost, p.uri, ts, p.c.accessKey))
+	})
+	if fail != nil {
+		return everyone(len(ms), *fail)
 	}
 	if resp.StatusCode/100 != 2 {
 		return everyone(len(ms), p.failed(resp, answer))
@@ -181,29 +166,18 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 	return vs
 }
 
-// verdicts classifies each message's requestStatusCode. SENS answers the
-// messages in the request's order; each answer is checked against the
-// message's number as well, and when the order does not hold a message is
-// matched by its number only if that number is in the request once — a
-// reordered or short answer never credits one recipient with another's
-// result.
+// verdicts classifies each message's requestStatusCode, matched to its
+// message by matchAnswers (a reordered or short answer never credits one
+// recipient with another's result).
 func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) []sdk.Verdict {
 	vs := make([]sdk.Verdict, len(ms))
-	byTo := make(map[string]int, len(a.Messages))
+	numbers := make([]string, len(a.Messages))
 	for k, r := range a.Messages {
-		if _, dup := byTo[r.To]; dup {
-			byTo[r.To] = -1
-		} else {
-			byTo[r.To] = k
-		}
+		numbers[k] = r.To
 	}
-	for i, m := range ms {
-		k, found := i, i < len(a.Messages) && a.Messages[i].To == m.to
-		if j, once := byTo[m.to]; !found && once && j >= 0 {
-			k, found = j, true
-		}
-		if !found {
-			vs[i] = sdk.Transient(fmt.Sprintf("SENS accepted request %s (HTTP %d) but its answer does not list %s once", a.RequestID, status, maskNumber(m.to))).WithStatus(status)
+	for i, k := range matchAnswers(numbers, ms) {
+		if k < 0 {
+			vs[i] = sdk.Transient(fmt.Sprintf("SENS accepted request %s (HTTP %d) but its answer does not list %s once", a.RequestID, status, maskNumber(ms[i].to))).WithStatus(status)
 			continue
 		}
 		r := a.Messages[k]
@@ -253,20 +227,8 @@ func (p *sens) confirm(ctx context.Context, requestID string, ms []*atMessage, v
 	if len(pending) == 0 || requestID == "" {
 		return
 	}
-	until := p.now().Add(p.c.confirmWait)
-	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(until) {
-		until = d.Add(-time.Second) // leave time to answer the host
-	}
-	wait := p.pollEvery
-	for len(pending) > 0 && p.now().Add(wait).Before(until) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait += p.pollEvery
-		p.poll(ctx, requestID, pending, vs)
-	}
+	pollDelivery(ctx, p.now, p.c.confirmWait, p.pollEvery, func() bool { return len(pending) == 0 },
+		func() { p.poll(ctx, requestID, pending, vs) })
 	for _, i := range pending {
 		var r map[string]any
 		if json.Unmarshal(vs[i].Result, &r) == nil {
