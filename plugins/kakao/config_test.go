@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,24 +139,63 @@ func TestProvider_Describe(t *testing.T) {
 	if err := json.Unmarshal(info.ConfigSchema, &schema); err != nil {
 		t.Fatalf("config schema is not JSON: %v", err)
 	}
-	// The schema lists exactly the keys the decoder accepts.
-	var keys []string
+	// The decoder accepts every key the schema names (that the schema names
+	// every key the config takes: TestConfigSchema_matchesConfig).
 	for k := range schema.Properties {
-		keys = append(keys, k)
-	}
-	for _, k := range []string{"mode", "access_token", "refresh_token", "client_id", "client_secret", "api_url", "auth_url", "template", "timeout", "token_file"} {
-		if _, ok := schema.Properties[k]; !ok {
-			t.Errorf("schema lacks %q", k)
-		}
-		raw := json.RawMessage(`{"` + k + `": null, "mode": "memo", "access_token": "a"}`)
 		if k == "mode" || k == "access_token" {
 			continue
 		}
+		raw := json.RawMessage(`{"` + k + `": null, "mode": "memo", "access_token": "a"}`)
 		if _, err := parseConfig(sdk.ConfigureRequest{Config: raw}); err != nil && strings.Contains(err.Error(), "unknown key") {
 			t.Errorf("decoder rejects schema key %q", k)
 		}
 	}
-	if len(keys) != 10 {
-		t.Errorf("schema keys = %v, want 10", keys)
+}
+
+// TestConfigSchema_matchesConfig: the schema Describe returns (the
+// channel config's documentation for tools) names exactly the keys the
+// config accepts, at the top and in the alimtalk block and its failover.
+func TestConfigSchema_matchesConfig(t *testing.T) {
+	t.Parallel()
+	type props struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	keysOf := func(schema json.RawMessage) []string {
+		var p props
+		if err := json.Unmarshal(schema, &p); err != nil {
+			t.Fatalf("config schema: %v", err)
+		}
+		return slices.Sorted(maps.Keys(p.Properties))
+	}
+	tags := func(typ reflect.Type) []string {
+		var out []string
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	var top props
+	if err := json.Unmarshal([]byte(configSchema), &top); err != nil {
+		t.Fatalf("config schema: %v", err)
+	}
+	var at props
+	if err := json.Unmarshal(top.Properties["alimtalk"], &at); err != nil {
+		t.Fatalf("config schema, alimtalk: %v", err)
+	}
+	failover, _ := reflect.TypeFor[alimtalkRaw]().FieldByName("Failover")
+	for _, c := range []struct {
+		where     string
+		schema    []string
+		structure []string
+	}{
+		{"the channel config", slices.Sorted(maps.Keys(top.Properties)), tags(reflect.TypeFor[rawConfig]())},
+		{"alimtalk", slices.Sorted(maps.Keys(at.Properties)), tags(reflect.TypeFor[alimtalkRaw]())},
+		{"alimtalk.failover", keysOf(at.Properties["failover"]), tags(failover.Type.Elem())},
+	} {
+		if !slices.Equal(c.schema, c.structure) {
+			t.Errorf("%s: the schema names %v, the config takes %v", c.where, c.schema, c.structure)
+		}
 	}
 }

@@ -113,15 +113,40 @@ const configSchema = `{
   "additionalProperties": false,
   "required": ["mode"],
   "properties": {
-    "mode":          {"enum": ["memo", "friends"], "description": "memo: send to the token's own user; friends: send to the recipient (a friend's UUID)"},
-    "access_token":  {"type": "string", "description": "user access token; required unless refresh_token is set"},
-    "refresh_token": {"type": "string", "description": "refresh token, used when Kakao rejects the access token (-401)"},
-    "client_id":     {"type": "string", "description": "the app's REST API key; required with refresh_token"},
-    "client_secret": {"type": "string", "description": "client secret, if the app enables it"},
+    "mode":          {"enum": ["memo", "friends", "alimtalk"], "description": "memo: send to the token's own user; friends: send to the recipient (a friend's UUID), 5 per request; alimtalk: send to a phone number through a BizMessage partner"},
+    "access_token":  {"type": "string", "description": "memo, friends: user access token; required unless refresh_token is set"},
+    "refresh_token": {"type": "string", "description": "memo, friends: refresh token; the plugin refreshes ahead of expiry"},
+    "client_id":     {"type": "string", "description": "memo, friends: the app's REST API key; required with refresh_token"},
+    "client_secret": {"type": "string", "description": "memo, friends: client secret, if the app enables it"},
     "api_url":       {"type": "string", "format": "uri", "default": "https://kapi.kakao.com"},
     "auth_url":      {"type": "string", "format": "uri", "default": "https://kauth.kakao.com"},
-    "template":      {"type": "object", "required": ["object_type"], "description": "Kakao template object whose string values are Go templates over the payload; without it the payload is the template object"},
+    "template":      {"type": "object", "description": "memo, friends: a Kakao template object; alimtalk: the message's fields (content, title, header, buttons, failover); string values are Go templates over the payload"},
     "timeout":       {"type": "string", "default": "10s", "description": "per HTTP request"},
-    "token_file":    {"type": "string", "description": "where refreshed tokens are kept across restarts"}
+    "token_file":    {"type": "string", "description": "memo, friends: where refreshed tokens are kept across restarts"},
+    "alimtalk": {
+      "type": "object",
+      "description": "mode alimtalk: the BizMessage partner and its credentials (README, AlimTalk mode)",
+      "additionalProperties": false,
+      "required": ["partner"],
+      "properties": {
+        "partner":         {"enum": ["sens", "nhn"], "description": "sens: NAVER Cloud SENS (access_key, secret_key, service_id, channel_id); nhn: NHN Cloud KakaoTalk Bizmessage (app_key, secret_key, sender_key)"},
+        "api_url":         {"type": "string", "format": "uri", "description": "the partner's API (default: its public endpoint)"},
+        "access_key":      {"type": "string", "description": "sens: the NAVER Cloud access key"},
+        "secret_key":      {"type": "string", "description": "sens: the key that signs each request; nhn: sent as X-Secret-Key"},
+        "service_id":      {"type": "string", "description": "sens: the Biz Message service id"},
+        "channel_id":      {"type": "string", "description": "sens: the KakaoTalk channel id (plusFriendId)"},
+        "app_key":         {"type": "string", "description": "nhn: the KakaoTalk Bizmessage appkey"},
+        "sender_key":      {"type": "string", "description": "nhn: the sender profile's senderKey"},
+        "template_code":   {"type": "string", "description": "the approved template; a message's template_code overrides it"},
+        "country_code":    {"type": "string", "default": "82"},
+        "max_per_request": {"type": "integer", "minimum": 1, "description": "default and maximum: the partner's (sens 100, nhn 1000)"},
+        "confirm":         {"enum": ["delivered", "accepted"], "default": "delivered"},
+        "confirm_wait":    {"type": "string", "default": "20s", "description": "at most 5m"},
+        "failover": {
+          "type": "object", "additionalProperties": false, "required": ["type", "from"],
+          "properties": {"type": {"enum": ["SMS", "LMS"]}, "from": {"type": "string", "description": "the registered calling number, digits only"}}
+        }
+      }
+    }
   }
 }`
