@@ -20,6 +20,7 @@ import (
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/internal/fakesens"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 	"github.com/notifyd/notifyd/sdk/traceparent"
@@ -327,4 +328,129 @@ func names(spans []receivedSpan) []string {
 		out[i] = s.service + ":" + s.span.Name
 	}
 	return out
+}
+
+// TestTracing_batchSender: a plugin that takes many recipients per request
+// (the Kakao plugin's AlimTalk mode, a BatchSender, against a fake SENS)
+// still gives each traced notification its own plugin span: three
+// notifications in three traces, one SendBatch call or several, and each
+// trace holds a notifyd.plugin.send span from the plugin process whose
+// parent is that notification's attempt span.
+func TestTracing_batchSender(t *testing.T) {
+	otlp := &otlpReceiver{}
+	collector := httptest.NewServer(otlp)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	for _, v := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_RESOURCE_ATTRIBUTES"} {
+		t.Setenv(v, "")
+	}
+	partner, err := fakesens.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = partner.Close() })
+	partner.Templates["hello"] = "Hello, #{name}!"
+
+	db := testenv.NewDB(t)
+	rds := testenv.NewRedis(t)
+	plugins := t.TempDir()
+	testenv.InstallPlugin(t, plugins, "kakao", "./plugins/kakao")
+	cfg := config.Default()
+	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
+	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{"tracing-token-0123456789"}
+	cfg.Plugins.Dir = plugins
+	cfg.Log.Level = "warn"
+	cfg.Tracing.Enabled = true
+	cfg.Channels = map[string]config.Channel{"alimtalk": {
+		Plugin: "kakao",
+		Config: map[string]any{
+			"mode":     "alimtalk",
+			"alimtalk": partner.Alimtalk("hello", "accepted"),
+			"template": map[string]any{"content": "Hello, {{.name}}!"},
+		},
+	}}
+	d, err := notifyd.Start(testenv.Context(t), &cfg, notifyd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(testenv.Context(t)) })
+	addr := fmt.Sprintf("http://%s", d.Addr())
+	c, err := client.New(addr, "tracing-token-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+
+	traces := map[int64]string{} // notification id → its trace
+	for i, name := range []string{"Ada", "Bo", "Cy"} {
+		tr := fmt.Sprintf("%032x", 0xabc0+i)
+		req, err := http.NewRequest(http.MethodPost, addr+"/v1/notifications", strings.NewReader(
+			fmt.Sprintf(`{"channel":"alimtalk","recipient":"010-1234-%04d","payload":{"name":%q}}`, i, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tracing-token-0123456789")
+		req.Header.Set("traceparent", "00-"+tr+"-00f067aa0ba902b7-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var enq client.Enqueued
+		err = json.NewDecoder(resp.Body).Decode(&enq)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("enqueue: %d, %v", resp.StatusCode, err)
+		}
+		traces[enq.ID] = tr
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for id := range traces {
+		for {
+			n, err := c.Notification(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Status == "SENT" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("notification %d is %s after 30 s (%q), want SENT", id, n.Status, n.LastError)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	hexID := func(b []byte) string { return hex.EncodeToString(b) }
+	for id, tr := range traces {
+		var attempt, plugin *receivedSpan
+		for {
+			for _, s := range otlp.trace(tr) {
+				switch s.span.Name {
+				case "notifyd.deliver":
+					attempt = &s
+				case "notifyd.plugin.send":
+					plugin = &s
+				}
+			}
+			if attempt != nil && plugin != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("notification %d: after 30 s trace %s holds %v; want an attempt span and the plugin's span under it",
+					id, tr, names(otlp.trace(tr)))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if plugin.service != "notifyd-plugin-kakao" || hexID(plugin.span.ParentSpanId) != hexID(attempt.span.SpanId) {
+			t.Errorf("notification %d: plugin span from %q under %s, want from notifyd-plugin-kakao under the attempt span %s",
+				id, plugin.service, hexID(plugin.span.ParentSpanId), hexID(attempt.span.SpanId))
+		}
+		if got := attr(plugin.span.Attributes, "notifyd.notification.id").GetIntValue(); got != id {
+			t.Errorf("notification %d: the plugin span names notification %d", id, got)
+		}
+		if n := attr(plugin.span.Attributes, "notifyd.batch.size").GetIntValue(); n < 1 || n > 3 {
+			t.Errorf("notification %d: notifyd.batch.size %d, want 1-3", id, n)
+		}
+	}
 }

@@ -176,6 +176,11 @@ func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
 		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
 	}
+	// When the process exports spans, each traced message gets the SDK's
+	// span as for a single Send, covering the whole SendBatch call, and its
+	// TraceParent becomes that span's: what the plugin records or links per
+	// message joins the message's trace under it.
+	spans := s.tracing.startBatch(ctx, ms)
 	vs := func() (vs []Verdict) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -190,13 +195,17 @@ func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
 	}()
 	if len(vs) != len(ms) {
 		s.log.Error("SendBatch returned the wrong number of verdicts", "channel", ms[0].Channel, "got", len(vs), "want", len(ms))
-		for _, i := range idxs {
-			b.settle(i, Transient(fmt.Sprintf("%s: SendBatch returned %d verdicts for %d messages", DetailInvalidVerdict, len(vs), len(ms))))
+		v := Transient(fmt.Sprintf("%s: SendBatch returned %d verdicts for %d messages", DetailInvalidVerdict, len(vs), len(ms)))
+		for k, i := range idxs {
+			b.settle(i, v)
+			s.tracing.end(spans[k], v)
 		}
 		return
 	}
 	for k, i := range idxs {
-		b.settle(i, validate(vs[k]))
+		v := validate(vs[k])
+		b.settle(i, v)
+		s.tracing.end(spans[k], v)
 	}
 }
 

@@ -131,7 +131,9 @@ type Message struct {
 	// the notification is not traced (docs/design.md §11). Send's ctx
 	// already carries it as the parent span context, so a plugin's own spans
 	// and an HTTP client's propagation join the trace with nothing read
-	// here; a BatchSender, whose ctx is the batch's, reads it per message.
+	// here; a BatchSender, whose ctx is the batch's, reads it per message
+	// (when the plugin exports spans, it names the SDK's span of this
+	// message around the SendBatch call).
 	TraceParent string
 }
 

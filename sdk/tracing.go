@@ -47,6 +47,29 @@ func (t tracing) start(ctx context.Context, m *Message) (context.Context, trace.
 		))
 }
 
+// startBatch starts the SDK's span of each traced message of a SendBatch
+// call, as start does for a Send, and sets the message's TraceParent to it.
+// It returns one span per message, nil for an untraced one; all nil when
+// spans are not recorded here (the messages keep the host's TraceParent).
+func (t tracing) startBatch(ctx context.Context, ms []Message) []trace.Span {
+	spans := make([]trace.Span, len(ms))
+	if t.tracer == nil {
+		return spans
+	}
+	for k := range ms {
+		if ms[k].TraceParent == "" {
+			continue
+		}
+		_, span := t.start(ctx, &ms[k])
+		span.SetAttributes(attribute.Int("notifyd.batch.size", len(ms)))
+		spans[k] = span
+		if sc := span.SpanContext(); sc.IsValid() {
+			ms[k].TraceParent = traceparent.Format(sc)
+		}
+	}
+	return spans
+}
+
 // end records the verdict on span and ends it. A verdict's Detail is left
 // out: a provider's words may quote what was sent.
 func (tracing) end(span trace.Span, v Verdict) {
