@@ -121,7 +121,12 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 			fmt.Fprintf(tw, "\t  waiting: %s\t\t\t\t\n", n.Waiting)
 		}
 		if history {
+			prev := 0
 			for _, a := range n.History {
+				if a.Attempt <= prev {
+					fmt.Fprintf(tw, "\t  replayed\t\t\t\t(attempts counted again from 1)\n")
+				}
+				prev = a.Attempt
 				fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", a.Attempt, a.FinishedAt.Local().Format(time.TimeOnly), a.Outcome, a.ProviderStatus, a.Error)
 			}
 		}

@@ -240,6 +240,19 @@ func TestCLI_DLQAndChannels(t *testing.T) {
 		!strings.Contains(errOut, fmt.Sprintf("not replayed: notification %d is QUEUED, not FAILED", ids[0])) || !strings.Contains(out, "replayed 0") {
 		t.Errorf("replay of a replayed id: %v\n%s\n%s", err, out, errOut)
 	}
+	// Sent after the replay: the history counts attempts again from 1 and
+	// says where it started again.
+	again, err := b.store.Claim(ctx, ids[:1], time.Now().Add(time.Minute), time.Minute)
+	if err != nil || len(again) != 1 || again[0].Attempt != 1 {
+		t.Fatalf("claim after the replay: %+v, %v", again, err)
+	}
+	if _, err := b.store.Settle(ctx, []outbox.Settlement{{ID: ids[0], Attempt: 1, Result: outbox.ResultSent}}); err != nil {
+		t.Fatal(err)
+	}
+	hist := b.ok("status", "--history", fmt.Sprint(ids[0]))
+	if i, j, k := strings.Index(hist, "HTTP 404"), strings.Index(hist, "replayed"), strings.LastIndex(hist, "attempt 1"); i < 0 || j < i || k < j {
+		t.Errorf("status --history after a replay: want the failed attempt 1, a replayed line, then attempt 1 again:\n%s", hist)
+	}
 	b.failed("give notification ids or --channel", "dlq", "replay")
 	b.failed("not both", "dlq", "replay", "--channel", "quiz", "5")
 	b.failed("--yes", "dlq", "purge", "--channel", "quiz")

@@ -53,7 +53,12 @@ func newStatusCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, lastErrorCell(n.Status, n.LastError))
 				if history {
+					prev := 0
 					for _, at := range n.Attempts {
+						if at.Attempt <= prev {
+							fmt.Fprintf(tw, "\t  replayed\t\t\t\t(attempts counted again from 1)\n")
+						}
+						prev = at.Attempt
 						fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", at.Attempt, at.FinishedAt.Format("15:04:05.000"), at.Outcome, at.ProviderStatus, at.Error)
 					}
 				}

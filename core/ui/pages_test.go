@@ -98,6 +98,40 @@ func TestUI_Lookup(t *testing.T) {
 			t.Error("a PENDING notification's page neither refreshes nor offers Cancel")
 		}
 	})
+	t.Run("a replayed notification's history says where attempts start again", func(t *testing.T) {
+		// A channel no engine runs here: the test claims and settles by hand.
+		res, err := b.store.Insert(b.ctx, []outbox.NewNotification{{Channel: "offline", Recipient: "dan", Payload: json.RawMessage(`{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rid := res[0].ID
+		attempt := func(result outbox.Result, msg string) {
+			t.Helper()
+			cl, err := b.store.Claim(b.ctx, []int64{rid}, time.Now().Add(time.Hour), time.Minute)
+			if err != nil || len(cl) != 1 || cl[0].Kind != outbox.ClaimSend {
+				t.Fatalf("claim: %+v, %v", cl, err)
+			}
+			if _, err := b.store.Settle(b.ctx, []outbox.Settlement{{ID: rid, Attempt: cl[0].Attempt, Result: result, Error: msg}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := b.store.Relay(b.ctx, time.Now().Add(time.Hour), 1000); err != nil {
+			t.Fatal(err)
+		}
+		attempt(outbox.ResultFailed, "HTTP 400: unknown recipient")
+		if _, err := b.store.Replay(b.ctx, []int64{rid}); err != nil {
+			t.Fatal(err)
+		}
+		attempt(outbox.ResultSent, "")
+		page := c.get("/ui/n/" + strconv.FormatInt(rid, 10)).body
+		i, j := strings.Index(page, "unknown recipient"), strings.Index(page, `class="replayed"`)
+		if i < 0 || j < i || !strings.Contains(page[j:], "SUCCESS") {
+			t.Errorf("the page does not show the failed attempt, the replay, then the success in that order")
+		}
+		if strings.Contains(c.get("/ui/n/"+strconv.FormatInt(id, 10)).body, `class="replayed"`) {
+			t.Error("a notification never replayed shows a replay")
+		}
+	})
 	t.Run("cancel and replay from the notification page", func(t *testing.T) {
 		path := "/ui/n/" + strconv.FormatInt(ins[0].ID, 10)
 		if msg := c.flash(c.post(path+"/cancel", url.Values{"csrf": {csrf}})); msg != "Cancelled." {
