@@ -90,6 +90,22 @@ func (o *otlpReceiver) trace(traceID string) []receivedSpan {
 	return out
 }
 
+// startOTLP starts an OTLP/HTTP receiver and points the environment at it
+// (t.Setenv: the daemon and the plugin processes it starts read OTEL_*),
+// clearing the OTEL_* variables that would change what the test sees.
+func startOTLP(t *testing.T) *otlpReceiver {
+	otlp := &otlpReceiver{}
+	collector := httptest.NewServer(otlp)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: spans arrive while the test polls
+	for _, v := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_RESOURCE_ATTRIBUTES"} {
+		t.Setenv(v, "")
+	}
+	return otlp
+}
+
 func attr(kvs []*commonpb.KeyValue, key string) *commonpb.AnyValue {
 	for _, kv := range kvs {
 		if kv.Key == key {
@@ -107,16 +123,7 @@ func attr(kvs []*commonpb.KeyValue, key string) *commonpb.AnyValue {
 // (sent from the plugin process) → the request the receiver got, whose
 // traceparent names that plugin span.
 func TestTracing_endToEnd(t *testing.T) {
-	// t.Setenv: the daemon and the plugin process it starts read OTEL_*.
-	otlp := &otlpReceiver{}
-	collector := httptest.NewServer(otlp)
-	t.Cleanup(collector.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: spans arrive while the test polls
-	for _, v := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME",
-		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_RESOURCE_ATTRIBUTES"} {
-		t.Setenv(v, "")
-	}
+	otlp := startOTLP(t)
 
 	// The provider: 503 to a notification's first request, 200 after; every
 	// traceparent kept, by webhook-id (msg_<notification id>).
@@ -337,15 +344,7 @@ func names(spans []receivedSpan) []string {
 // trace holds a notifyd.plugin.send span from the plugin process whose
 // parent is that notification's attempt span.
 func TestTracing_batchSender(t *testing.T) {
-	otlp := &otlpReceiver{}
-	collector := httptest.NewServer(otlp)
-	t.Cleanup(collector.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	for _, v := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME",
-		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_RESOURCE_ATTRIBUTES"} {
-		t.Setenv(v, "")
-	}
+	otlp := startOTLP(t)
 	partner, err := fakesens.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package dailyquiz_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,15 +50,7 @@ func TestDailyQuizAlimtalk(t *testing.T) {
 
 	dir := t.TempDir()
 	testenv.InstallPlugin(t, dir, "kakao", "github.com/notifyd/notifyd/plugins/kakao")
-	const token = "daily-quiz-alimtalk-token-0123"
-	cfg, err := config.Load("notifyd.yaml", []string{
-		"NOTIFYD_POSTGRES_URL=" + db.URL, "NOTIFYD_REDIS_URL=" + rds.URL, "NOTIFYD_REDIS_PREFIX=" + rds.Prefix,
-		"NOTIFYD_HTTP_LISTEN=127.0.0.1:0", "NOTIFYD_API_TOKEN=" + token, "NOTIFYD_LOG_LEVEL=warn",
-		"NOTIFYD_PLUGINS_DIR=" + dir,
-	})
-	if err != nil {
-		t.Fatalf("the example's notifyd.yaml: %v", err)
-	}
+	cfg := exampleConfig(t, db, rds, "NOTIFYD_PLUGINS_DIR="+dir)
 	// The switch: the quiz channel becomes an AlimTalk channel. Retries come
 	// quickly here so the test need not wait the example's 5 minutes.
 	quiz := cfg.Channels["quiz"]
@@ -73,15 +64,7 @@ func TestDailyQuizAlimtalk(t *testing.T) {
 	quiz.Retry = config.Retry{MaxAttempts: 4, Base: 200 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: "none"}
 	cfg.Channels["quiz"] = quiz
 
-	d, err := notifyd.Start(ctx, cfg, notifyd.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
-	c, err := client.New("http://"+d.Addr().String(), token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startExample(t, cfg, notifyd.Options{})
 	job, err := c.RunSchedule(ctx, "daily-quiz", client.RunRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,18 @@
 package dailyquiz_test
 
 import (
+	"context"
 	"os"
 	"testing"
 
+	notifyd "github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/client"
 )
+
+// appToken is the API token the tests give notifyd (NOTIFYD_API_TOKEN).
+const appToken = "daily-quiz-test-token-0123"
 
 // appDB is a database of its own with the application's tables from
 // schema.sql, holding the rows in seed (SQL).
@@ -24,4 +31,36 @@ func appDB(t *testing.T, seed string) *testenv.DB {
 		t.Fatalf("the test's rows: %v", err)
 	}
 	return db
+}
+
+// exampleConfig is the example's notifyd.yaml — schedule, audience query and
+// templates unchanged — with the services' addresses, the listen address and
+// the token given as an operator would, in NOTIFYD_* variables (env adds
+// more).
+func exampleConfig(t *testing.T, db *testenv.DB, rds *testenv.Redis, env ...string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load("notifyd.yaml", append([]string{
+		"NOTIFYD_POSTGRES_URL=" + db.URL, "NOTIFYD_REDIS_URL=" + rds.URL, "NOTIFYD_REDIS_PREFIX=" + rds.Prefix,
+		"NOTIFYD_HTTP_LISTEN=127.0.0.1:0", "NOTIFYD_API_TOKEN=" + appToken, "NOTIFYD_LOG_LEVEL=warn",
+	}, env...))
+	if err != nil {
+		t.Fatalf("the example's notifyd.yaml: %v", err)
+	}
+	return cfg
+}
+
+// startExample runs notifyd with cfg until the test ends and returns a
+// client of its API.
+func startExample(t *testing.T, cfg *config.Config, o notifyd.Options) *client.Client {
+	t.Helper()
+	d, err := notifyd.Start(testenv.Context(t), cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	c, err := client.New("http://"+d.Addr().String(), appToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

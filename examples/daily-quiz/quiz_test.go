@@ -9,7 +9,6 @@ import (
 	"time"
 
 	notifyd "github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
@@ -55,29 +54,14 @@ func TestDailyQuiz(t *testing.T) {
 		  ((now() AT TIME ZONE 'Asia/Seoul')::date - 1, 'yesterday''s question', ARRAY['a', 'b'])`)
 	rds := testenv.NewRedis(t)
 	ctx := testenv.Context(t)
-	const token = "daily-quiz-test-token-0123"
-	cfg, err := config.Load("notifyd.yaml", []string{
-		"NOTIFYD_POSTGRES_URL=" + db.URL, "NOTIFYD_REDIS_URL=" + rds.URL, "NOTIFYD_REDIS_PREFIX=" + rds.Prefix,
-		"NOTIFYD_HTTP_LISTEN=127.0.0.1:0", "NOTIFYD_API_TOKEN=" + token, "NOTIFYD_LOG_LEVEL=warn",
-	})
-	if err != nil {
-		t.Fatalf("the example's notifyd.yaml: %v", err)
-	}
+	cfg := exampleConfig(t, db, rds)
 	quiz := cfg.Channels["quiz"]
 	quiz.Plugin, quiz.Config = "phone", map[string]any{}
 	cfg.Channels["quiz"] = quiz
 	p := &phone{got: map[string][]map[string]string{}}
 	providers := delivery.NewInProcess(map[string]sdk.Provider{"phone": p}, nil)
 	t.Cleanup(providers.Close)
-	d, err := notifyd.Start(ctx, cfg, notifyd.Options{Providers: providers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop(context.Background()) })
-	c, err := client.New("http://"+d.Addr().String(), token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startExample(t, cfg, notifyd.Options{Providers: providers})
 
 	job, err := c.RunSchedule(ctx, "daily-quiz", client.RunRequest{})
 	if err != nil {
