@@ -90,6 +90,59 @@ func (o *otlpReceiver) trace(traceID string) []receivedSpan {
 	return out
 }
 
+const tracingToken = "tracing-token-0123456789"
+
+// startTraced runs notifyd with tracing on, the named plugin built from pkg,
+// and channels, until the test ends; it returns the API's base URL and the
+// database.
+func startTraced(t *testing.T, plugin, pkg string, channels map[string]config.Channel) (string, *testenv.DB) {
+	t.Helper()
+	db := testenv.NewDB(t)
+	rds := testenv.NewRedis(t)
+	plugins := t.TempDir()
+	testenv.InstallPlugin(t, plugins, plugin, pkg)
+	cfg := config.Default()
+	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
+	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{tracingToken}
+	cfg.Plugins.Dir = plugins
+	cfg.Log.Level = "warn"
+	cfg.Tracing.Enabled = true
+	cfg.Channels = channels
+	d, err := notifyd.Start(testenv.Context(t), &cfg, notifyd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(testenv.Context(t)) })
+	return fmt.Sprintf("http://%s", d.Addr()), db
+}
+
+// enqueueTraced POSTs body to the API with the given headers (a
+// traceparent, say) and returns the status and, on 202, the answer.
+func enqueueTraced(t *testing.T, addr, body string, headers map[string]string) (int, client.Enqueued) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, addr+"/v1/notifications", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tracingToken)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var enq client.Enqueued
+	if resp.StatusCode == http.StatusAccepted {
+		if err := json.NewDecoder(resp.Body).Decode(&enq); err != nil {
+			t.Fatalf("enqueue: the 202's body: %v", err)
+		}
+	}
+	return resp.StatusCode, enq
+}
+
 // startOTLP starts an OTLP/HTTP receiver and points the environment at it
 // (t.Setenv: the daemon and the plugin processes it starts read OTEL_*),
 // clearing the OTEL_* variables that would change what the test sees.
@@ -146,68 +199,30 @@ func TestTracing_endToEnd(t *testing.T) {
 	}))
 	t.Cleanup(sink.Close)
 
-	db := testenv.NewDB(t)
-	rds := testenv.NewRedis(t)
-	plugins := t.TempDir()
-	testenv.InstallPlugin(t, plugins, "webhook", "./plugins/webhook")
-	cfg := config.Default()
-	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
-	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{"tracing-token-0123456789"}
-	cfg.Plugins.Dir = plugins
-	cfg.Log.Level = "warn"
-	cfg.Tracing.Enabled = true
-	cfg.Channels = map[string]config.Channel{"hooks": {
+	addr, db := startTraced(t, "webhook", "./plugins/webhook", map[string]config.Channel{"hooks": {
 		Plugin: "webhook", Config: map[string]any{"url": sink.URL},
 		Retry: config.Retry{MaxAttempts: 3, Base: 50 * time.Millisecond, Max: 50 * time.Millisecond, Jitter: config.JitterNone},
-	}}
-	d, err := notifyd.Start(testenv.Context(t), &cfg, notifyd.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop(testenv.Context(t)) })
+	}})
 
 	// The application's request, in its own trace; a tracestate rides along.
 	const (
 		callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 		callerSpan  = "00f067aa0ba902b7"
 	)
-	addr := fmt.Sprintf("http://%s", d.Addr())
-	req, err := http.NewRequest(http.MethodPost, addr+"/v1/notifications",
-		strings.NewReader(`{"channel":"hooks","recipient":"ada","payload":{"text":"hi"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer tracing-token-0123456789")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
-	req.Header.Set("tracestate", "app=1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enq client.Enqueued
-	err = json.NewDecoder(resp.Body).Decode(&enq)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("enqueue: %d, %v", resp.StatusCode, err)
+	status, enq := enqueueTraced(t, addr, `{"channel":"hooks","recipient":"ada","payload":{"text":"hi"}}`,
+		map[string]string{"traceparent": "00-" + callerTrace + "-" + callerSpan + "-01", "tracestate": "app=1"})
+	if status != http.StatusAccepted {
+		t.Fatalf("enqueue: %d, want 202", status)
 	}
 
 	// A second enqueue with a garbage traceparent: accepted, and a trace of
 	// its own (the API's span is its root).
-	req2, _ := http.NewRequest(http.MethodPost, addr+"/v1/notifications",
-		strings.NewReader(`{"channel":"hooks","recipient":"bob","payload":{}}`))
-	req2.Header.Set("Authorization", "Bearer tracing-token-0123456789")
-	req2.Header.Set("traceparent", "00-zzzz-"+strings.Repeat("9", 300))
-	resp2, err := http.DefaultClient.Do(req2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp2.Body.Close()
-	if resp2.StatusCode != http.StatusAccepted {
-		t.Fatalf("enqueue with a garbage traceparent: %d, want 202", resp2.StatusCode)
+	if status, _ := enqueueTraced(t, addr, `{"channel":"hooks","recipient":"bob","payload":{}}`,
+		map[string]string{"traceparent": "00-zzzz-" + strings.Repeat("9", 300)}); status != http.StatusAccepted {
+		t.Fatalf("enqueue with a garbage traceparent: %d, want 202", status)
 	}
 
-	c, err := client.New(addr, "tracing-token-0123456789")
+	c, err := client.New(addr, tracingToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,31 +367,15 @@ func TestTracing_batchSender(t *testing.T) {
 	t.Cleanup(func() { _ = partner.Close() })
 	partner.Templates["hello"] = "Hello, #{name}!"
 
-	db := testenv.NewDB(t)
-	rds := testenv.NewRedis(t)
-	plugins := t.TempDir()
-	testenv.InstallPlugin(t, plugins, "kakao", "./plugins/kakao")
-	cfg := config.Default()
-	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
-	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", []string{"tracing-token-0123456789"}
-	cfg.Plugins.Dir = plugins
-	cfg.Log.Level = "warn"
-	cfg.Tracing.Enabled = true
-	cfg.Channels = map[string]config.Channel{"alimtalk": {
+	addr, _ := startTraced(t, "kakao", "./plugins/kakao", map[string]config.Channel{"alimtalk": {
 		Plugin: "kakao",
 		Config: map[string]any{
 			"mode":     "alimtalk",
 			"alimtalk": partner.Alimtalk("hello", "accepted"),
 			"template": map[string]any{"content": "Hello, {{.name}}!"},
 		},
-	}}
-	d, err := notifyd.Start(testenv.Context(t), &cfg, notifyd.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop(testenv.Context(t)) })
-	addr := fmt.Sprintf("http://%s", d.Addr())
-	c, err := client.New(addr, "tracing-token-0123456789")
+	}})
+	c, err := client.New(addr, tracingToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,22 +384,10 @@ func TestTracing_batchSender(t *testing.T) {
 	traces := map[int64]string{} // notification id → its trace
 	for i, name := range []string{"Ada", "Bo", "Cy"} {
 		tr := fmt.Sprintf("%032x", 0xabc0+i)
-		req, err := http.NewRequest(http.MethodPost, addr+"/v1/notifications", strings.NewReader(
-			fmt.Sprintf(`{"channel":"alimtalk","recipient":"010-1234-%04d","payload":{"name":%q}}`, i, name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer tracing-token-0123456789")
-		req.Header.Set("traceparent", "00-"+tr+"-00f067aa0ba902b7-01")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var enq client.Enqueued
-		err = json.NewDecoder(resp.Body).Decode(&enq)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("enqueue: %d, %v", resp.StatusCode, err)
+		status, enq := enqueueTraced(t, addr, fmt.Sprintf(`{"channel":"alimtalk","recipient":"010-1234-%04d","payload":{"name":%q}}`, i, name),
+			map[string]string{"traceparent": "00-" + tr + "-00f067aa0ba902b7-01"})
+		if status != http.StatusAccepted {
+			t.Fatalf("enqueue: %d, want 202", status)
 		}
 		traces[enq.ID] = tr
 	}
