@@ -503,6 +503,26 @@ func postAnswer(ctx context.Context, client *http.Client, partner, url string, b
 	return resp, answer, nil
 }
 
+// getAnswer GETs url (within the client's timeout), with the headers set
+// adds, and decodes a 2xx answer into out. False for anything else: the
+// delivery poll asks again next time.
+func getAnswer(ctx context.Context, client *http.Client, url string, set func(http.Header), out any) bool {
+	ctx, cancel := context.WithTimeout(ctx, client.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	set(req.Header)
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	raw, err := readAnswer(resp)
+	return err == nil && resp.StatusCode/100 == 2 && json.Unmarshal(raw, out) == nil
+}
+
 // pollDelivery calls poll, after waits of pollEvery, 2×pollEvery, …, until
 // done, or until the next wait would end past confirmWait from now or a
 // second before ctx's deadline (the time left to answer the host).

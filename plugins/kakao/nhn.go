@@ -401,20 +401,7 @@ func nhnDelivery(status, code, name, resend string) (sdk.Verdict, bool) {
 // get sends a GET of the list endpoint with query and decodes a 2xx
 // answer whose header says isSuccessful into out.
 func (p *nhn) get(ctx context.Context, query string, out *nhnList) bool {
-	ctx, cancel := context.WithTimeout(ctx, p.client.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.listURL+query, nil)
-	if err != nil {
-		return false
-	}
-	req.Header.Set("X-Secret-Key", p.c.secretKey)
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	raw, err := readAnswer(resp)
-	return err == nil && resp.StatusCode/100 == 2 && json.Unmarshal(raw, out) == nil &&
+	return getAnswer(ctx, p.client, p.listURL+query, func(h http.Header) { h.Set("X-Secret-Key", p.c.secretKey) }, out) &&
 		out.Header != nil && out.Header.IsSuccessful != nil && *out.Header.IsSuccessful
 }
 

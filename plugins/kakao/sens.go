@@ -287,23 +287,12 @@ func (p *sens) poll(ctx context.Context, requestID string, pending map[string]in
 // get signs and sends a GET of the send endpoint with query and decodes a
 // 2xx answer into out.
 func (p *sens) get(ctx context.Context, query string, out any) bool {
-	ctx, cancel := context.WithTimeout(ctx, p.client.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+query, nil)
-	if err != nil {
-		return false
-	}
-	ts := strconv.FormatInt(p.now().UnixMilli(), 10)
-	req.Header.Set("x-ncp-apigw-timestamp", ts)
-	req.Header.Set("x-ncp-iam-access-key", p.c.accessKey)
-	req.Header.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodGet, p.uri+query, ts, p.c.accessKey))
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	raw, err := readAnswer(resp)
-	return err == nil && resp.StatusCode/100 == 2 && json.Unmarshal(raw, out) == nil
+	return getAnswer(ctx, p.client, p.url+query, func(h http.Header) {
+		ts := strconv.FormatInt(p.now().UnixMilli(), 10)
+		h.Set("x-ncp-apigw-timestamp", ts)
+		h.Set("x-ncp-iam-access-key", p.c.accessKey)
+		h.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodGet, p.uri+query, ts, p.c.accessKey))
+	}, out)
 }
 
 // failed is the verdict of every message of a request SENS refused.
