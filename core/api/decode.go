@@ -198,8 +198,11 @@ func (it enqueueItem) check(at func(string) string, rules enqueueRules) (outbox.
 		return n, invalid("%s is required", at("recipient"))
 	case len(payload) == 0 || bytes.Equal(payload, []byte("null")):
 		return n, invalid("%s is required: the channel's message as JSON ({} for none)", at("payload"))
-	case int64(len(payload)) > rules.maxPayload:
-		return n, invalid("%s is %d bytes, over the %d-byte limit (http.max_payload_bytes)", at("payload"), len(payload), rules.maxPayload)
+	}
+	// Held to the limit as it will read back, too: 1e99 is 4 bytes here and
+	// 100 once Postgres has it.
+	if err := wire.CheckPayload(payload, int(min(rules.maxPayload, wire.MaxPayloadBytes))); err != nil {
+		return n, invalid("%s %v (http.max_payload_bytes is %d)", at("payload"), err, rules.maxPayload)
 	}
 	var due time.Time
 	if it.SendAt != "" {

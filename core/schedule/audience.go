@@ -24,6 +24,26 @@ type recipientRow struct {
 	recipient string
 	ok        bool   // false: no address on the channel (topic) or NULL recipient (query): skipped
 	data      []byte // JSON, nil when there is none
+	// dataProblem says why data was not read ("" when it was): it reads
+	// back past MaxDataReadBytes. That recipient is FAILED with it.
+	dataProblem string
+}
+
+// boundedDataCols selects the text of the JSON that boundedDataJoin prints
+// once per row, only when it reads back within MaxDataReadBytes, and its
+// length: a row whose numbers expand (1e100000 is 100,001 digits once
+// printed) is measured in Postgres and never reaches this process.
+const boundedDataCols = `CASE WHEN octet_length(d.t) <= 131072 THEN d.t END, octet_length(d.t)`
+
+func boundedDataJoin(expr string) string {
+	return ` CROSS JOIN LATERAL (SELECT (` + expr + `)::text AS t) d `
+}
+
+func dataProblem(data []byte, n *int) string {
+	if data != nil || n == nil {
+		return ""
+	}
+	return fmt.Sprintf("its data (subscriber attributes, or the audience query's data column) reads back as %d bytes, over the %d-byte bound", *n, MaxDataReadBytes)
 }
 
 // chunk is one keyset page of an audience.
@@ -82,11 +102,11 @@ func (a topicAudience) fetch(ctx context.Context, q querier, cursor string, limi
 	// generic plan guesses a third of the table and hash- or merge-joins all
 	// of subscribers on every chunk (measured: 135 ms a chunk at 1M, not 2).
 	rows, err := q.Query(ctx, `
-		SELECT ts.subscriber_id, s.addresses ->> $2, s.attributes
+		SELECT ts.subscriber_id, s.addresses ->> $2, `+boundedDataCols+`
 		FROM (SELECT subscriber_id FROM topic_subscriptions
 		      WHERE topic = $1 AND subscriber_id > $3
 		      ORDER BY subscriber_id LIMIT `+strconv.Itoa(limit)+`) ts
-		JOIN subscribers s ON s.id = ts.subscriber_id
+		JOIN subscribers s ON s.id = ts.subscriber_id`+boundedDataJoin("s.attributes")+`
 		ORDER BY ts.subscriber_id`, a.topic, a.channel, after)
 	if err != nil {
 		return chunk{}, fmt.Errorf("read topic %q: %w", a.topic, err)
@@ -94,15 +114,16 @@ func (a topicAudience) fetch(ctx context.Context, q querier, cursor string, limi
 	defer rows.Close()
 	c := chunk{rows: make([]recipientRow, 0, limit)}
 	var (
-		id   int64
-		addr *string
-		data []byte
+		id      int64
+		addr    *string
+		data    []byte
+		dataLen *int
 	)
 	for rows.Next() {
-		if err := rows.Scan(&id, &addr, &data); err != nil {
+		if err := rows.Scan(&id, &addr, &data, &dataLen); err != nil {
 			return chunk{}, fmt.Errorf("read topic %q: %w", a.topic, err)
 		}
-		r := recipientRow{data: data}
+		r := recipientRow{data: data, dataProblem: dataProblem(data, dataLen)}
 		if addr != nil && *addr != "" {
 			r.recipient, r.ok = *addr, true
 		}
@@ -139,7 +160,7 @@ func (a *queryAudience) build(k, data string) {
 	// The key travels as text both ways: read as k::text, and sent back as a
 	// text-format parameter that Postgres parses as the key's own type, so
 	// any orderable key (bigint, uuid, text, timestamptz) pages correctly.
-	sel := `SELECT q.recipient::text, ` + data + `, q.` + k + `::text FROM (` + a.query + `) q `
+	sel := `SELECT q.recipient::text, ` + boundedDataCols + `, q.` + k + `::text FROM (` + a.query + `) q` + boundedDataJoin(data)
 	// The chunk size is appended as a literal (see topicAudience.fetch).
 	a.first = sel + `ORDER BY q.` + k + ` LIMIT `
 	a.next = sel + `WHERE q.` + k + ` > $1 ORDER BY q.` + k + ` LIMIT `
@@ -200,18 +221,19 @@ func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, lim
 	defer rows.Close()
 	c := chunk{rows: make([]recipientRow, 0, limit)}
 	var (
-		rcpt *string
-		data []byte
-		key  *string
+		rcpt    *string
+		data    []byte
+		dataLen *int
+		key     *string
 	)
 	for rows.Next() {
-		if err := rows.Scan(&rcpt, &data, &key); err != nil {
+		if err := rows.Scan(&rcpt, &data, &dataLen, &key); err != nil {
 			return chunk{}, fmt.Errorf("read audience query: %w", err)
 		}
 		if key == nil {
 			return chunk{}, permanent(fmt.Errorf("audience query returned a NULL %s: the key column must not be NULL", a.key))
 		}
-		r := recipientRow{data: data}
+		r := recipientRow{data: data, dataProblem: dataProblem(data, dataLen)}
 		if rcpt != nil && *rcpt != "" {
 			r.recipient, r.ok = *rcpt, true
 		}
@@ -246,3 +268,7 @@ func classify(err error) error {
 	}
 	return err
 }
+
+// The literal in boundedDataCols (a constant, so the statement text stays
+// fixed) is MaxDataReadBytes.
+var _ = [1]struct{}{}[MaxDataReadBytes-131072]

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/sdk/wire"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +45,12 @@ const (
 	// MaxAttributesBytes bounds a subscriber's attributes as JSON: they are
 	// rendered into every payload the subscriber gets.
 	MaxAttributesBytes = 64 << 10
+	// MaxDataReadBytes bounds a recipient's data as it is read back (a
+	// subscriber's attributes, an audience query's data column): twice the
+	// write bound, since jsonb writes a space after every ':' and ','. A row
+	// past it (written by SQL of the application's own, before the number
+	// bound) is refused where it is read, never built in memory.
+	MaxDataReadBytes = 2 * MaxAttributesBytes
 	// MaxAttributesDepth bounds their nesting.
 	MaxAttributesDepth = 32
 )
@@ -87,6 +94,8 @@ func validateSubscriber(i int, s Subscriber) error {
 			return fmt.Errorf("%s: attributes: %v: %w", at, err, ErrInvalid)
 		case len(raw) > MaxAttributesBytes:
 			return fmt.Errorf("%s: attributes are %d bytes as JSON, at most %d: %w", at, len(raw), MaxAttributesBytes, ErrInvalid)
+		case wire.JSONNumberProblem(raw) != "":
+			return fmt.Errorf("%s: attributes %s: %w", at, wire.JSONNumberProblem(raw), ErrInvalid)
 		case jsonDepth(s.Attributes) > MaxAttributesDepth:
 			return fmt.Errorf("%s: attributes nest deeper than %d: %w", at, MaxAttributesDepth, ErrInvalid)
 		case bytes.Contains(raw, []byte(`\u0000`)) || !utf8.Valid(raw):
@@ -227,12 +236,14 @@ func (s *Service) GetSubscriber(ctx context.Context, externalID string) (*Subscr
 	var (
 		sub          Subscriber
 		addrs, attrs []byte
+		attrsLen     *int
 	)
 	err := s.pool.QueryRow(ctx, `
-		SELECT external_id, addresses, attributes, created_at, updated_at,
+		SELECT external_id, addresses, CASE WHEN octet_length(a.t) <= $2 THEN a.t END, octet_length(a.t),
+		       created_at, updated_at,
 		       coalesce((SELECT array_agg(topic ORDER BY topic) FROM topic_subscriptions WHERE subscriber_id = s.id), '{}')
-		FROM subscribers s WHERE external_id = $1`, externalID).
-		Scan(&sub.ExternalID, &addrs, &attrs, &sub.CreatedAt, &sub.UpdatedAt, &sub.Topics)
+		FROM subscribers s CROSS JOIN LATERAL (SELECT s.attributes::text) a(t) WHERE external_id = $1`, externalID, MaxDataReadBytes).
+		Scan(&sub.ExternalID, &addrs, &attrs, &attrsLen, &sub.CreatedAt, &sub.UpdatedAt, &sub.Topics)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("subscriber %q: %w", externalID, ErrNotFound)
 	}
@@ -242,8 +253,17 @@ func (s *Service) GetSubscriber(ctx context.Context, externalID string) (*Subscr
 	if err := json.Unmarshal(addrs, &sub.Addresses); err != nil {
 		return nil, fmt.Errorf("subscriber %q: addresses: %w", externalID, err)
 	}
-	if err := json.Unmarshal(attrs, &sub.Attributes); err != nil {
-		return nil, fmt.Errorf("subscriber %q: attributes: %w", externalID, err)
+	if attrs == nil && attrsLen != nil {
+		return nil, fmt.Errorf("subscriber %q: its stored attributes read back as %d bytes, over the %d-byte bound "+
+			"(written past the API's checks); PUT the subscriber again to replace them: %w", externalID, *attrsLen, MaxDataReadBytes, ErrInvalid)
+	}
+	if attrs != nil {
+		// Numbers stay exact (json.Number), as they were written.
+		dec := json.NewDecoder(bytes.NewReader(attrs))
+		dec.UseNumber()
+		if err := dec.Decode(&sub.Attributes); err != nil {
+			return nil, fmt.Errorf("subscriber %q: attributes: %w", externalID, err)
+		}
 	}
 	return &sub, nil
 }

@@ -276,6 +276,10 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 				rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
 				continue
 			}
+			if data != nil && r.dataProblem != "" {
+				rc.failed = append(rc.failed, failedFor(r.recipient, r.dataProblem))
+				continue
+			}
 			if static == nil {
 				vars[varRecipient], vars[varData] = r.recipient, d
 				if buf, err = tmpl.render(buf, vars, limit); err != nil {

@@ -212,8 +212,6 @@ func (n Row) Check() error {
 		return fmt.Errorf("recipient is empty")
 	case len(n.Recipient) > wire.MaxRecipientLen:
 		return fmt.Errorf("recipient is %d bytes long, at most %d", len(n.Recipient), wire.MaxRecipientLen)
-	case len(n.Payload) > wire.MaxPayloadBytes:
-		return fmt.Errorf("payload is %d bytes, at most %d", len(n.Payload), wire.MaxPayloadBytes)
 	case len(n.IdempotencyKey) > wire.MaxIdempotencyKeyLen:
 		return fmt.Errorf("idempotency_key is %d bytes long, at most %d", len(n.IdempotencyKey), wire.MaxIdempotencyKeyLen)
 	case n.JobID < 0:
@@ -226,7 +224,7 @@ func (n Row) Check() error {
 			return fmt.Errorf("%s %w", f.name, err)
 		}
 	}
-	if err := wire.CheckJSON(n.Payload); err != nil {
+	if err := wire.CheckPayload(n.Payload, wire.MaxPayloadBytes); err != nil {
 		return fmt.Errorf("payload %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -65,20 +66,48 @@ func CheckText(s string) error {
 // CheckJSON rejects what jsonb cannot hold: invalid JSON, and the \u0000
 // escape that JSON allows but Postgres refuses.
 func CheckJSON(b json.RawMessage) error {
+	_, err := checkJSON(b)
+	return err
+}
+
+// checkJSON is CheckJSON, answering JSONReadBack's size too.
+func checkJSON(b json.RawMessage) (readBack int, err error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return fmt.Errorf("is empty, want a JSON value")
+		return 0, fmt.Errorf("is empty, want a JSON value")
 	}
 	if !utf8.Valid(b) {
-		return fmt.Errorf("is not valid UTF-8")
+		return 0, fmt.Errorf("is not valid UTF-8")
 	}
 	if !json.Valid(b) {
-		return fmt.Errorf("is not valid JSON")
+		var syn *json.SyntaxError
+		if err := json.Unmarshal(b, new(json.RawMessage)); errors.As(err, &syn) {
+			return 0, fmt.Errorf("is not valid JSON (at byte %d): %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+		}
+		return 0, fmt.Errorf("is not valid JSON (it ends too soon)")
 	}
 	if p := JSONEscapeProblem(b); p != "" {
-		return fmt.Errorf("%s", p)
+		return 0, fmt.Errorf("%s", p)
 	}
-	if p := JSONNumberProblem(b); p != "" {
-		return fmt.Errorf("%s", p)
+	n, p := JSONReadBack(b)
+	if p != "" {
+		return n, fmt.Errorf("%s", p)
+	}
+	return n, nil
+}
+
+// CheckPayload is CheckJSON, and holds b to limit bytes both as written and
+// as it reads back from jsonb (JSONReadBack): what the pipeline carries to a
+// plugin is the read-back form.
+func CheckPayload(b json.RawMessage, limit int) error {
+	if len(b) > limit {
+		return fmt.Errorf("is %d bytes, at most %d", len(b), limit)
+	}
+	n, err := checkJSON(b)
+	if err != nil {
+		return err
+	}
+	if n > limit {
+		return fmt.Errorf("reads back as %d bytes, at most %d (jsonb writes numbers in decimal and a space after each ':' and ',')", n, limit)
 	}
 	return nil
 }
@@ -130,56 +159,167 @@ func JSONEscapeProblem(b []byte) string {
 	}
 }
 
-// JSONNumberProblem says which number of valid JSON b Postgres' numeric (what
-// jsonb keeps numbers as) cannot hold: an exponent or a run of digits past
-// its range (1e999999 is valid JSON, and was refused only by the insert).
-// "" when every number fits.
+// MaxNumberChars bounds one JSON number as it reads back. jsonb keeps a
+// number as Postgres' numeric, which stores 1e100000 in a few bytes and
+// prints it as 100,001 digits (and 0e-16000 as 16,002 characters), so a
+// number is measured in its decimal form, not as it was written: 1e21 counts
+// 22 characters, 1.5e-7 counts 11. 100 holds every integer and every
+// decimal an application writes (a float64 prints in at most 24), and keeps
+// the worst case, "1e99," read back as 101 bytes, a bounded factor of what
+// it was written as.
+const MaxNumberChars = 100
+
+// JSONNumberProblem says which number of valid JSON b reads back past
+// MaxNumberChars, naming its path ("" when every number fits).
 func JSONNumberProblem(b []byte) string {
-	const maxDigits, maxExp = 100_000, 100_000
-	inString, escaped := false, false
+	_, p := JSONReadBack(b)
+	return p
+}
+
+// JSONReadBack is an upper bound of the bytes valid JSON b occupies when
+// Postgres reads it back as jsonb text: numbers in their decimal form, a
+// space after every ':' and ',', no insignificant whitespace (a string never
+// grows: jsonb only undoes escapes). problem names the first number past
+// MaxNumberChars, with its path and byte offset; it is "" when there is none.
+// The scan is linear in len(b) and allocates only for the problem's path.
+func JSONReadBack(b []byte) (size int, problem string) {
+	var stack []pathFrame // open containers: the path of a problem
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '-' || (c >= '0' && c <= '9'):
-			start, digits := i, 0
-			for i < len(b) && (b[i] >= '0' && b[i] <= '9' || b[i] == '-' || b[i] == '+' || b[i] == '.') {
-				if b[i] >= '0' && b[i] <= '9' {
-					digits++
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			start := i
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
 				}
+			}
+			size += i - start + 1
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+				stack[n-1].key = string(b[start+1 : min(i, len(b))])
+				stack[n-1].wantKey = false
+			}
+			continue
+		case '{', '[':
+			stack = append(stack, pathFrame{object: c == '{', wantKey: c == '{'})
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			size++ // jsonb writes ", "
+			if n := len(stack); n > 0 {
+				stack[n-1].index++
+				stack[n-1].wantKey = stack[n-1].object
+			}
+		case ':':
+			size++ // and ": "
+		}
+		if c == '-' || (c >= '0' && c <= '9') {
+			start := i
+			for i+1 < len(b) && numberByte(b[i+1]) {
 				i++
 			}
-			if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-				j := i + 1
-				if j < len(b) && (b[j] == '+' || b[j] == '-') {
-					j++
-				}
-				exp := 0
-				for ; j < len(b) && b[j] >= '0' && b[j] <= '9'; j++ {
-					if exp <= maxExp {
-						exp = exp*10 + int(b[j]-'0')
-					}
-				}
-				if exp > maxExp {
-					return fmt.Sprintf("has a number whose exponent is past what Postgres can store (byte %d)", start)
-				}
-				i = j
+			n := numberChars(b[start : i+1])
+			if n > MaxNumberChars && problem == "" {
+				problem = fmt.Sprintf("has a number at %s (byte %d) that reads back as %d characters, at most %d: "+
+					"Postgres keeps numbers in decimal, so %s is stored as its digits",
+					jsonPath(stack), start, n, MaxNumberChars, shorten(b[start:i+1], 24))
 			}
-			if digits > maxDigits {
-				return fmt.Sprintf("has a number of %d digits, past what Postgres can store (byte %d)", digits, start)
+			size += n
+			continue
+		}
+		size++
+	}
+	return size, problem
+}
+
+type pathFrame struct {
+	object, wantKey bool
+	key             string
+	index           int
+}
+
+// jsonPath renders the path of open containers: $.a.b[3].
+func jsonPath(stack []pathFrame) string {
+	var sb strings.Builder
+	sb.WriteString("$")
+	for _, f := range stack {
+		if f.object {
+			if f.key != "" && plainKey(f.key) {
+				sb.WriteString("." + f.key)
+			} else {
+				sb.WriteString("[" + strconv.Quote(f.key) + "]")
 			}
-			i--
+		} else {
+			sb.WriteString("[" + strconv.Itoa(f.index) + "]")
 		}
 	}
-	return ""
+	return sb.String()
+}
+
+func plainKey(k string) bool {
+	for _, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return len(k) <= 64
+}
+
+func shorten(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}
+
+func numberByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// numberChars is the length of JSON number literal as Postgres' numeric
+// prints it: sign, integer digits (at least one), and dscale fraction digits,
+// where dscale = fraction digits written − exponent, at least 0. Exponents
+// are clamped (past ±10⁹ they are refused as numeric anyway), so the sum
+// cannot overflow.
+func numberChars(lit []byte) int {
+	neg := 0
+	if len(lit) > 0 && lit[0] == '-' {
+		neg, lit = 1, lit[1:]
+	}
+	mant, exp := lit, 0
+	if k := bytes.IndexAny(lit, "eE"); k >= 0 {
+		mant = lit[:k]
+		e := lit[k+1:]
+		sign := 1
+		if len(e) > 0 && (e[0] == '+' || e[0] == '-') {
+			if e[0] == '-' {
+				sign = -1
+			}
+			e = e[1:]
+		}
+		for _, d := range e {
+			if exp < 1_000_000_000 {
+				exp = exp*10 + int(d-'0')
+			}
+		}
+		exp *= sign
+	}
+	intPart, frac := mant, []byte(nil)
+	if k := bytes.IndexByte(mant, '.'); k >= 0 {
+		intPart, frac = mant[:k], mant[k+1:]
+	}
+	intDigits := max(1, len(intPart)+exp)
+	if len(bytes.Trim(mant, "0.")) == 0 {
+		intDigits = 1 // zero prints as 0, whatever its exponent
+	}
+	dscale := max(0, len(frac)-exp)
+	n := neg + intDigits
+	if dscale > 0 {
+		n += 1 + dscale
+	}
+	return n
 }

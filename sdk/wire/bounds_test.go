@@ -1,0 +1,71 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNumberChars(t *testing.T) {
+	for _, tt := range []struct {
+		lit  string
+		want int // len of Postgres' numeric_out of the same literal
+	}{
+		{"0", 1}, {"-0", 2}, {"7", 1}, {"-12", 3}, {"1.5", 3}, {"1.50", 4},
+		{"1e3", 4}, {"1E+3", 4}, {"1.5e1", 2}, {"1.25e1", 4}, {"1.5e-7", 10},
+		{"0.001", 5}, {"0e5", 1}, {"0e-5", 7}, {"0.0e2", 1},
+		{"1e21", 22}, {"1e100000", 100001}, {"-1e-16383", 16386},
+		{"123456789012345678901234567890", 30},
+	} {
+		if got := numberChars([]byte(tt.lit)); got != tt.want {
+			t.Errorf("numberChars(%s) = %d, want %d", tt.lit, got, tt.want)
+		}
+	}
+}
+
+func TestJSONReadBack(t *testing.T) {
+	for _, tt := range []struct {
+		doc, problem string
+		size         int
+	}{
+		{`{"a":1,"b":[1,2]}`, "", len(`{"a": 1, "b": [1, 2]}`)},
+		{` { "a" : "x y" } `, "", len(`{"a": "x y"}`)},
+		{`{"a":"\"]:,"}`, "", len(`{"a": "\"]:,"}`)},
+		{`{"a":[1e99]}`, "", len(`{"a": [1`) + 99 + 2},
+		{`{"a":[1,{"b":1e100}]}`, "$.a[1].b (byte 13)", 0},
+		{`{"x y":[0,0,1e-99]}`, `$["x y"][2] (byte 12)`, 0},
+		{`[` + strings.Repeat(`1e100000,`, 20) + `1]`, "$[0] (byte 1)", 0},
+	} {
+		size, problem := JSONReadBack([]byte(tt.doc))
+		switch {
+		case tt.problem == "" && problem != "":
+			t.Errorf("JSONReadBack(%.40s) problem %q, want none", tt.doc, problem)
+		case tt.problem != "" && !strings.Contains(problem, tt.problem):
+			t.Errorf("JSONReadBack(%.40s) problem %q, want it to name %s", tt.doc, problem, tt.problem)
+		case tt.problem == "" && size != tt.size:
+			t.Errorf("JSONReadBack(%s) size %d, want %d", tt.doc, size, tt.size)
+		}
+	}
+}
+
+func TestCheckPayload(t *testing.T) {
+	for _, tt := range []struct {
+		doc   string
+		limit int
+		want  string
+	}{
+		{`{"a":1}`, 100, ""},
+		{`{"a":1e100000}`, 100, "reads back as 100001 characters, at most 100"},
+		{`[1,1,1,1,1,1,1,1,1,1]`, 25, "reads back as 30 bytes, at most 25"},
+		{`{"a":1,}`, 100, "is not valid JSON (at byte 8)"},
+		{`{"a":"\u0000"}`, 100, `contains \u0000`},
+		{strings.Repeat(" ", 200) + `{}`, 100, "is 202 bytes, at most 100"},
+	} {
+		err := CheckPayload([]byte(tt.doc), tt.limit)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckPayload(%.30s) = %v, want nil", tt.doc, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("CheckPayload(%.30s) = %v, want %q", tt.doc, err, tt.want)
+		}
+	}
+}
