@@ -105,6 +105,10 @@ type Delivery struct {
 	// StallAfter: a stage (relay, claim, settle) that has made no progress
 	// for this long makes /readyz answer 503 (notifyd_stage_stalled_seconds).
 	StallAfter time.Duration `koanf:"stall_after"`
+	// QuarantineAfter: a notification in flight when the process died this
+	// many times in a row (sent alone after the first) is FAILED, quarantined,
+	// instead of being sent again (docs/design.md §10).
+	QuarantineAfter int `koanf:"quarantine_after"`
 }
 
 // Retention removes finished notifications and their attempts once they are
@@ -323,6 +327,7 @@ const (
 	DefaultLeaseTTL         = 15 * time.Second
 	DefaultEpochInterval    = time.Second
 	DefaultStallAfter       = time.Minute
+	DefaultQuarantineAfter  = 3
 	DefaultPluginStart      = 10 * time.Second
 	DefaultPluginHealth     = 5 * time.Second
 	DefaultPostgresMaxConns = 16
@@ -349,7 +354,7 @@ func Default() Config {
 			SettleBatch:     DefaultSettleBatch,
 			PromoteInterval: DefaultPromoteInterval, SweepInterval: DefaultSweepInterval,
 			SweepAfter: DefaultSweepAfter, LeaseTTL: DefaultLeaseTTL, EpochInterval: DefaultEpochInterval,
-			StallAfter: DefaultStallAfter,
+			StallAfter: DefaultStallAfter, QuarantineAfter: DefaultQuarantineAfter,
 		},
 		Jobs: Jobs{ChunkSize: DefaultJobChunkSize, Heartbeat: DefaultJobHeartbeat, StuckAfter: DefaultJobStuckAfter,
 			MaxTakeovers: DefaultJobMaxTakeovers},
@@ -439,6 +444,7 @@ func FillDelivery(d Delivery) Delivery {
 	d.LeaseTTL = cmp.Or(d.LeaseTTL, def.LeaseTTL)
 	d.EpochInterval = cmp.Or(d.EpochInterval, def.EpochInterval)
 	d.StallAfter = cmp.Or(d.StallAfter, def.StallAfter)
+	d.QuarantineAfter = cmp.Or(d.QuarantineAfter, def.QuarantineAfter)
 	return d
 }
 

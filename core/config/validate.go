@@ -95,6 +95,9 @@ func (c *Config) Validate() error {
 	}); err != nil {
 		return err
 	}
+	if c.Delivery.QuarantineAfter < 1 || c.Delivery.QuarantineAfter > 100 {
+		return &Error{Key: "delivery.quarantine_after", Reason: "must be between 1 and 100"}
+	}
 	if c.Jobs.MaxTakeovers < 0 || c.Jobs.MaxTakeovers > 100 {
 		return &Error{Key: "jobs.max_takeovers", Reason: "must be between 1 and 100 (0 = the default, 3)"}
 	}

@@ -13,14 +13,15 @@ import (
 // backup list (channel.resumeBackupList).
 type resumingOwn struct{}
 
-// claim claims ids for sending. A claim Postgres refuses for a row's data
-// (outbox.IsRowError) would fail every retry of the same ids, so the batch is
-// halved until the row at fault stands alone, and that row is finished
-// FAILED with the reason (finishUnclaimable). When a later part fails for
-// another reason (Postgres unreachable) after an earlier part committed, the
-// ids of the failed part come back as ClaimDefer, tried again in a second.
-// The error is returned only when nothing was claimed.
-func (c *channel) claim(ctx context.Context, ids []int64) ([]outbox.Claimed, error) {
+// claim claims ids for sending (alone: one suspect id, taken over from a
+// stale claim if need be; outbox.ClaimAlone). A claim Postgres refuses for a
+// row's data (outbox.IsRowError) would fail every retry of the same ids, so
+// the batch is halved until the row at fault stands alone, and that row is
+// finished FAILED with the reason (finishUnclaimable). When a later part
+// fails for another reason (Postgres unreachable) after an earlier part
+// committed, the ids of the failed part come back as ClaimDefer, tried again
+// in a second. The error is returned only when nothing was claimed.
+func (c *channel) claim(ctx context.Context, ids []int64, alone bool) ([]outbox.Claimed, error) {
 	e := c.e
 	stale := c.staleAfter()
 	if ctx.Value(resumingOwn{}) != nil && e.ownsInstance {
@@ -29,7 +30,18 @@ func (c *channel) claim(ctx context.Context, ids []int64) ([]outbox.Claimed, err
 		// can hold the id), so it is taken over now, not after staleAfter.
 		stale = time.Nanosecond
 	}
-	claimed, err := e.store.Claim(ctx, ids, e.now(), stale)
+	var (
+		claimed []outbox.Claimed
+		err     error
+	)
+	if alone {
+		var cl outbox.Claimed
+		if cl, err = e.store.ClaimAlone(ctx, ids[0], e.now(), stale); err == nil {
+			claimed = []outbox.Claimed{cl}
+		}
+	} else {
+		claimed, err = e.store.Claim(ctx, ids, e.now(), stale)
+	}
 	if err == nil || !outbox.IsRowError(err) {
 		return claimed, err
 	}
@@ -38,11 +50,11 @@ func (c *channel) claim(ctx context.Context, ids []int64) ([]outbox.Claimed, err
 	}
 	c.log.Warn("claim refused for a row's data; splitting the batch to find it", "ids", len(ids), "error", err)
 	mid := len(ids) / 2
-	first, err := c.claim(ctx, ids[:mid])
+	first, err := c.claim(ctx, ids[:mid], alone)
 	if err != nil {
 		return nil, err
 	}
-	rest, err := c.claim(ctx, ids[mid:])
+	rest, err := c.claim(ctx, ids[mid:], alone)
 	if err != nil {
 		rest = deferAll(ids[mid:], e.now().Add(time.Second))
 	}
@@ -74,33 +86,75 @@ func deferAll(ids []int64, at time.Time) []outbox.Claimed {
 	return out
 }
 
-// overClaimed splits from send the rows claimed more often than the
-// channel's retry.max_attempts allows. A claim beyond the budget means the
-// earlier attempts' outcomes were lost (the process died while sending, or
-// its settle never landed); a message that crashes its sender must not crash
-// it again, and one whose settles keep failing must not be sent without end.
-// They are settled FAILED with the reason instead of being sent.
-func (c *channel) overClaimed(send []outbox.Claimed) (keep []outbox.Claimed, over []settleItem) {
+// unsendable splits from send the claimed rows that must not be sent, each
+// settled FAILED with its reason instead:
+//   - claimed more often than retry.max_attempts allows: the earlier
+//     attempts' outcomes were lost (the process died while sending, or its
+//     settle never landed); a message that crashes its sender must not crash
+//     it again, and one whose settles keep failing must not be sent without
+//     end;
+//   - in flight when the process died delivery.quarantine_after times in a
+//     row (Crashes): quarantined, whatever the cause (§10);
+//   - a payload that reads back past the bound the pipeline carries
+//     (outbox.MaxPayloadBytes): written past the enqueue checks, it is not
+//     read into memory at all.
+func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over []settleItem) {
 	keep = send[:0:0]
 	now := c.e.now()
+	quarantine := c.e.cfg.Delivery.QuarantineAfter
 	for _, cl := range send {
-		if cl.Attempt <= c.policy.MaxAttempts {
+		var reason string
+		switch {
+		case cl.Payload == nil:
+			reason = fmt.Sprintf("its payload reads back as %d bytes, over the %d bytes a notification may carry "+
+				"(it was written past the enqueue checks: by SQL of the application's own?); not sent", cl.PayloadBytes, outbox.MaxPayloadBytes)
+		case quarantine > 0 && cl.Crashes >= quarantine:
+			reason = fmt.Sprintf("quarantined: notifyd died %d times in a row while this notification was in flight "+
+				"(sent alone since the first; delivery.quarantine_after %d); not sent again — replay it once the cause is fixed",
+				cl.Crashes, quarantine)
+		case cl.Attempt > c.policy.MaxAttempts:
+			reason = fmt.Sprintf("claimed for attempt %d, past retry.max_attempts %d, with no outcome recorded for the earlier ones "+
+				"(the sending process died or its settle failed each time); not sent again", cl.Attempt, c.policy.MaxAttempts)
+		default:
 			keep = append(keep, cl)
 			continue
 		}
+		if cl.Crashes >= quarantine || cl.Payload == nil {
+			c.log.Error("notification not sent", "id", cl.ID, "reason", reason)
+		}
 		over = append(over, settleItem{ch: c, s: outbox.Settlement{
 			ID: cl.ID, Attempt: cl.Attempt, Result: outbox.ResultFailed, Outcome: outbox.OutcomePermanent,
-			Error: fmt.Sprintf("claimed for attempt %d, past retry.max_attempts %d, with no outcome recorded for the earlier ones "+
-				"(the sending process died or its settle failed each time); not sent again", cl.Attempt, c.policy.MaxAttempts),
-			StartedAt: now, FinishedAt: now,
+			Error: reason, StartedAt: now, FinishedAt: now,
 		}})
 	}
 	return keep, over
 }
 
+// sendAlone handles a suspect — a row in flight when the process that had
+// claimed it died — with no other suspect of this instance in flight, and
+// waits until its verdict is committed: should the process die meanwhile,
+// the crash is counted against that row alone (§10). It owns one slot.
+func (c *channel) sendAlone(ctx context.Context, id int64) {
+	e := c.e
+	select {
+	case e.lane <- struct{}{}:
+	case <-ctx.Done():
+		// Stopping: the id stays in the backup list, for the next start.
+		c.untrack([]int64{id})
+		c.release(1)
+		return
+	}
+	defer func() { <-e.lane }()
+	c.handleClaim(ctx, []int64{id}, true)
+}
+
 // handle claims ids that sit in this instance's backup list and sends the
 // claimed ones; it owns one slot per id.
-func (c *channel) handle(ctx context.Context, ids []int64) {
+func (c *channel) handle(ctx context.Context, ids []int64) { c.handleClaim(ctx, ids, false) }
+
+// handleClaim is handle; alone is sendAlone's: one id, taken over if stale,
+// and sent before it returns.
+func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 	e := c.e
 	var claimedAt time.Time // when tracing: an attempt's span starts with its claim
 	if e.tracer != nil {
@@ -111,7 +165,7 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		c.release(len(ids))
 		return
 	}
-	claimed, err := c.claim(ctx, ids)
+	claimed, err := c.claim(ctx, ids, alone)
 	if err != nil {
 		// Postgres is unreachable: push the ids back into the delayed set so
 		// they are tried again; if Redis fails too, the orphan check does it.
@@ -133,12 +187,14 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 	}
 	e.claimStall.ok()
 	var send []outbox.Claimed
-	var skip, failed []int64
+	var skip, failed, suspects []int64
 	var deferred []queue.Item
 	for _, cl := range claimed {
 		switch {
 		case cl.Kind == outbox.ClaimSend:
 			send = append(send, cl)
+		case cl.Kind == outbox.ClaimSuspect:
+			suspects = append(suspects, cl.ID)
 		case cl.Kind == outbox.ClaimDefer:
 			deferred = append(deferred, queue.Item{ID: cl.ID, Due: cl.NotBefore})
 		case cl.Status == outbox.StatusFailed:
@@ -175,7 +231,16 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		c.untrack(append(skip, itemIDs(deferred)...))
 		c.release(n)
 	}
-	send, over := c.overClaimed(send)
+	// Each suspect keeps its slot (and its place in the backup list) while
+	// it waits for the lane.
+	for _, id := range suspects {
+		e.sendWG.Add(1)
+		go func() {
+			defer e.sendWG.Done()
+			c.sendAlone(ctx, id)
+		}()
+	}
+	send, over := c.unsendable(send)
 	if len(over) > 0 {
 		c.release(len(over))
 		e.settler.add(over)
@@ -189,9 +254,18 @@ func (c *channel) handle(ctx context.Context, ids []int64) {
 		c.release(len(send))
 		return
 	}
+	if alone {
+		done := make(chan struct{})
+		c.send(e.runCtx, send, claimedAt, done)
+		select {
+		case <-done:
+		case <-e.runCtx.Done():
+		}
+		return
+	}
 	e.sendWG.Add(1)
 	go func() {
 		defer e.sendWG.Done()
-		c.send(e.runCtx, send, claimedAt)
+		c.send(e.runCtx, send, claimedAt, nil)
 	}()
 }

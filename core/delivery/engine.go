@@ -89,6 +89,9 @@ type Engine struct {
 
 	channels map[string]*channel
 	settler  *settler
+	// lane holds one token: the suspect (a row in flight when a process
+	// died) being sent with nothing else suspect in flight (§10).
+	lane chan struct{}
 
 	// runCtx governs everything; fetchCtx is cancelled first on graceful stop.
 	runCtx, fetchCtx       context.Context
@@ -172,6 +175,7 @@ func New(o Options) (*Engine, error) {
 		e.channels[name] = ch
 	}
 	e.settler = newSettler(e)
+	e.lane = make(chan struct{}, 1)
 	return e, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -15,13 +16,15 @@ import (
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
 	"github.com/notifyd/notifyd/sdk/traceparent"
 )
 
 // send delivers one claimed batch through the plugin and hands the verdicts
 // to the settler. A traced row's attempt span (trace.go) starts at claimedAt
-// and travels with its verdict to the settle, which ends it.
-func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time) {
+// and travels with its verdict to the settle, which ends it. done, when not
+// nil, is closed once the verdicts are committed (a batch of one: sendAlone).
+func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, done chan struct{}) {
 	e := c.e
 	started := e.now()
 	deadline := started.Add(c.cfg.Timeout)
@@ -45,7 +48,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 		}
 	}
 	sctx, cancel := context.WithDeadline(ctx, deadline)
-	verdicts := c.plugin.Send(sctx, msgs)
+	verdicts := c.callPlugin(sctx, msgs)
 	cancel()
 	finished := e.now()
 	e.metrics.SendDuration(c.name, finished.Sub(started))
@@ -54,6 +57,9 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
 		abandonAttempts(spans...)
 		c.release(len(batch))
+		if done != nil {
+			close(done)
+		}
 		return
 	}
 	items := make([]settleItem, len(batch))
@@ -63,8 +69,47 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 			items[i].span = spans[i]
 		}
 	}
+	if done != nil {
+		items[len(items)-1].done = done
+	}
 	c.release(len(batch))
 	e.settler.add(items)
+}
+
+// maxCallBytes bounds the messages of one plugin call, half the protocol's
+// message bound (the rest is headroom for the framing and the verdicts): a
+// batch of large payloads goes out in several calls at once, so one
+// notification's size can never fail its batch-mates' call.
+const maxCallBytes = providerv1.MaxMessageBytes / 2
+
+// callPlugin sends msgs in calls of at most maxCallBytes and returns their
+// verdicts in order.
+func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
+	var parts [][2]int // [start, end) of each call
+	start, size := 0, 0
+	for i, m := range msgs {
+		n := len(m.Payload) + len(m.Recipient) + len(m.IdempotencyKey) + len(m.TraceParent) + 128
+		if size+n > maxCallBytes && i > start {
+			parts = append(parts, [2]int{start, i})
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start == 0 {
+		return c.plugin.Send(ctx, msgs)
+	}
+	parts = append(parts, [2]int{start, len(msgs)})
+	verdicts := make([]sdk.Verdict, len(msgs))
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(verdicts[p[0]:p[1]], c.plugin.Send(ctx, msgs[p[0]:p[1]]))
+		}()
+	}
+	wg.Wait()
+	return verdicts
 }
 
 // settlement turns a verdict into the outbox transition: SENT, back to

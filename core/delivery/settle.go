@@ -25,6 +25,9 @@ type settleItem struct {
 	// span is the attempt's span (trace.go), nil when untraced; the
 	// flush that commits the verdict ends it.
 	span trace.Span
+	// done, when set, is closed once the flush has committed the verdict
+	// (or given up, killed): what a suspect's lone send waits for.
+	done chan struct{}
 }
 
 // settler group-commits verdicts: each worker takes everything waiting (up
@@ -133,7 +136,13 @@ func (s *settler) run(started *atomic.Int64) {
 func (s *settler) flush(batch []settleItem) {
 	e := s.e
 	applied := make([]bool, len(batch))
-	if !s.commit(batch, applied) {
+	committed := s.commit(batch, applied)
+	for _, it := range batch {
+		if it.done != nil {
+			close(it.done)
+		}
+	}
+	if !committed {
 		for _, it := range batch {
 			abandonAttempts(it.span)
 		}

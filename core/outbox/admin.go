@@ -39,7 +39,7 @@ func (s *Store) Replay(ctx context.Context, ids []int64) ([]Queued, error) {
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `
-UPDATE notifications SET status = 'QUEUED', attempts = 0, next_attempt_at = NULL, updated_at = now()
+UPDATE notifications SET status = 'QUEUED', attempts = 0, crashes = 0, next_attempt_at = NULL, updated_at = now()
  WHERE id = ANY($1::bigint[]) AND status = 'FAILED'
 RETURNING id, channel`, ids)
 	if err != nil {
@@ -73,7 +73,7 @@ WITH failed AS (
      LIMIT $2
        FOR UPDATE SKIP LOCKED
 )
-UPDATE notifications n SET status = 'QUEUED', attempts = 0, next_attempt_at = NULL, updated_at = now()
+UPDATE notifications n SET status = 'QUEUED', attempts = 0, crashes = 0, next_attempt_at = NULL, updated_at = now()
   FROM failed
  WHERE n.id = failed.id AND n.status = 'FAILED'
 RETURNING n.id, n.channel`, channel, limit, after)

@@ -84,6 +84,10 @@ const (
 	// ClaimDefer: the row is not claimable yet (a retry not yet due, or a
 	// claim by another worker that is still fresh); try again at NotBefore.
 	ClaimDefer
+	// ClaimSuspect: the row was in flight when the process that claimed it
+	// died (its claim is stale). Claim leaves it; take it over with
+	// ClaimAlone and send it with nothing else in flight.
+	ClaimSuspect
 )
 
 func (k ClaimKind) String() string {
@@ -94,6 +98,8 @@ func (k ClaimKind) String() string {
 		return "skip"
 	case ClaimDefer:
 		return "defer"
+	case ClaimSuspect:
+		return "suspect"
 	}
 	return fmt.Sprintf("ClaimKind(%d)", int(k))
 }
@@ -106,8 +112,15 @@ type Claimed struct {
 	// Set for ClaimSend.
 	Channel, Recipient, IdempotencyKey string
 	Payload                            json.RawMessage
-	CreatedAt                          time.Time
-	Attempt                            int // attempts after the claim: the settle token
+	// PayloadBytes is the payload's size as read back. Payload is nil
+	// when it is over the claim's bound: the row is claimed all the same,
+	// to be finished FAILED without sending.
+	PayloadBytes int
+	CreatedAt    time.Time
+	Attempt      int // attempts after the claim: the settle token
+	// Crashes counts the claims of this row in a row whose process died
+	// while it was in flight, this one's takeover included (§10).
+	Crashes int
 	// TraceParent is the trace the notification was enqueued in ("" for
 	// none): each attempt's span continues it.
 	TraceParent string
@@ -119,15 +132,36 @@ type Claimed struct {
 }
 
 // Claim takes the given ids for sending, in one statement. QUEUED rows that
-// are due (next_attempt_at null or <= now), and PROCESSING rows last claimed
-// before now-staleAfter (their claimer is presumed dead), become PROCESSING
-// with attempts+1 (ClaimSend). A QUEUED row not yet due, or a PROCESSING row
-// claimed more recently, is ClaimDefer; terminal and PENDING rows and
-// unknown ids are ClaimSkip. It returns one Claimed per distinct id, in the
-// order the ids first appear. Taking a row over from a stale claim records
-// that claim's attempt, whose outcome died with its instance, as UNKNOWN in
-// the attempt history.
+// are due (next_attempt_at null or <= now) become PROCESSING with
+// attempts+1 (ClaimSend). A QUEUED row not yet due, or a PROCESSING row
+// claimed after now-staleAfter, is ClaimDefer; a PROCESSING row claimed
+// before it — its claimer presumed dead, so it was in flight when a process
+// died — is ClaimSuspect, taken over only by ClaimAlone; terminal and PENDING
+// rows and unknown ids are ClaimSkip. It returns one Claimed per distinct
+// id, in the order the ids first appear.
+//
+// A payload is read back only within MaxPayloadBytes (its jsonb text, which
+// Postgres measures before sending it): a longer one — written past the
+// enqueue checks, which hold payloads to it as they read back — is claimed with a nil Payload and its size in
+// PayloadBytes, for the caller to finish FAILED without it.
 func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration) ([]Claimed, error) {
+	return s.claim(ctx, ids, now, staleAfter, false)
+}
+
+// ClaimAlone claims one id as Claim does, and also takes it over from a
+// stale claim: that records the lost claim's attempt as UNKNOWN in the
+// attempt history and counts a crash in Claimed.Crashes (docs/design.md §10).
+// The caller sends the row with nothing else in flight, so a crash while it
+// is out is the row's own.
+func (s *Store) ClaimAlone(ctx context.Context, id int64, now time.Time, staleAfter time.Duration) (Claimed, error) {
+	cs, err := s.claim(ctx, []int64{id}, now, staleAfter, true)
+	if err != nil {
+		return Claimed{}, err
+	}
+	return cs[0], nil
+}
+
+func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration, alone bool) ([]Claimed, error) {
 	if staleAfter <= 0 {
 		return nil, fmt.Errorf("claim: staleAfter %v, want > 0", staleAfter)
 	}
@@ -145,38 +179,11 @@ func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
-	rows, err := hot.Query(ctx, `
-WITH claimed AS (
-    UPDATE notifications n
-       SET status = 'PROCESSING', attempts = n.attempts + 1, updated_at = $2,
-           -- Taken over from a stale claim: the attempt that claim made was
-           -- lost with its instance. While PROCESSING, next_attempt_at keeps
-           -- when it began (the settle overwrites it), and lost below
-           -- records it.
-           next_attempt_at = CASE WHEN n.status = 'PROCESSING' THEN n.updated_at END
-     WHERE n.id = ANY($1::bigint[])
-       AND ((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))
-         OR (n.status = 'PROCESSING' AND n.updated_at < $3))
-    RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts,
-              n.next_attempt_at AS lost_at, n.trace_parent
-),
--- The lost attempt, so attempts and the history agree: read from claimed
--- (no lookup), so the common batch, where nothing was lost, pays nothing.
-lost AS (
-    INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
-    SELECT c.id, c.attempts - 1, c.lost_at, $2, 'UNKNOWN',
-           'outcome unknown: the instance that claimed it stopped (or stalled) before recording the outcome; taken over after ' || $4::text
-      FROM claimed c WHERE c.lost_at IS NOT NULL
-)
-SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
-       true, c.channel, c.recipient, c.idempotency_key, c.payload, c.created_at, c.attempts, c.trace_parent
-  FROM claimed c
-UNION ALL
-SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
-       false, NULL, NULL, NULL, NULL::jsonb, NULL, NULL, NULL
-  FROM notifications n
- WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`,
-		distinct, now, staleBefore, staleAfter.String())
+	query := claimBatchSQL
+	if alone {
+		query = claimAloneSQL
+	}
+	rows, err := hot.Query(ctx, query, distinct, now, staleBefore, staleAfter.String(), MaxPayloadBytes)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
@@ -191,27 +198,30 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
 			channel, recipient     pgtype.Text
 			key, trace             pgtype.Text
 			createdAt              pgtype.Timestamptz
-			attempts               pgtype.Int4
-			// Scanned as bytes: Postgres sends jsonb it has already
-			// validated, and scanning into json.RawMessage runs it through
+			attempts, crashes      pgtype.Int4
+			payloadBytes           pgtype.Int4
+			// Scanned as bytes: the jsonb's text, which Postgres has
+			// validated; scanning into json.RawMessage runs it through
 			// encoding/json again (≈2 µs a notification in notifyd-bench).
 			payload []byte
 		)
 		if err := rows.Scan(&c.ID, &status, &nextAttempt, &updatedAt,
-			&claimed, &channel, &recipient, &key, &payload, &createdAt, &attempts, &trace); err != nil {
+			&claimed, &channel, &recipient, &key, &payload, &payloadBytes, &createdAt, &attempts, &crashes, &trace); err != nil {
 			return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 		}
 		switch {
 		case claimed:
 			c.Kind, c.Status = ClaimSend, StatusProcessing
 			c.Channel, c.Recipient, c.IdempotencyKey = channel.String, recipient.String, key.String
-			c.CreatedAt, c.Attempt = createdAt.Time, int(attempts.Int32)
+			c.CreatedAt, c.Attempt, c.Crashes = createdAt.Time, int(attempts.Int32), int(crashes.Int32)
 			c.TraceParent = trace.String
-			c.Payload = payload
+			c.Payload, c.PayloadBytes = payload, int(payloadBytes.Int32)
 		case status == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, nextAttempt.Time
 		case status == StatusProcessing && !updatedAt.Time.Before(staleBefore):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, updatedAt.Time.Add(staleAfter)
+		case status == StatusProcessing && !alone:
+			c.Kind, c.Status = ClaimSuspect, status
 		case status == StatusQueued || status == StatusProcessing:
 			// Claimable in the snapshot, yet the UPDATE found it changed: a
 			// concurrent claimer (or settle, or cancel) got there first. Look
@@ -238,6 +248,54 @@ SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
 	}
 	return out, nil
 }
+
+// claimSQL: $1 ids, $2 now, $3 stale before, $4 stale after (text), $5 the
+// payload bound. The payload is printed once per row (the lateral p) and
+// sent only within the bound: jsonb keeps 1e100000 in a few bytes and prints
+// it as 100,001 digits, so the size that matters is measured here.
+const claimSQLHead = `
+WITH claimed AS (
+    UPDATE notifications n
+       SET status = 'PROCESSING', attempts = n.attempts + 1, updated_at = $2,
+           -- Taken over from a stale claim: the attempt that claim made was
+           -- lost with its instance. While PROCESSING, next_attempt_at keeps
+           -- when it began (the settle overwrites it), and lost below
+           -- records it; crashes counts it (§10).
+           next_attempt_at = CASE WHEN n.status = 'PROCESSING' THEN n.updated_at END,
+           crashes = n.crashes + CASE WHEN n.status = 'PROCESSING' THEN 1 ELSE 0 END
+     WHERE n.id = ANY($1::bigint[])
+       AND `
+
+const claimSQLTail = `
+    RETURNING n.id, n.channel, n.recipient, n.idempotency_key, n.payload, n.created_at, n.attempts,
+              n.crashes, n.next_attempt_at AS lost_at, n.trace_parent
+),
+-- The lost attempt, so attempts and the history agree: read from claimed
+-- (no lookup), so the common batch, where nothing was lost, pays nothing.
+lost AS (
+    INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
+    SELECT c.id, c.attempts - 1, c.lost_at, $2, 'UNKNOWN',
+           'outcome unknown: the instance that claimed it stopped (or stalled) before recording the outcome; taken over after ' || $4::text
+      FROM claimed c WHERE c.lost_at < $3
+)
+SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
+       true, c.channel, c.recipient, c.idempotency_key,
+       CASE WHEN octet_length(p.t) <= $5 THEN p.t END, octet_length(p.t),
+       c.created_at, c.attempts, c.crashes, c.trace_parent
+  FROM claimed c CROSS JOIN LATERAL (SELECT c.payload::text) p(t)
+UNION ALL
+SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
+       false, NULL, NULL, NULL, NULL::text, NULL::int, NULL, NULL, NULL, NULL
+  FROM notifications n
+ WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`
+
+// A batch claims QUEUED rows only ($3 unused but by the report of the rest);
+// ClaimAlone also takes over a stale PROCESSING row.
+const (
+	claimBatchSQL = claimSQLHead + `n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2)` + claimSQLTail
+	claimAloneSQL = claimSQLHead + `((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))
+         OR (n.status = 'PROCESSING' AND n.updated_at < $3))` + claimSQLTail
+)
 
 // distinctIDs keeps the first occurrence of each id, in order.
 func distinctIDs(ids []int64) []int64 {

@@ -35,8 +35,12 @@ func TestStore_Claim_lostAttempt(t *testing.T) {
 	// ids[0]'s claimer dies; after staleAfter another instance takes it over.
 	later := now.Add(2 * stale)
 	second, err := b.store.Claim(b.ctx, ids, later, stale)
-	if err != nil || len(second) != 2 || second[0].Kind != outbox.ClaimSend || second[0].Attempt != 2 || second[1].Attempt != 2 {
-		t.Fatalf("second claim = %+v, %v; want both sent as attempt 2", second, err)
+	if err != nil || len(second) != 2 || second[0].Kind != outbox.ClaimSuspect || second[1].Kind != outbox.ClaimSend || second[1].Attempt != 2 {
+		t.Fatalf("second claim = %+v, %v; want the stale one suspect, the retry sent as attempt 2", second, err)
+	}
+	alone, err := b.store.ClaimAlone(b.ctx, ids[0], later, stale)
+	if err != nil || alone.Kind != outbox.ClaimSend || alone.Attempt != 2 || alone.Crashes != 1 {
+		t.Fatalf("claim alone = %+v, %v; want sent as attempt 2 after 1 crash", alone, err)
 	}
 	for _, id := range ids {
 		if _, err := b.store.Settle(b.ctx, []outbox.Settlement{{ID: id, Attempt: 2, Result: outbox.ResultSent,

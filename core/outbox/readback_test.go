@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/core/outbox"
 
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -82,5 +85,36 @@ func TestJSONReadBack_postgres(t *testing.T) {
 	if len(problems) > 0 {
 		t.Errorf("%d documents read back otherwise than JSONReadBack says; the first:\n%s",
 			len(problems), strings.Join(problems[:min(10, len(problems))], "\n"))
+	}
+}
+
+// A payload written past the enqueue checks (by SQL of the application's
+// own) that reads back past the bound is claimed without it: Postgres
+// measures it, and neither it nor its batch-mates' claim carries it.
+func TestStore_Claim_payloadReadBackBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.insert(t, notif(1), notif(2), notif(3))
+	// 20 numbers of 100,001 digits: 2 MB read back, 219 bytes stored.
+	huge := `{"a":[` + strings.TrimSuffix(strings.Repeat("1e100000,", 20), ",") + `]}`
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET payload = $1::jsonb WHERE id = $2`, huge, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Relay(b.ctx, time.Now(), 10); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.Claim(b.ctx, ids, time.Now(), time.Minute)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Claim = %+v, %v", got, err)
+	}
+	for i, c := range got {
+		switch {
+		case c.Kind != outbox.ClaimSend:
+			t.Errorf("row %d: %s, want send", i, c.Kind)
+		case i == 1 && (c.Payload != nil || c.PayloadBytes < 2_000_000):
+			t.Errorf("the expanding row: payload %d bytes, PayloadBytes %d; want none, and its size", len(c.Payload), c.PayloadBytes)
+		case i != 1 && string(c.Payload) != fmt.Sprintf(`{"n": %d}`, i+1):
+			t.Errorf("row %d: payload %s, want its own", i, c.Payload)
+		}
 	}
 }

@@ -174,15 +174,22 @@ func TestStore_Claim(t *testing.T) {
 		}
 	})
 
-	t.Run("stale processing: reclaimed, attempts+1", func(t *testing.T) {
+	t.Run("stale processing: a suspect, reclaimed alone, attempts+1", func(t *testing.T) {
 		id := b.queue(t, 1)
 		b.force(t, outbox.StatusProcessing, 3, now.Add(-2*stale), id...)
 		got, err := b.store.Claim(b.ctx, id, now, stale)
-		if err != nil {
-			t.Fatalf("Claim: %v", err)
+		if err != nil || got[0].Kind != outbox.ClaimSuspect {
+			t.Fatalf("Claim = %+v, %v; want suspect", got, err)
 		}
-		if c := got[0]; c.Kind != outbox.ClaimSend || c.Attempt != 4 {
-			t.Errorf("Claim = %+v, want send attempt 4", c)
+		if r := b.row(t, id[0]); r != (row{outbox.StatusProcessing, 3}) {
+			t.Errorf("row after a batch claim = %+v, want unchanged PROCESSING attempt 3", r)
+		}
+		c, err := b.store.ClaimAlone(b.ctx, id[0], now, stale)
+		if err != nil {
+			t.Fatalf("ClaimAlone: %v", err)
+		}
+		if c.Kind != outbox.ClaimSend || c.Attempt != 4 || c.Crashes != 1 {
+			t.Errorf("ClaimAlone = %+v, want send attempt 4, crash 1", c)
 		}
 		// The claim refreshed updated_at: an immediate second claim defers.
 		again, err := b.store.Claim(b.ctx, id, now.Add(time.Second), stale)

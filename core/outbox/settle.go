@@ -178,6 +178,7 @@ WITH settled AS (
                              ELSE coalesce(nullif(i.error, ''), n.last_error) END,
            result = coalesce(nullif(i.output, '')::jsonb, n.result),
            sent_at = CASE WHEN i.status = 'SENT' THEN coalesce(i.finished_at, now()) END,
+           crashes = 0,
            updated_at = now()
       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::timestamptz[], $5::text[],
                   $6::int[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[])

@@ -64,8 +64,8 @@ func TestStore_Settle(t *testing.T) {
 	t.Run("guard: stale attempt changes nothing", func(t *testing.T) {
 		c := b.claim(t, 1)[0]
 		// The claimer is presumed dead; another worker reclaims (attempt 2).
-		re, err := b.store.Claim(b.ctx, []int64{c.ID}, time.Now().Add(time.Hour), time.Minute)
-		if err != nil || re[0].Kind != outbox.ClaimSend || re[0].Attempt != 2 {
+		re, err := b.store.ClaimAlone(b.ctx, c.ID, time.Now().Add(time.Hour), time.Minute)
+		if err != nil || re.Kind != outbox.ClaimSend || re.Attempt != 2 {
 			t.Fatalf("reclaim = %+v, %v; want send attempt 2", re, err)
 		}
 		// The first worker comes back late with attempt 1.
