@@ -119,8 +119,8 @@ type hookItem struct {
 // A notification Postgres refuses for its data (IsRowError) is split in
 // halves, each its own notification, until the dead letter at fault stands
 // alone; that one is recorded as told without a notification (Untold), so
-// nothing is retried forever. Each notification's idempotency key names its
-// first event, so it is unique.
+// nothing is retried forever (docs/design.md §5). Each notification's
+// idempotency key names its first event, so it is unique.
 func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLettersTold, error) {
 	var res DeadLettersTold
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
