@@ -35,21 +35,28 @@ func (e *Engine) deadLetterHooks(ctx context.Context) {
 }
 
 // tellDeadLetters drains one channel's waiting dead letters into hook
-// notifications.
+// notifications. A dead letter no hook notification could be written for
+// (outbox.DeadLettersTold.Untold) is logged with the reason and counted as
+// unstorable: it is recorded as told, so the channel's later dead letters
+// are told all the same.
 func (e *Engine) tellDeadLetters(ctx context.Context, h outbox.DeadLetterHook) {
 	for ctx.Err() == nil {
-		told, id, err := e.store.TellDeadLetters(ctx, h)
+		res, err := e.store.TellDeadLetters(ctx, h)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("dead-letter hook", "channel", h.Channel, "hook", h.Hook, "error", err)
 			}
 			return
 		}
-		if told == 0 {
-			return
+		for _, u := range res.Untold {
+			e.log.Error("dead letter could not be told: no hook notification listing it can be written; recorded as told",
+				"channel", h.Channel, "hook", h.Hook, "id", u.ID, "error", u.Reason)
+			e.metrics.Unstorable(h.Channel, "dead_letter_hook")
 		}
-		e.log.Info("dead letters told", "channel", h.Channel, "hook", h.Hook, "count", told, "notification", id)
-		if told < h.Batch {
+		if res.Told > 0 {
+			e.log.Info("dead letters told", "channel", h.Channel, "hook", h.Hook, "count", res.Told, "notifications", res.Notifications)
+		}
+		if !res.More {
 			return
 		}
 	}

@@ -56,7 +56,7 @@ func newDelivery() *Delivery {
 		}, []string{"channel"}),
 		unstorable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "unstorable_rows_total",
-			Help: "Notifications a batched relay, claim or settle could not write, found by splitting the batch and finished on their own, by stage.",
+			Help: "Notifications a batched relay, claim or settle could not write, found by splitting the batch and finished on their own, and dead letters no dead-letter hook notification could be written for (stage dead_letter_hook), by stage.",
 		}, []string{"channel", "stage"}),
 	}
 }
@@ -120,7 +120,7 @@ func (d *Delivery) Settled(channel, result, outcome string) {
 }
 
 // Unstorable counts one notification of channel that stage (relay, claim,
-// settle) could not write in its batch.
+// settle, dead_letter_hook) could not write in its batch.
 func (d *Delivery) Unstorable(channel, stage string) {
 	if d == nil {
 		return

@@ -44,8 +44,8 @@ type DeadLetterHook struct {
 }
 
 // DeadLetter is one dead letter as a hook's payload lists it. Long text is
-// cut (hookErrorLen, hookRecipientLen) so a full batch stays far below the
-// payload bound.
+// cut (hookRecipientLen, hookErrorLen, hookKeyLen), so one dead letter
+// encodes to a few KB at most, however its text escapes.
 type DeadLetter struct {
 	ID             int64     `json:"id"`
 	Recipient      string    `json:"recipient"`
@@ -66,24 +66,69 @@ type DeadLetterBatch struct {
 const (
 	hookErrorLen     = 512
 	hookRecipientLen = 256
+	hookKeyLen       = MaxIdempotencyKeyLen
 )
 
+// A hook notification's payload is held under MaxPayloadBytes by its size
+// as encoded, not by its count: encoding/json writes '<' as \u003c (6
+// bytes), and Postgres renders the stored jsonb again, with a space after
+// every ':' and ',' (while it writes '<' back as 1 byte). hookPayloadSlack
+// and hookItemSlack cover those spaces (at most 11 per dead letter, 7 for
+// the envelope), so payload::text stays under the bound as well.
+const (
+	hookPayloadSlack = 64
+	hookItemSlack    = 16
+)
+
+// DeadLettersTold is what one TellDeadLetters call did.
+type DeadLettersTold struct {
+	Told          int     // dead letters listed in hook notifications
+	Notifications []int64 // the hook notifications written, oldest dead letters first
+	// Untold are dead letters a hook notification could not be written for
+	// even listing them alone (outbox.IsRowError): they are recorded as
+	// told all the same, so they never hold back the channel's later dead
+	// letters. The caller logs them.
+	Untold []UntoldDeadLetter
+	// More says dead letters may still be waiting: call again.
+	More bool
+}
+
+// UntoldDeadLetter is a dead letter no hook notification could carry.
+type UntoldDeadLetter struct {
+	ID     int64  // the dead notification
+	Reason string // why the hook notification listing it could not be written
+}
+
+// hookItem is one dead letter taken, with its encoding.
+type hookItem struct {
+	event int64 // its dead_letter_events row
+	d     DeadLetter
+	enc   []byte
+}
+
 // TellDeadLetters takes up to h.Batch of the channel's dead-letter events,
-// oldest first, and in the same transaction inserts one PENDING notification
+// oldest first, and in the same transaction inserts PENDING notifications
 // listing them on the hook channel and deletes them: each dead letter is
 // told once, and from there delivered like any notification (at least
 // once, retried, dead-lettered in turn on the hook channel, which has no
 // hook). Several instances may call it at once: SKIP LOCKED gives each its
-// own events. The notification's idempotency key names the batch's first
-// event, so it is unique. It returns how many dead letters it told (0: none
-// waiting) and the notification's id.
-func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (told int, id int64, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+// own events.
+//
+// One notification lists as many of the oldest events as fit under
+// MaxPayloadBytes encoded (the rest stay for the next call, DeadLettersTold.More).
+// A notification Postgres refuses for its data (IsRowError) is split in
+// halves, each its own notification, until the dead letter at fault stands
+// alone; that one is recorded as told without a notification (Untold), so
+// nothing is retried forever (docs/design.md §5). Each notification's
+// idempotency key names its first event, so it is unique.
+func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLettersTold, error) {
+	var res DeadLettersTold
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = DeadLettersTold{}
 		rows, err := tx.Query(ctx, `
 			WITH taken AS (
-				DELETE FROM dead_letter_events WHERE id IN (
-					SELECT id FROM dead_letter_events WHERE channel = $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
-				RETURNING id, notification_id, created_at)
+				SELECT id, notification_id, created_at FROM dead_letter_events
+				 WHERE channel = $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
 			SELECT t.id, t.notification_id, coalesce(n.recipient, ''), coalesce(n.idempotency_key, ''),
 			       coalesce(n.attempts, 0), coalesce(n.last_error, ''), coalesce(n.updated_at, t.created_at), n.id IS NOT NULL
 			FROM taken t LEFT JOIN notifications n ON n.id = t.notification_id
@@ -92,52 +137,121 @@ func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (told int
 			return err
 		}
 		var (
-			batch = DeadLetterBatch{Type: "notifyd.dead_letters", Channel: h.Channel}
-			first int64
+			items []hookItem
+			done  []int64 // events to delete: told, untold, or purged before being told
+			taken int
 		)
 		for rows.Next() {
 			var (
-				ev     int64
-				d      DeadLetter
+				it     hookItem
 				exists bool
 			)
-			if err := rows.Scan(&ev, &d.ID, &d.Recipient, &d.IdempotencyKey, &d.Attempts, &d.Error, &d.FailedAt, &exists); err != nil {
+			if err := rows.Scan(&it.event, &it.d.ID, &it.d.Recipient, &it.d.IdempotencyKey, &it.d.Attempts, &it.d.Error, &it.d.FailedAt, &exists); err != nil {
 				rows.Close()
 				return err
 			}
-			if first == 0 {
-				first = ev
-			}
+			taken++
 			if !exists { // purged before it was told: nothing to tell
+				done = append(done, it.event)
 				continue
 			}
-			d.Recipient, d.Error = Truncate(d.Recipient, hookRecipientLen), Truncate(d.Error, hookErrorLen)
-			batch.DeadLetters = append(batch.DeadLetters, d)
+			it.d.Recipient = Truncate(it.d.Recipient, hookRecipientLen)
+			it.d.IdempotencyKey = Truncate(it.d.IdempotencyKey, hookKeyLen)
+			it.d.Error = Truncate(it.d.Error, hookErrorLen)
+			if it.enc, err = json.Marshal(it.d); err != nil {
+				rows.Close()
+				return err
+			}
+			items = append(items, it)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if len(batch.DeadLetters) == 0 {
-			return nil // nothing, or only purged ones: the events are gone either way
-		}
-		batch.Count = len(batch.DeadLetters)
-		payload, err := json.Marshal(batch)
-		if err != nil {
+		fit := fitDeadLetters(h.Channel, items)
+		res.More = taken == h.Batch || fit < len(items)
+		if err := s.tellSplit(ctx, tx, h, items[:fit], &res); err != nil {
 			return err
 		}
-		ins, err := Insert(ctx, tx, []NewNotification{{
-			Channel: h.Hook, Recipient: h.Recipient, Payload: payload,
-			IdempotencyKey: fmt.Sprintf("dead-letters:%s:%d", h.Channel, first),
-		}})
-		if err != nil {
-			return err
+		for _, it := range items[:fit] {
+			done = append(done, it.event)
 		}
-		told, id = batch.Count, ins[0].ID
-		return nil
+		if len(done) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM dead_letter_events WHERE id = ANY($1)`, done)
+		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("tell dead letters of %s to %s: %w", h.Channel, h.Hook, err)
+		return DeadLettersTold{}, fmt.Errorf("tell dead letters of %s to %s: %w", h.Channel, h.Hook, err)
 	}
-	return told, id, nil
+	return res, nil
+}
+
+// fitDeadLetters is how many of items, from the first, one payload holds
+// under MaxPayloadBytes (with room for Postgres's rendering); at least one.
+func fitDeadLetters(channel string, items []hookItem) int {
+	size := len(hookPayload(channel, len(items), nil)) + hookPayloadSlack
+	for i, it := range items {
+		size += len(it.enc) + 1 + hookItemSlack // the ',' before it
+		if size > MaxPayloadBytes && i > 0 {
+			return i
+		}
+	}
+	return len(items)
+}
+
+// hookPayload encodes the batch of items with count, exactly as
+// json.Marshal encodes a DeadLetterBatch, from the dead letters' own
+// encodings (with no items: the envelope alone, to measure it).
+func hookPayload(channel string, count int, items []hookItem) []byte {
+	head, _ := json.Marshal(DeadLetterBatch{Type: "notifyd.dead_letters", Channel: channel, Count: count, DeadLetters: []DeadLetter{}})
+	head = head[:len(head)-2] // `]}`
+	for i, it := range items {
+		if i > 0 {
+			head = append(head, ',')
+		}
+		head = append(head, it.enc...)
+	}
+	return append(head, "]}"...)
+}
+
+// tellSplit inserts one hook notification listing items, in a savepoint. If
+// Postgres refuses it for its data, each half is told on its own, down to a
+// single dead letter, which is then recorded in res.Untold.
+func (s *Store) tellSplit(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items []hookItem, res *DeadLettersTold) error {
+	if len(items) == 0 {
+		return nil
+	}
+	row := NewNotification{
+		Channel: h.Hook, Recipient: h.Recipient, Payload: hookPayload(h.Channel, len(items), items),
+		IdempotencyKey: fmt.Sprintf("dead-letters:%s:%d", h.Channel, items[0].event),
+	}
+	err := Validate([]NewNotification{row})
+	if err != nil {
+		err = fmt.Errorf("%w: %v", ErrInvalid, err) // no retry makes it valid
+	} else {
+		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			ins, err := Insert(ctx, sp, []NewNotification{row})
+			if err == nil {
+				res.Notifications = append(res.Notifications, ins[0].ID)
+			}
+			return err
+		})
+	}
+	switch {
+	case err == nil:
+		res.Told += len(items)
+		return nil
+	case !IsRowError(err):
+		return err
+	case len(items) == 1:
+		res.Untold = append(res.Untold, UntoldDeadLetter{ID: items[0].d.ID, Reason: Truncate(err.Error(), MaxErrorLen)})
+		return nil
+	}
+	half := len(items) / 2
+	if err := s.tellSplit(ctx, tx, h, items[:half], res); err != nil {
+		return err
+	}
+	return s.tellSplit(ctx, tx, h, items[half:], res)
 }

@@ -41,7 +41,10 @@ type daemon struct {
 	odd    *httptest.Server // answers as the recipient asks: see oddReceiver
 }
 
-func start(t *testing.T) *daemon {
+// start runs notifyd serve with the channels below and, after them, those
+// that each of channels returns (YAML under channels:, given the daemon's
+// receivers).
+func start(t *testing.T, channels ...func(*daemon) string) *daemon {
 	t.Helper()
 	db := testenv.NewDB(t)
 	rds := testenv.NewRedis(t)
@@ -97,6 +100,9 @@ channels:
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
     breaker: {failures: -1}
 `, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
+	for _, more := range channels {
+		yaml += more(d)
+	}
 	if err := os.WriteFile(d.cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

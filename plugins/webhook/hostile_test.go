@@ -276,3 +276,160 @@ func TestProvider_Configure_urlCredentials(t *testing.T) {
 		t.Errorf("logs = %q; want the configured line", logs.String())
 	}
 }
+
+// TestSender_Send_recipientURLCredentials: with allow_recipient_url, a URL
+// the API caller picks gets the body and the signature, never the channel's
+// static headers nor the user info or query values of its url; the channel's
+// url still gets them, and so does a recipient URL naming the channel's own
+// endpoint (same scheme, host, port and path). Through a proxy (net/http's
+// client) as directly (fasthttp's).
+func TestSender_Send_recipientURLCredentials(t *testing.T) {
+	t.Parallel()
+	const (
+		user     = "hook-user-7"
+		password = "hook-pass-s3cret"
+		token    = "query-token-abc123"
+		apiKey   = "api-key-0987654321"
+		bearer   = "Bearer bearer-cred-zyxwvu"
+	)
+	channel := newReceiver(t, nil)
+	stranger := newReceiver(t, nil) // a second server: the caller's URL
+	chURL, _ := url.Parse(channel.URL)
+	configured := fmt.Sprintf("http://%s:%s@%s/in?token=%s", user, password, chURL.Host, token)
+	credentials := func(t *testing.T, got received) []string {
+		var held []string
+		for name, values := range got.header {
+			for _, v := range values {
+				for _, c := range []string{user, password, token, apiKey, bearer, base64.StdEncoding.EncodeToString([]byte(user + ":" + password))} {
+					if strings.Contains(v, c) {
+						held = append(held, name+": "+v)
+					}
+				}
+			}
+		}
+		if strings.Contains(got.requestURI, token) {
+			held = append(held, "request target "+got.requestURI)
+		}
+		return held
+	}
+
+	for _, via := range []string{"direct", "proxy"} {
+		t.Run(via, func(t *testing.T) {
+			p := &provider{}
+			if via == "proxy" {
+				// A proxy that is no proxy: net/http's client sends every
+				// target through the test's own forwarding handler below.
+				fwd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					out, _ := http.NewRequest(r.Method, r.RequestURI, r.Body)
+					out.Header = r.Header.Clone()
+					resp, err := http.DefaultTransport.RoundTrip(out)
+					if err != nil {
+						w.WriteHeader(http.StatusBadGateway)
+						return
+					}
+					resp.Body.Close()
+					w.WriteHeader(resp.StatusCode)
+				}))
+				t.Cleanup(fwd.Close)
+				fu, _ := url.Parse(fwd.URL)
+				p.proxy = func(*url.URL) (*url.URL, error) { return fu, nil }
+			}
+			s := configure(t, p, map[string]any{
+				"url": configured, "secret": testSecret, "allow_recipient_url": true,
+				"headers": map[string]string{"Authorization": bearer, "X-Api-Key": apiKey},
+			})
+
+			m := testMessage()
+			m.Recipient = stranger.URL + "/theirs?x=1"
+			if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomeSuccess {
+				t.Fatalf("recipient URL: %v (%s)", v.Outcome, v.Detail)
+			}
+			got := stranger.next(t)
+			if err := verifySignature(testSecret, got.header, got.body); err != nil {
+				t.Errorf("recipient URL: %v; want the body signed", err)
+			}
+			if !strings.Contains(string(got.body), `"id":42`) {
+				t.Errorf("recipient URL body = %.200s; want the envelope", got.body)
+			}
+			if held := credentials(t, got); len(held) > 0 || got.header.Get("Authorization") != "" || got.header.Get("X-Api-Key") != "" {
+				t.Errorf("recipient URL got the channel's credentials: %q (Authorization %q, X-Api-Key %q)",
+					held, got.header.Get("Authorization"), got.header.Get("X-Api-Key"))
+			}
+			channel.none(t)
+
+			// The channel's url: the headers go (Authorization set wins
+			// over the user info's basic auth), and the query as configured.
+			if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess {
+				t.Fatalf("channel url: %v (%s)", v.Outcome, v.Detail)
+			}
+			got = channel.next(t)
+			if got.header.Get("Authorization") != bearer || got.header.Get("X-Api-Key") != apiKey || got.query != "token="+token {
+				t.Errorf("channel url got Authorization %q, X-Api-Key %q, query %q; want the configured ones",
+					got.header.Get("Authorization"), got.header.Get("X-Api-Key"), got.query)
+			}
+
+			// A recipient URL with the channel url's scheme, host, port and
+			// path is the channel's endpoint: the headers go; the request is
+			// the recipient's URL as written (its own query).
+			m.Recipient = "http://" + chURL.Host + "/in?tenant=b"
+			if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomeSuccess {
+				t.Fatalf("same endpoint: %v (%s)", v.Outcome, v.Detail)
+			}
+			got = channel.next(t)
+			if got.header.Get("Authorization") != bearer || got.header.Get("X-Api-Key") != apiKey || got.query != "tenant=b" {
+				t.Errorf("same endpoint got Authorization %q, X-Api-Key %q, query %q; want the headers and the recipient's query",
+					got.header.Get("Authorization"), got.header.Get("X-Api-Key"), got.query)
+			}
+
+			// Another path on the channel's host is not its endpoint.
+			m.Recipient = "http://" + chURL.Host + "/other"
+			if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomeSuccess {
+				t.Fatalf("other path: %v (%s)", v.Outcome, v.Detail)
+			}
+			got = channel.next(t)
+			if held := credentials(t, got); got.path != "/other" || len(held) > 0 {
+				t.Errorf("other path %q got the channel's credentials: %q", got.path, held)
+			}
+		})
+	}
+
+	t.Run("user info alone", func(t *testing.T) {
+		s := configure(t, &provider{}, map[string]any{"url": configured, "allow_recipient_url": true})
+		m := testMessage()
+		m.Recipient = stranger.URL + "/theirs"
+		if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomeSuccess {
+			t.Fatalf("recipient URL: %v (%s)", v.Outcome, v.Detail)
+		}
+		if got := stranger.next(t); got.header.Get("Authorization") != "" {
+			t.Errorf("recipient URL got Authorization %q; want no basic auth", got.header.Get("Authorization"))
+		}
+		s.Send(context.Background(), testMessage())
+		wantBasic := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+		if got := channel.next(t); got.header.Get("Authorization") != wantBasic {
+			t.Errorf("channel url got Authorization %q; want the user info's basic auth", got.header.Get("Authorization"))
+		}
+	})
+}
+
+func TestSameEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://h.example/in", "https://h.example/in", true},
+		{"https://H.example:443/in?x=1", "https://u:p@h.example/in?token=t", true},
+		{"http://h.example", "http://h.example:80/", true},
+		{"http://h.example/in", "https://h.example/in", false},
+		{"https://h.example:8443/in", "https://h.example/in", false},
+		{"https://h.example/in/", "https://h.example/in", false},
+		{"https://h.example/In", "https://h.example/in", false},
+		{"https://h.example.evil/in", "https://h.example/in", false},
+	} {
+		a, _ := url.Parse(c.a)
+		b, _ := url.Parse(c.b)
+		if got := sameEndpoint(a, b); got != c.want {
+			t.Errorf("sameEndpoint(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}

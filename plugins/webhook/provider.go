@@ -347,11 +347,11 @@ var configSchema = json.RawMessage(`{
   "additionalProperties": false,
   "properties": {
     "url": {"type": "string", "format": "uri", "description": "Where envelopes are POSTed (http or https)."},
-    "allow_recipient_url": {"type": "boolean", "default": false, "description": "A recipient that is an http(s) URL is POSTed to instead of url."},
+    "allow_recipient_url": {"type": "boolean", "default": false, "description": "A recipient that is an http(s) URL is POSTed to instead of url: signed with secret, but without headers and without url's user info or query values, unless it names url's own endpoint (same scheme, host, port and path), which gets headers too."},
     "secret": {"type": "string", "pattern": "^whsec_", "description": "Standard Webhooks signing secret: whsec_<base64 key>."},
     "timeout": {"type": "string", "default": "10s", "description": "Per-request timeout (Go duration)."},
     "retry_all_non_2xx": {"type": "boolean", "default": false, "description": "Treat every non-2xx answer as transient (Standard Webhooks' rule)."},
-    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra static headers."},
+    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra static headers, sent only to url's endpoint, never to another recipient URL."},
     "user_agent": {"type": "string", "default": "notifyd-webhook/` + Version + `"}
   }
 }`)

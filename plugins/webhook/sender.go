@@ -66,8 +66,12 @@ var contentTypeJSON = []string{"application/json"}
 
 // post is one request: where it goes and what it carries.
 type post struct {
-	target     *url.URL
-	rawURL     string // target, as sent
+	target *url.URL
+	rawURL string // target, as sent
+	// headers are the channel's static headers, or nil when target is a
+	// recipient's URL other than the channel's own endpoint (sameEndpoint):
+	// a caller who picks the URL never gets the channel's credentials.
+	headers    http.Header
 	body       []byte
 	msgID, ts  string // webhook-id ("msg_<notification id>") and webhook-timestamp
 	idemKey    string // Idempotency-Key: the client's idempotency key, else msgID
@@ -81,7 +85,7 @@ type post struct {
 
 // Send POSTs m's envelope and classifies the answer.
 func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
-	target, err := s.target(m.Recipient)
+	target, configured, err := s.target(m.Recipient)
 	if err != nil {
 		return sdk.Permanent(err.Error())
 	}
@@ -94,6 +98,9 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	// separates the signed content's parts. The key travels in its own
 	// Idempotency-Key header.
 	p := post{target: target, body: body, msgID: "msg_" + strconv.FormatInt(m.ID, 10), idemKey: m.IdempotencyKey}
+	if configured {
+		p.headers = s.headers
+	}
 	if p.idemKey == "" {
 		p.idemKey = p.msgID
 	} else if sdk.CheckHeaderValue(p.idemKey) != nil {
@@ -145,7 +152,7 @@ func (s *sender) sendFast(p *post) sdk.Verdict {
 
 	req.SetRequestURI(p.rawURL)
 	req.Header.SetMethod(fasthttp.MethodPost)
-	for k, v := range s.headers {
+	for k, v := range p.headers {
 		req.Header.Set(k, v[0])
 	}
 	req.Header.SetContentType(contentTypeJSON[0])
@@ -180,8 +187,8 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	// One backing array for every per-request header value: one allocation
 	// instead of one per header.
 	vals := []string{p.msgID, p.ts, p.signature, p.idemKey}
-	h := make(http.Header, 6+len(s.headers))
-	for k, v := range s.headers {
+	h := make(http.Header, 6+len(p.headers))
+	for k, v := range p.headers {
 		h[k] = v
 	}
 	h[hdrContentType] = contentTypeJSON
@@ -306,19 +313,46 @@ func (e *timeoutError) Temporary() bool { return true }
 func (e *timeoutError) Unwrap() error   { return context.DeadlineExceeded }
 
 // target is where m goes: the recipient when it is an http(s) URL and the
-// channel allows that, the channel's url otherwise.
-func (s *sender) target(recipient string) (*url.URL, error) {
+// channel allows that, the channel's url otherwise. configured says the
+// target is the channel's own endpoint, so the channel's static headers may
+// go with it: its url, or a recipient URL naming the same endpoint
+// (sameEndpoint). A recipient URL is requested as written: the user info and
+// query values of the channel's url are never copied onto it.
+func (s *sender) target(recipient string) (u *url.URL, configured bool, err error) {
 	if s.allowRecipientURL && isHTTPURL(recipient) {
 		u, err := url.Parse(recipient)
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("recipient is not a usable URL: %s", redactString(recipient))
+			return nil, false, fmt.Errorf("recipient is not a usable URL: %s", redactString(recipient))
 		}
-		return u, nil
+		return u, s.url != nil && sameEndpoint(u, s.url), nil
 	}
 	if s.url == nil {
-		return nil, errors.New("recipient is not an http(s) URL and the channel has no url")
+		return nil, false, errors.New("recipient is not an http(s) URL and the channel has no url")
 	}
-	return s.url, nil
+	return s.url, true, nil
+}
+
+// sameEndpoint reports whether a and b name one endpoint: the same scheme,
+// host (case aside), port (a default one spelled out or not) and path (""
+// and "/" alike). User info and query are not part of it.
+func sameEndpoint(a, b *url.URL) bool {
+	path := func(u *url.URL) string {
+		if p := u.EscapedPath(); p != "" {
+			return p
+		}
+		return "/"
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if u.Scheme == "https" {
+			return "443"
+		}
+		return "80"
+	}
+	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		port(a) == port(b) && path(a) == path(b)
 }
 
 func isHTTPURL(s string) bool {
