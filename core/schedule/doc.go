@@ -51,7 +51,8 @@
 // FAILED notification with the reason (under the same idempotency key, a
 // hash of the recipient when it is too long), counted in the job's failed;
 // the job goes on. A template is at most MaxTemplateBytes; printf widths are
-// bounded. A job whose owners keep dying at the same cursor (a job that
+// bounded; it may call only the functions of templateFuncList, and what they
+// and its methods build is held to RenderMemoryFactor × the payload bound. A job whose owners keep dying at the same cursor (a job that
 // crashes the process) is failed after jobs.max_takeovers takeovers.
 //
 // Idempotency keys — one notification per recipient per content (see

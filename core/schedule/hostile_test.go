@@ -84,6 +84,9 @@ func TestService_hostileTemplates(t *testing.T) {
 		{"a rendered NUL", `{{printf "%c" 0}}`, list(1), "NUL character"},
 		{"a printf width in memory", `{{printf "%0999999999d" 1}}`, list(1), "width or precision over 1000"},
 		{"a printf star width", `{{printf "%*d" 999999999 1}}`, list(1), "* width"},
+		// Issue 26: strings built ×10 a variable, no range, no output.
+		{"print ×10 a level to 1 GB", chainBomb("print", 8), list(1), "memory bound"},
+		{"print ×10 a level, one level less: 100 MB", chainBomb("print", 7), list(1), "memory bound"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

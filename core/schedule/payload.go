@@ -82,6 +82,10 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 			if err != nil {
 				return nil, fmt.Errorf("payload %s: %w", path, err)
 			}
+			// Calls first: they refuse the names the range bounds add.
+			if err := boundCalls(t); err != nil {
+				return nil, fmt.Errorf("payload %s: %w", path, err)
+			}
 			boundRanges(t)
 			leaves = append(leaves, segment{tmpl: t, path: path, fast: fastParts(t)})
 			return marker + strconv.Itoa(len(leaves)-1), nil

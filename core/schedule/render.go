@@ -45,11 +45,14 @@ const (
 var errRenderBound = errors.New("over a render bound")
 
 // renderBudget is one recipient's render allowance: output bytes and range
-// iterations. The template funcs reach it through the renderer that owns it.
+// iterations, and the bytes its functions build. The template funcs reach it
+// through the renderer that owns it.
 type renderBudget struct {
 	out        strings.Builder
 	outLeft    int
 	limit      int
+	built      int // bytes the template's functions and methods built (funcs.go)
+	builtLimit int // RenderMemoryFactor × limit
 	iterations int
 	started    time.Time
 	err        error // the first bound passed (a range stops quietly; render reports it)
@@ -58,6 +61,7 @@ type renderBudget struct {
 func (b *renderBudget) reset(outBytes int) {
 	b.out.Reset()
 	b.outLeft, b.limit = outBytes, outBytes
+	b.built, b.builtLimit = 0, RenderMemoryFactor*outBytes
 	b.iterations, b.err = 0, nil
 	b.started = time.Now()
 }
@@ -99,46 +103,6 @@ const (
 	funcRange2 = "notifydRange2"
 	funcStep   = "notifydStep"
 )
-
-// templateFuncs are the functions every payload template parses with: the
-// range wrappers (bound to a budget per template instance) and printf and
-// friends with bounded widths.
-func templateFuncs(b *renderBudget) template.FuncMap {
-	return template.FuncMap{
-		funcRange1: func(v any) (iter.Seq[any], error) { return rangeElems(b, v) },
-		funcRange2: func(v any) (iter.Seq2[any, any], error) { return rangePairs(b, v) },
-		"printf":   boundedSprintf,
-		// funcStep passes a {{template}} call's argument through, counting
-		// the call against the budget.
-		funcStep: func(args ...any) (any, error) {
-			if err := b.iterate(); err != nil {
-				return nil, err
-			}
-			if len(args) == 0 {
-				return nil, nil
-			}
-			return args[len(args)-1], nil
-		},
-	}
-}
-
-func boundedSprintf(format string, args ...any) (string, error) {
-	if strings.Contains(format, "*") {
-		return "", fmt.Errorf("printf: a * width or precision is not allowed in payload templates: %w", errRenderBound)
-	}
-	n := 0
-	for _, r := range format {
-		if r >= '0' && r <= '9' {
-			n = n*10 + int(r-'0')
-			if n > maxFormatWidth {
-				return "", fmt.Errorf("printf: a width or precision over %d: %w", maxFormatWidth, errRenderBound)
-			}
-			continue
-		}
-		n = 0
-	}
-	return fmt.Sprintf(format, args...), nil
-}
 
 // rangeElems and rangePairs iterate as text/template's own range would
 // (slices and arrays in order, maps by sorted key, integers from 0), counting

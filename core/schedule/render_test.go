@@ -1,6 +1,16 @@
 package schedule
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk/wire"
+)
 
 // Bounding ranges must not change what a template prints.
 func TestBoundRanges_sameOutput(t *testing.T) {
@@ -20,6 +30,124 @@ func TestBoundRanges_sameOutput(t *testing.T) {
 		got, err := renderOne(t, map[string]any{"t": tmpl}, "r", data)
 		if err != nil || got != `{"t":"`+want+`"}` {
 			t.Errorf("%s = %s, %v; want %q", tmpl, got, err, want)
+		}
+	}
+}
+
+// chainBomb is the probe's campaign template (issue 26): a 10-byte string,
+// then levels variables each built by fn from ten of the previous one, then
+// the last one's length. No range, no output: 8 levels build 1 GB, 7 levels
+// 100 MB.
+func chainBomb(fn string, levels int) string {
+	var b strings.Builder
+	b.WriteString(`{{$v0 := "xxxxxxxxxx"}}`)
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&b, "{{$v%d := %s%s}}", i, fn, strings.Repeat(fmt.Sprintf(" $v%d", i-1), 10))
+	}
+	fmt.Fprintf(&b, "{{len $v%d}}", levels)
+	return b.String()
+}
+
+// memoryBombs are templates that build far past the memory bound, each by
+// a different function or path.
+var memoryBombs = []struct{ name, tmpl string }{
+	{"print ×10 a level to 1 GB", chainBomb("print", 8)},
+	{"print, one level less: 100 MB", chainBomb("print", 7)},
+	{"printf", chainBomb(`printf "%s%s%s%s%s%s%s%s%s%s"`, 8)},
+	{"printf with a reused argument", `{{$v0 := "xxxxxxxxxx"}}{{$v1 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v0}}` +
+		`{{$v2 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v1}}{{$v3 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v2}}` +
+		`{{$v4 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v3}}{{$v5 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v4}}` +
+		`{{$v6 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v5}}{{$v7 := printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" $v6}}{{len $v7}}`},
+	{"println", chainBomb("println", 8)},
+	{"html", chainBomb("html", 8)},
+	{"js", chainBomb("js", 8)},
+	{"urlquery", chainBomb("urlquery", 8)},
+	{"a string doubled in a range", `{{$s := "xxxxxxxxxx"}}{{range 40}}{{$s = print $s $s}}{{end}}{{len $s}}`},
+	{"nested define and template", `{{define "g"}}{{if lt (len .) 1000000000}}{{template "g" (print . . . . . . . . . .)}}{{else}}{{len .}}{{end}}{{end}}{{template "g" "xxxxxxxxxx"}}`},
+	{"slice of a built string", `{{define "g"}}{{if lt (len .) 1000000000}}{{template "g" (slice (print . . . . . . . . . . .) 1)}}{{else}}{{len .}}{{end}}{{end}}{{template "g" "xxxxxxxxxx"}}`},
+	{"a method given a large argument", `{{range 100000}}{{$x := $.fire_time.Format $.data.layout}}{{end}}`},
+}
+
+// largeAllocBytes is the bytes this process has allocated in objects past
+// the largest size class (32 KiB): the strings a template builds, not the
+// interpreter's own small garbage or goroutine stacks, which a loop or a
+// deep recursion makes within their own bounds.
+func largeAllocBytes() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs-by-size:bytes"}}
+	metrics.Read(s)
+	h := s[1].Value.Float64Histogram()
+	var small float64
+	for i, c := range h.Counts[:len(h.Counts)-1] { // the last bucket is every large object
+		small += float64(c) * (h.Buckets[i+1] - 1)
+	}
+	return s[0].Value.Uint64() - uint64(small)
+}
+
+// TestRender_memoryBound: each bomb fails naming the memory bound, and the
+// large objects one render allocated stay under 4× the bound (what fmt's
+// buffer doubling and the final copy cost), where the 100 MB variant
+// allocated hundreds of megabytes before. Not parallel: the measure is the
+// process's.
+func TestRender_memoryBound(t *testing.T) {
+	const limit = 256 << 10 // renderOne's payload bound
+	data := `{"layout":"` + strings.Repeat("2006", 10_000) + `"}`
+	for _, bomb := range memoryBombs {
+		before := largeAllocBytes()
+		out, err := renderOne(t, map[string]any{"t": bomb.tmpl}, "r", data)
+		grew := largeAllocBytes() - before
+		if !errors.Is(err, errRenderBound) || !strings.Contains(err.Error(), "memory bound") {
+			t.Errorf("%s: render = %.100s, %v; want an error naming the memory bound", bomb.name, out, err)
+		}
+		if budget := uint64(RenderMemoryFactor * limit); grew > 4*budget {
+			t.Errorf("%s: one render allocated %d KiB in large objects, want under 4× the %d KiB bound", bomb.name, grew>>10, budget>>10)
+		}
+	}
+}
+
+// The wrapped functions print what text/template's own do.
+func TestTemplateFuncs_sameOutput(t *testing.T) {
+	t.Parallel()
+	data := `{"l":["a","b"],"m":{"k":"v"},"s":"<a href='x'>&\"</a>","n":42}`
+	for _, tmpl := range []string{
+		`{{print "a" 1 2 "b" .data.n}}`, `{{print .data.l .data.m}}`, `{{print}}`, `{{println "a" "b" 3}}`, `{{println}}`,
+		`{{printf "%05d|%q|%v|%x|%[1]d" 42 .data.s .data.l "hi"}}`, `{{printf "%d %d" 1}}`, `{{printf "%s" 1 2}}`, `{{printf "%.3f" 3.14159}}`,
+		`{{html .data.s}}`, `{{html 1 "<" .data.l}}`, `{{js .data.s}}`, `{{js "\u2028" 2}}`, `{{urlquery .data.s "a b"}}`,
+		`{{.data.s | html | js | urlquery}}`, `{{index .data.l 1}}{{slice .data.s 1 3}}{{len .data.m}}`,
+		`{{.fire_time.Format "2006-01-02"}} {{"15:04" | .fire_time.Format}} {{(.fire_time.Add 3600000000000).Hour}}`,
+		`{{with $t := .fire_time}}{{$t.Format "Jan"}}{{end}}`,
+	} {
+		got, err := renderOne(t, map[string]any{"t": tmpl}, "r", data)
+		if err != nil {
+			t.Errorf("%s: %v", tmpl, err)
+			continue
+		}
+		plain := template.Must(template.New("t").Option("missingkey=error").Parse(tmpl))
+		vars := newVars(time.Date(2024, 3, 10, 8, 0, 0, 0, time.UTC), "daily-quiz")
+		vars[varData], _ = decodeData([]byte(data))
+		var want strings.Builder
+		if err := plain.Execute(&want, vars); err != nil {
+			t.Fatalf("%s: text/template: %v", tmpl, err)
+		}
+		if w := string(wire.AppendJSONString([]byte(`{"t":`), want.String())) + "}"; got != w {
+			t.Errorf("%s = %s, want %s", tmpl, got, w)
+		}
+	}
+}
+
+// compile refuses a function that is not in templateFuncList: call (no
+// value a template sees is a function) and the names the bounds add.
+func TestCompilePayload_refusesUnlistedFuncs(t *testing.T) {
+	t.Parallel()
+	for tmpl, want := range map[string]string{
+		`{{call .data.f}}`:                     `function "call" is not allowed`,
+		`{{if true}}{{call .f 1}}{{end}}`:      `function "call" is not allowed`,
+		`{{notifydStep 1}}`:                    `function "notifydStep" is not allowed`,
+		`{{notifydBuilt "x"}}`:                 `function "notifydBuilt" is not allowed`,
+		`{{define "a"}}{{(call .f).X}}{{end}}`: `function "call" is not allowed`,
+	} {
+		_, err := compilePayload(map[string]any{"t": tmpl})
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "payload t") {
+			t.Errorf("compilePayload(%s) = %v, want an error naming the leaf and %q", tmpl, err, want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 // TestHostile runs the reproductions and the fuzz against one daemon.
 func TestHostile(t *testing.T) {
 	d := start(t)
+	t.Run("a campaign that prints a string ×10 a level", func(t *testing.T) { renderMemory(t, d) }) // first: its VmHWM bound
 	t.Run("a 3,200-character recipient", func(t *testing.T) { longRecipient(t, d) })
 	t.Run("a campaign that renders megabytes", func(t *testing.T) { templateBomb(t, d) })
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
