@@ -41,6 +41,10 @@ const (
 
 // Job is a bulk job: a schedule run or a campaign, with its progress.
 type Job struct {
+	// takeovers: how many times in a row this job was taken over from a
+	// dead owner at its cursor (Service.isolate).
+	takeovers int
+
 	ID       int64           `json:"id"`
 	Kind     string          `json:"kind"`
 	Schedule string          `json:"schedule,omitempty"`
@@ -119,7 +123,7 @@ func (j *Job) dueAt() time.Time {
 
 const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, payload, state,
 	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
-	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, '')`
+	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, ''), takeovers`
 
 func scanJob(row pgx.Row) (*Job, error) {
 	var (
@@ -129,7 +133,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Kind, &j.Schedule, &fire, &j.Timezone, &j.Channel, &audience, &payload, &j.State,
 		&j.Cursor, &j.Done, &j.Skipped, &j.Failed, &j.Total, &j.Owner, &heartbeat, &j.Error,
-		&j.CreatedAt, &started, &finished, &j.UpdatedAt, &j.Rerun, &j.ContentKey)
+		&j.CreatedAt, &started, &finished, &j.UpdatedAt, &j.Rerun, &j.ContentKey, &j.takeovers)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +259,7 @@ func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclu
 // than staleBefore. The update is conditional on the owner and heartbeat read
 // a moment before, so of several instances (or a late heartbeat from the old
 // owner) exactly one wins. It returns nil when nothing is stuck.
-func jobTakeOver(ctx context.Context, q querier, owner string, now, staleBefore time.Time, exclude []int64, maxTakeovers int) (*Job, error) {
+func jobTakeOver(ctx context.Context, q querier, owner string, now, staleBefore time.Time, exclude []int64) (*Job, error) {
 	var (
 		id       int64
 		oldOwner string
@@ -271,38 +275,26 @@ func jobTakeOver(ctx context.Context, q querier, owner string, now, staleBefore 
 	if err != nil {
 		return nil, fmt.Errorf("find stuck job: %w", err)
 	}
-	// A job whose owners keep dying at the same cursor is likely what kills
-	// them (a render that exhausts memory, say): past maxTakeovers at one
-	// cursor it is failed with the reason instead of taken over again.
+	// takeovers counts the takeovers in a row at one cursor: the worker then
+	// isolates the members after it, and past jobs.max_takeovers quarantines
+	// the one there (Service.isolate). The job itself goes on.
 	job, err := scanJob(q.QueryRow(ctx, `
 		WITH cur AS (
 			SELECT id AS cid, CASE WHEN coalesce(cursor, '') = coalesce(takeover_cursor, '') THEN takeovers + 1 ELSE 1 END AS n
 			FROM jobs WHERE id = $1)
 		UPDATE jobs j SET
-			takeovers = cur.n, takeover_cursor = coalesce(j.cursor, ''), heartbeat_at = $5, updated_at = $5,
-			owner = CASE WHEN cur.n > $6 THEN NULL ELSE $2 END,
-			state = CASE WHEN cur.n > $6 THEN 'FAILED' ELSE j.state END,
-			finished_at = CASE WHEN cur.n > $6 THEN $5::timestamptz END,
-			last_error = CASE WHEN cur.n > $6 THEN format(
-				'its owners died %s times in a row at cursor %L without progress (last %s); failed rather than taken over again (jobs.max_takeovers %s)',
-				cur.n - 1, coalesce(j.cursor, ''), nullif($3, ''), $6) ELSE j.last_error END
+			takeovers = cur.n, takeover_cursor = coalesce(j.cursor, ''), heartbeat_at = $5, updated_at = $5, owner = $2
 		FROM cur
 		WHERE j.id = cur.cid AND j.state = 'RUNNING' AND j.owner IS NOT DISTINCT FROM nullif($3, '') AND j.heartbeat_at = $4
-		RETURNING `+jobColumns, id, owner, oldOwner, oldBeat, now, maxTakeovers))
+		RETURNING `+jobColumns, id, owner, oldOwner, oldBeat, now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil // someone else took it over, or the owner came back
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take over job %d: %w", id, err)
 	}
-	if job.State == JobFailed {
-		return job, errCrashLoop
-	}
 	return job, nil
 }
-
-// errCrashLoop: the job was failed instead of taken over (jobTakeOver).
-var errCrashLoop = errors.New("job failed: its owners kept dying without progress")
 
 // jobHeartbeat renews the owner's heartbeat; false means the job is no longer
 // this owner's RUNNING job (taken over, cancelled).

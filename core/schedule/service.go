@@ -272,13 +272,7 @@ func (s *Service) acquire(ctx context.Context, onlyID int64) (*Job, error) {
 	now := s.now()
 	job, err := jobClaim(ctx, s.pool, s.owner, now, exclude, onlyID)
 	if err == nil && job == nil && onlyID == 0 {
-		job, err = jobTakeOver(ctx, s.pool, s.owner, now, now.Add(-s.cfg.Jobs.StuckAfter), exclude,
-			cmp.Or(s.cfg.Jobs.MaxTakeovers, config.DefaultJobMaxTakeovers))
-		if errors.Is(err, errCrashLoop) {
-			s.log.Error("job failed instead of taken over: its owners kept dying without progress",
-				"job", job.ID, "schedule", job.Schedule, "cursor", job.Cursor, "reason", job.Error)
-			return nil, nil
-		}
+		job, err = jobTakeOver(ctx, s.pool, s.owner, now, now.Add(-s.cfg.Jobs.StuckAfter), exclude)
 		if job != nil {
 			s.log.Info("took over stuck job", "job", job.ID, "schedule", job.Schedule, "cursor", job.Cursor, "done", job.Done)
 		}

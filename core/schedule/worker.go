@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/outbox"
 )
 
@@ -151,6 +153,12 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 		return err
 	}
 	defer release()
+	if job.takeovers > 0 {
+		log.Warn("job taken over from an owner that died; isolating its members", "takeovers", job.takeovers, "cursor", job.Cursor)
+		if done, err := s.isolate(ctx, conn, job, aud, tmpl, log); done || err != nil {
+			return err
+		}
+	}
 	if ta, ok := aud.(topicAudience); ok && !tmpl.dynamic {
 		static, err := tmpl.render(nil, newVars(job.dueAt(), job.Schedule), s.payloadLimit())
 		if err != nil {
@@ -218,87 +226,15 @@ func (s *Service) pipeline(ctx context.Context, conn *pgxpool.Conn, job *Job, au
 // readAhead fetches and renders chunks from the job's cursor until the
 // audience is exhausted.
 func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, tmpl *payloadTemplate, out chan<- renderedChunk) error {
-	size := s.chunkSize(job)
-	cursor := job.Cursor
-	vars := newVars(job.dueAt(), job.Schedule)
-	limit := s.payloadLimit()
-	var static []byte
-	if !tmpl.dynamic {
-		var err error
-		if static, err = tmpl.render(nil, vars, limit); err != nil {
-			return permanent(err) // the same for every recipient: the job's own fault
-		}
+	r, err := s.newChunkReader(job, aud, tmpl)
+	if err != nil {
+		return err
 	}
+	cursor := job.Cursor
 	for {
-		c, err := aud.fetch(ctx, s.pool, cursor, size)
+		rc, err := r.next(ctx, cursor, r.size)
 		if err != nil {
 			return err
-		}
-		rc := renderedChunk{
-			recipients: make([]string, 0, len(c.rows)),
-			processed:  len(c.rows),
-			cursor:     cursor,
-			last:       len(c.rows) < size,
-		}
-		if c.lastKey != "" {
-			rc.cursor = c.lastKey
-		}
-		// Payloads are rendered into one buffer and cut from one string:
-		// two allocations a chunk instead of one a recipient.
-		var (
-			buf  []byte
-			ends []int
-			data *dataDecoder
-		)
-		if static == nil && tmpl.usesData {
-			raw := make([][]byte, 0, len(c.rows))
-			for _, r := range c.rows {
-				if r.ok {
-					raw = append(raw, r.data)
-				}
-			}
-			data = newDataDecoder(raw)
-		}
-		for _, r := range c.rows {
-			if !r.ok {
-				rc.skipped++
-				continue
-			}
-			var d any
-			if data != nil {
-				d, err = data.next() // read whatever happens below, to stay in step
-			}
-			if reason := checkRecipient(r.recipient); reason != "" {
-				rc.failed = append(rc.failed, failedFor(r.recipient, reason))
-				continue
-			}
-			if err != nil {
-				rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
-				continue
-			}
-			if data != nil && r.dataProblem != "" {
-				rc.failed = append(rc.failed, failedFor(r.recipient, r.dataProblem))
-				continue
-			}
-			if static == nil {
-				vars[varRecipient], vars[varData] = r.recipient, d
-				if buf, err = tmpl.render(buf, vars, limit); err != nil {
-					rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
-					continue
-				}
-				ends = append(ends, len(buf))
-			}
-			rc.recipients = append(rc.recipients, r.recipient)
-		}
-		if static != nil {
-			rc.static = string(static)
-		} else {
-			all, start := string(buf), 0
-			rc.payloads = make([]string, 0, len(ends))
-			for _, end := range ends {
-				rc.payloads = append(rc.payloads, all[start:end])
-				start = end
-			}
 		}
 		select {
 		case out <- rc:
@@ -310,6 +246,178 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 		}
 		cursor = rc.cursor
 	}
+}
+
+// chunkReader reads and renders a job's audience a chunk at a time.
+type chunkReader struct {
+	s      *Service
+	job    *Job
+	aud    audienceSource
+	tmpl   *payloadTemplate
+	size   int
+	vars   map[string]any
+	limit  int
+	static []byte
+}
+
+func (s *Service) newChunkReader(job *Job, aud audienceSource, tmpl *payloadTemplate) (*chunkReader, error) {
+	r := &chunkReader{s: s, job: job, aud: aud, tmpl: tmpl, size: s.chunkSize(job),
+		vars: newVars(job.dueAt(), job.Schedule), limit: s.payloadLimit()}
+	if !tmpl.dynamic {
+		var err error
+		if r.static, err = tmpl.render(nil, r.vars, r.limit); err != nil {
+			return nil, permanent(err) // the same for every recipient: the job's own fault
+		}
+	}
+	return r, nil
+}
+
+// quarantine reads the one member after cursor and makes its notification
+// FAILED with reason, without rendering it.
+func (r *chunkReader) quarantine(ctx context.Context, cursor, reason string) (renderedChunk, error) {
+	c, err := r.aud.fetch(ctx, r.s.pool, cursor, 1)
+	if err != nil {
+		return renderedChunk{}, err
+	}
+	rc := renderedChunk{processed: len(c.rows), cursor: cursor, last: len(c.rows) < 1, payloads: []string{}}
+	if c.lastKey != "" {
+		rc.cursor = c.lastKey
+	}
+	for _, m := range c.rows {
+		if !m.ok {
+			rc.skipped++
+			continue
+		}
+		rc.failed = append(rc.failed, failedFor(m.recipient, reason))
+	}
+	return rc, nil
+}
+
+// isolate runs the members after a job's cursor one at a time, each
+// committed before the next is read, when its owners died while it was in
+// flight (job.takeovers, counted at the same cursor): a crash then leaves the
+// cursor just before the member that caused it. Past jobs.max_takeovers at
+// one cursor that member is quarantined — FAILED with the reason, never
+// rendered — and the run goes on (docs/design.md §10). It covers the two
+// chunks that may have been in flight (one committing, one read ahead), then
+// hands back to the pipeline; done says the job finished.
+func (s *Service) isolate(ctx context.Context, conn *pgxpool.Conn, job *Job, aud audienceSource, tmpl *payloadTemplate, log hclog.Logger) (done bool, err error) {
+	r, err := s.newChunkReader(job, aud, tmpl)
+	if err != nil {
+		return false, err
+	}
+	maxTakeovers := cmp.Or(s.cfg.Jobs.MaxTakeovers, config.DefaultJobMaxTakeovers)
+	for n := range 2 * r.size {
+		if s.beforeChunk != nil {
+			s.beforeChunk(job.ID, n)
+		}
+		var rc renderedChunk
+		if job.takeovers > maxTakeovers {
+			reason := fmt.Sprintf("quarantined: notifyd died %d times in a row while making this recipient's notification "+
+				"(jobs.max_takeovers %d); not rendered — the rest of the run goes on", job.takeovers, maxTakeovers)
+			rc, err = r.quarantine(ctx, job.Cursor, reason)
+			if err == nil {
+				log.Error("job member quarantined", "job", job.ID, "after", job.Cursor, "reason", reason)
+			}
+			job.takeovers = 0
+		} else {
+			rc, err = r.next(ctx, job.Cursor, 1)
+		}
+		if err != nil {
+			return false, err
+		}
+		err = s.commitChunk(ctx, conn, job, rc)
+		if outbox.IsRowError(err) {
+			if rc, err = s.isolateBadRows(ctx, conn, job, rc); err == nil {
+				err = s.commitChunk(ctx, conn, job, rc)
+			}
+		}
+		if err != nil || rc.last {
+			return rc.last, err
+		}
+		if s.afterChunk != nil {
+			if err := s.afterChunk(job.ID, n+1); err != nil {
+				return false, err
+			}
+		}
+	}
+	return false, nil
+}
+
+// next reads and renders up to size members after cursor.
+func (r *chunkReader) next(ctx context.Context, cursor string, size int) (renderedChunk, error) {
+	s, aud, tmpl, vars, limit, static := r.s, r.aud, r.tmpl, r.vars, r.limit, r.static
+	c, err := aud.fetch(ctx, s.pool, cursor, size)
+	if err != nil {
+		return renderedChunk{}, err
+	}
+	rc := renderedChunk{
+		recipients: make([]string, 0, len(c.rows)),
+		processed:  len(c.rows),
+		cursor:     cursor,
+		last:       len(c.rows) < size,
+	}
+	if c.lastKey != "" {
+		rc.cursor = c.lastKey
+	}
+	// Payloads are rendered into one buffer and cut from one string:
+	// two allocations a chunk instead of one a recipient.
+	var (
+		buf  []byte
+		ends []int
+		data *dataDecoder
+	)
+	if static == nil && tmpl.usesData {
+		raw := make([][]byte, 0, len(c.rows))
+		for _, r := range c.rows {
+			if r.ok {
+				raw = append(raw, r.data)
+			}
+		}
+		data = newDataDecoder(raw)
+	}
+	for _, r := range c.rows {
+		if !r.ok {
+			rc.skipped++
+			continue
+		}
+		var d any
+		if data != nil {
+			d, err = data.next() // read whatever happens below, to stay in step
+		}
+		if reason := checkRecipient(r.recipient); reason != "" {
+			rc.failed = append(rc.failed, failedFor(r.recipient, reason))
+			continue
+		}
+		if err != nil {
+			rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
+			continue
+		}
+		if data != nil && r.dataProblem != "" {
+			rc.failed = append(rc.failed, failedFor(r.recipient, r.dataProblem))
+			continue
+		}
+		if static == nil {
+			vars[varRecipient], vars[varData] = r.recipient, d
+			if buf, err = tmpl.render(buf, vars, limit); err != nil {
+				rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
+				continue
+			}
+			ends = append(ends, len(buf))
+		}
+		rc.recipients = append(rc.recipients, r.recipient)
+	}
+	if static != nil {
+		rc.static = string(static)
+	} else {
+		all, start := string(buf), 0
+		rc.payloads = make([]string, 0, len(ends))
+		for _, end := range ends {
+			rc.payloads = append(rc.payloads, all[start:end])
+			start = end
+		}
+	}
+	return rc, nil
 }
 
 // chunkSize is the schedule's chunk_size for a run, jobs.chunk_size otherwise.
