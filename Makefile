@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/notifyd/notifyd/core/version.Version=$(VERSION)
 # built to bin/plugins/notifyd-plugin-<name>.
 PLUGINS := $(patsubst plugins/%/,%,$(wildcard plugins/*/))
 
-.PHONY: all build services test vet bench proto demo clean chaos
+.PHONY: all build services test vet bench proto demo clean chaos fuzz
 
 all: build
 
@@ -41,9 +41,35 @@ demo: build
 # plugins with `go build` in a subprocess (the fault suite, the plugin host's
 # tests), whose sources Go's test cache does not track: a cached pass could
 # hide a change that breaks them.
+#
+# Both modules' tests run whatever the first one's result, then a short run of
+# every fuzz target (their committed corpora run in the plain tests too); the
+# target fails if any part failed.
 test: services vet build
-	scripts/browser && $(GO) test -race -count=1 -timeout 30m ./...
-	cd sdk && $(GO) test -race -count=1 -timeout 10m ./...
+	@status=0; \
+	{ scripts/browser && $(GO) test -race -count=1 -timeout 30m ./...; } || status=1; \
+	(cd sdk && $(GO) test -race -count=1 -timeout 10m ./...) || status=1; \
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT) || status=1; \
+	exit $$status
+
+# fuzz runs each coverage-guided fuzz target for FUZZTIME (one target at a
+# time, as go test -fuzz requires). A longer campaign: make fuzz FUZZTIME=10m.
+# What a run finds is written under the package's testdata/fuzz/ and must be
+# committed with its fix.
+FUZZTIME       ?= 1m
+FUZZTIME_SHORT := 5s
+FUZZ_TARGETS   := ./core/api:FuzzDecodeEnqueue ./core/api:FuzzDecodeSelector ./core/api:FuzzDecodeSubscriber \
+                  ./core/api:FuzzDecodeCampaign ./core/schedule:FuzzRender
+SDK_FUZZ_TARGETS := ./wire:FuzzAppendJSONString ./wire:FuzzJSONReadBack
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$t for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done; \
+	cd sdk && for t in $(SDK_FUZZ_TARGETS); do \
+	  echo "fuzz sdk/$$t for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 # chaos runs the fault-tolerance suite in full (≥ 100,000 notifications under
 # kill -9, Redis wipes, Postgres restarts and network faults; ~10 minutes).

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -68,4 +70,41 @@ func TestCheckPayload(t *testing.T) {
 			t.Errorf("CheckPayload(%.30s) = %v, want %q", tt.doc, err, tt.want)
 		}
 	}
+}
+
+// FuzzJSONReadBack: any input is scanned without a panic; for valid JSON a
+// problem is reported exactly when some number prints past MaxNumberChars,
+// and the size counts at least every number's printed length. (That the size
+// is never below Postgres' own output is TestJSONReadBack_postgres, in
+// core/outbox, against a real server.)
+func FuzzJSONReadBack(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `[1e99,-0.5e-3,"x\"y"]`, `{"a":[1e100000]}`, `{"k":{"l":[true,null,""]}}`, `0e-5`, `"\u00e9"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		size, problem := JSONReadBack(b)
+		if !json.Valid(b) {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		over, sum := false, 0
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			if n, ok := tok.(json.Number); ok {
+				c := numberChars([]byte(n))
+				sum += c
+				over = over || c > MaxNumberChars
+			}
+		}
+		if over != (problem != "") {
+			t.Fatalf("JSONReadBack(%q) problem %q, but a number past the bound: %v", b, problem, over)
+		}
+		if size < sum {
+			t.Fatalf("JSONReadBack(%q) = %d, below its numbers' %d characters", b, size, sum)
+		}
+	})
 }
