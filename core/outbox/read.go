@@ -47,8 +47,28 @@ type Attempt struct {
 // Duration is how long the attempt took.
 func (a Attempt) Duration() time.Duration { return a.FinishedAt.Sub(a.StartedAt) }
 
-const notificationColumns = `id, channel, recipient, payload, idempotency_key, status, attempts, due_at,
-       next_attempt_at, last_error, result, job_id, created_at, updated_at, sent_at`
+// The payload and result are read back only within their bounds, measured in
+// Postgres (a scalar subquery prints each once): jsonb keeps 1e100000 in a
+// few bytes and prints 100,001 digits, so a row written past the enqueue
+// checks could otherwise make one GET megabytes (docs/design.md §10). Past
+// the bound the column reads as a note of its size.
+const notificationColumns = `id, channel, recipient, ` + boundedPayload + `, idempotency_key, status, attempts, due_at,
+       next_attempt_at, last_error, ` + boundedResult + `, job_id, created_at, updated_at, sent_at`
+
+const (
+	boundedPayload = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 1048576 THEN x.t
+	        ELSE json_build_object('notifyd_omitted', format('the payload reads back as %s bytes, over the 1048576-byte bound', octet_length(x.t)))::text END
+	   FROM (SELECT payload::text AS t) x)`
+	boundedResult = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 4194304 THEN x.t
+	        ELSE json_build_object('notifyd_omitted', format('the result reads back as %s bytes, over the 4194304-byte bound', octet_length(x.t)))::text END
+	   FROM (SELECT result::text AS t) x)`
+)
+
+// The literals above are MaxPayloadBytes and MaxResultBytes.
+var (
+	_ = [1]struct{}{}[MaxPayloadBytes-1048576]
+	_ = [1]struct{}{}[MaxResultBytes-4194304]
+)
 
 // Get returns notification id with its attempt log, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*Notification, error) {

@@ -117,4 +117,8 @@ func TestStore_Claim_payloadReadBackBound(t *testing.T) {
 			t.Errorf("row %d: payload %s, want its own", i, c.Payload)
 		}
 	}
+	n, err := b.store.Get(b.ctx, ids[1])
+	if err != nil || len(n.Payload) > 200 || !strings.Contains(string(n.Payload), "reads back as 2000") {
+		t.Errorf("Get(the expanding row) = %.200s, %v; want a note of its read-back size", n.Payload, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/sdk/wire"
 	"math"
 	"strings"
 	"time"
@@ -234,7 +235,14 @@ func cleanOutput(b json.RawMessage) string {
 		return fmt.Sprintf(`{"notifyd_error":"the provider's result was %d bytes, over the %d-byte bound; not stored"}`,
 			len(b), MaxResultBytes)
 	}
-	if len(b) == 0 || checkJSON(b) == nil {
+	if len(b) == 0 {
+		return ""
+	}
+	if checkJSON(b) == nil {
+		if n, _ := wire.JSONReadBack(b); n > MaxResultBytes {
+			return fmt.Sprintf(`{"notifyd_error":"the provider's result reads back as %d bytes, over the %d-byte bound; not stored"}`,
+				n, MaxResultBytes)
+		}
 		return string(b)
 	}
 	quoted, _ := json.Marshal(cleanText(string(b))) // a clean string always marshals
