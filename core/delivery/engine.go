@@ -221,9 +221,12 @@ func sanitize(s string) string {
 func (e *Engine) Instance() string { return e.instance }
 
 // Start configures every channel's plugin and starts the stages. A channel
-// whose plugin is missing or refuses its config is stopped with the reason
-// (see Channels); the others run. Start returns an error only when no
-// channel could start while some are configured.
+// whose plugin is missing, cannot start or refuses its config is stopped
+// with the reason (see Channels); the others run. Channels are configured
+// side by side, so a plugin that takes all of plugins.start_timeout holds
+// no other channel's start past that bound (docs/design.md §7). Start
+// returns an error only when no channel could start while some are
+// configured.
 func (e *Engine) Start(ctx context.Context) error {
 	e.runCtx, e.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	e.fetchCtx, e.cancelFetch = context.WithCancel(e.runCtx)
@@ -233,15 +236,22 @@ func (e *Engine) Start(ctx context.Context) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	started := 0
+	var wg sync.WaitGroup
 	for _, name := range names {
 		ch := e.channels[name]
-		if err := ch.configure(ctx); err != nil {
-			ch.setError(err)
-			e.log.Error("channel stopped", "channel", name, "plugin", ch.cfg.Plugin, "error", err)
-			continue
+		wg.Go(func() {
+			if err := ch.configure(ctx); err != nil {
+				ch.setError(err)
+				e.log.Error("channel stopped", "channel", name, "plugin", ch.cfg.Plugin, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+	started := 0
+	for _, name := range names {
+		if e.channels[name].running() {
+			started++
 		}
-		started++
 	}
 	if started == 0 && len(e.channels) > 0 {
 		// Nothing runs: Stop has nothing to stop (no settler, no stages).

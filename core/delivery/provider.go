@@ -25,7 +25,8 @@ type Provider interface {
 
 // Providers resolves a channel's `plugin:` name to its provider. The plugin
 // host (provider processes from plugins.dir) is one implementation;
-// InProcess (providers compiled into this process) is another.
+// InProcess (providers compiled into this process) is another. The engine
+// starts channels side by side: Provider is called concurrently.
 type Providers interface {
 	Provider(ctx context.Context, name string) (Provider, error)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/pluginhost"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // A plugin file swapped for another binary between the checksum check and
@@ -95,5 +96,151 @@ func TestHost_HandshakeNeverCompletes(t *testing.T) {
 			t.Fatalf("the hog's child %d (holding its stdout) is still alive", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A plugin that leaves a grandchild in a session of its own holding its
+// stdout and stderr (out of reach of the process-group kill) can hold
+// nothing: not its own start past plugins.start_timeout, not another
+// plugin's start, not its restart after it dies, not the host's Stop. Each
+// case proves it structurally: the grandchild is still alive when the wait
+// returned, so the wait did not depend on it.
+func TestHost_GrandchildHoldsPipes(t *testing.T) {
+	t.Parallel()
+	t.Run("never handshakes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+		exe := installHog(t, b.dir, "sessionhog")
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.host.Plugin(context.Background(), "sessionhog")
+			done <- err
+		}()
+		// Meanwhile, another plugin starts and delivers.
+		p := b.behave(t)
+		checkVerdicts(t, p.Send(testenv.Context(t), msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "plugin sessionhog") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+				t.Errorf("Plugin(sessionhog) = %v, want an error naming it and plugins.start_timeout", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Plugin(sessionhog) still waiting 60 s after a 1 s start timeout")
+		}
+		grandchildAlive(t, exe, 0)
+	})
+	t.Run("handshakes, never serves", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+		exe := installHog(t, b.dir, "sessionhog-silent")
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.host.Plugin(context.Background(), "sessionhog-silent")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "plugin sessionhog-silent") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+				t.Errorf("Plugin(sessionhog-silent) = %v, want an error naming it and plugins.start_timeout", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Plugin(sessionhog-silent) still waiting 60 s after a 1 s start timeout")
+		}
+		grandchildAlive(t, exe, 0)
+	})
+	t.Run("handshakes, then dies", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		exe := installHog(t, b.dir, "sessionhog-serve")
+		ctx := testenv.Context(t)
+		p, err := b.host.Plugin(ctx, "sessionhog-serve")
+		if err != nil {
+			t.Fatalf("Plugin(sessionhog-serve): %v", err)
+		}
+		if err := p.Configure(ctx, "ch", nil); err != nil {
+			t.Fatalf("Configure(ch): %v", err)
+		}
+		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		// The plugin dies; its grandchild keeps the pipes the host reads its
+		// log from. The exit must still be seen and the plugin restarted.
+		first := p.PID()
+		if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitRestarts(t, p, 1)
+		if p.PID() == first {
+			t.Errorf("restarted, but the pid is still %d", first)
+		}
+		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		grandchildAlive(t, exe, 0)
+		stopped := make(chan error, 1)
+		go func() { stopped <- b.host.Stop(context.Background()) }()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Stop still waiting after 60 s")
+		}
+		grandchildAlive(t, exe, 1)
+	})
+	t.Run("handshakes, Configure never answers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+		exe := installHog(t, b.dir, "sessionhog-mute")
+		p, err := b.host.Plugin(testenv.Context(t), "sessionhog-mute")
+		if err != nil {
+			t.Fatalf("Plugin(sessionhog-mute): %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.Configure(context.Background(), "ch", nil) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "plugin sessionhog-mute") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+				t.Errorf("Configure = %v, want an error naming the plugin and plugins.start_timeout", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Configure still waiting 60 s after a 1 s start timeout")
+		}
+		grandchildAlive(t, exe, 0)
+	})
+}
+
+// installHog installs the sessionhog test plugin as name and, when the test
+// ends, kills the grandchildren it left.
+func installHog(t *testing.T, dir, name string) string {
+	t.Helper()
+	exe := testenv.InstallPlugin(t, dir, name, "./testdata/sessionhog")
+	t.Cleanup(func() {
+		for _, pid := range grandchildren(exe) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return exe
+}
+
+// grandchildren are the pids the sessionhog at exe wrote, one per start.
+func grandchildren(exe string) []int {
+	raw, _ := os.ReadFile(exe + ".children")
+	var pids []int
+	for _, f := range strings.Fields(string(raw)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// grandchildAlive fails the test unless the i-th grandchild of the hog at
+// exe is still running: what had to return returned without waiting for it.
+func grandchildAlive(t *testing.T, exe string, i int) {
+	t.Helper()
+	pids := grandchildren(exe)
+	if len(pids) <= i {
+		t.Fatalf("the hog wrote %d grandchild pids, want at least %d: the test proves nothing", len(pids), i+1)
+	}
+	if !alive(pids[i]) {
+		t.Errorf("grandchild %d (pid %d) is gone: the wait may have depended on its exit", i, pids[i])
 	}
 }

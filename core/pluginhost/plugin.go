@@ -103,6 +103,8 @@ func (p *Plugin) PID() int {
 // accepted config is remembered and replayed after every restart. A rejected
 // one is a *ConfigError carrying the plugin's own message; it stops only that
 // channel (its messages come back TRANSIENT until a config is accepted).
+// Configuring is part of a channel's start: the plugin answers within
+// plugins.start_timeout, as it does the replays after a restart.
 func (p *Plugin) Configure(ctx context.Context, channel string, cfg json.RawMessage) error {
 	if len(cfg) == 0 {
 		cfg = json.RawMessage("{}")
@@ -111,6 +113,9 @@ func (p *Plugin) Configure(ctx context.Context, channel string, cfg json.RawMess
 	if err != nil {
 		return fmt.Errorf("plugin %s: configure channel %s: %w", p.name, channel, err)
 	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.host.cfg.StartTimeout)
+	defer cancel()
 	err = inst.rpc.Configure(ctx, channel, cfg)
 	var ce *ConfigError
 	switch {
@@ -121,7 +126,7 @@ func (p *Plugin) Configure(ctx context.Context, channel string, cfg json.RawMess
 		p.mu.Unlock()
 		return fmt.Errorf("plugin %s: %w", p.name, ce)
 	case err != nil:
-		return fmt.Errorf("plugin %s: %w", p.name, err)
+		return fmt.Errorf("plugin %s: %w", p.name, p.startTimedOut(parent, ctx, err))
 	}
 	p.mu.Lock()
 	p.configs[channel] = cfg

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin/runner"
@@ -28,13 +30,23 @@ type procRunner struct {
 	logLevel string
 
 	cmd            *exec.Cmd
-	stdout, stderr io.ReadCloser
+	stdout, stderr *pipeEnd   // the host's read ends
+	childEnds      []*os.File // the write ends the process gets; closed here once it has them
 	pid            int
+	// group is pid once started, for kill: the start watchdog kills while
+	// go-plugin may still be starting the process on another goroutine.
+	group atomic.Int64
 
-	exited  chan struct{}
+	exited  chan struct{} // closed when the process has exited and been reaped
 	waitMu  sync.Mutex
 	waitRes error
 }
+
+// pipeDrain is how long the host reads what a plugin wrote to stdout and
+// stderr after it exited. Its output is in the pipes by then; only a process
+// it left behind holding them can keep them open longer, and the host does
+// not wait for that (docs/design.md §7).
+const pipeDrain = 2 * time.Second
 
 var _ runner.Runner = (*procRunner)(nil)
 
@@ -44,33 +56,69 @@ func (r *procRunner) attach(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Ru
 	cmd := exec.Command(r.path)
 	cmd.Env = append(spec.Env, providerv1.EnvLogLevel+"="+r.logLevel)
 	cmd.SysProcAttr = sysProcAttr()
-	var err error
-	if r.stdout, err = cmd.StdoutPipe(); err != nil {
-		return nil, err
+	// The pipes are the host's own *os.File, not exec's: exec's are closed
+	// by Wait, and go-plugin calls Wait only once they reached EOF, which a
+	// grandchild holding them (setsid, out of reach of killGroup) can put
+	// off for good. These are closed by the host when it stops reading.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	if r.stderr, err = cmd.StderrPipe(); err != nil {
-		return nil, err
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	r.stdout, r.stderr = &pipeEnd{f: outR}, &pipeEnd{f: errR}
+	r.childEnds = []*os.File{outW, errW}
 	r.cmd = cmd
 	return r, nil
 }
 
 func (r *procRunner) Start(context.Context) error {
-	if err := r.launcher.do(r.cmd.Start); err != nil {
+	err := r.launcher.do(r.cmd.Start)
+	// The process has its copies; the host's would keep the read ends from
+	// ever seeing EOF.
+	for _, f := range r.childEnds {
+		_ = f.Close()
+	}
+	if err != nil {
+		_ = r.stdout.Close()
+		_ = r.stderr.Close()
 		return fmt.Errorf("start %s: %w", r.path, err)
 	}
 	r.pid = r.cmd.Process.Pid
+	r.group.Store(int64(r.pid))
+	go r.reap()
 	return nil
 }
 
-// Wait is called once, by go-plugin, after the process's pipes closed.
-func (r *procRunner) Wait(context.Context) error {
+// reap waits for the process itself, not its pipes (exec copies nothing
+// for *os.File outputs), so its exit is seen, and it is restarted, whoever
+// still holds its stdout or stderr. The host then reads what is left in
+// the pipes for pipeDrain and takes them for closed.
+func (r *procRunner) reap() {
 	err := r.cmd.Wait()
 	r.waitMu.Lock()
 	r.waitRes = err
 	r.waitMu.Unlock()
 	close(r.exited)
-	return err
+	deadline := time.Now().Add(pipeDrain)
+	_ = r.stdout.f.SetReadDeadline(deadline)
+	_ = r.stderr.f.SetReadDeadline(deadline)
+}
+
+// Wait is called once, by go-plugin, after its readers of stdout and
+// stderr returned.
+func (r *procRunner) Wait(context.Context) error {
+	<-r.exited
+	_ = r.stdout.Close()
+	_ = r.stderr.Close()
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	return r.waitRes
 }
 
 func (r *procRunner) waitErr() error {
@@ -82,21 +130,14 @@ func (r *procRunner) waitErr() error {
 	return r.waitRes
 }
 
-func (r *procRunner) kill() {
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = killGroup(r.pid)
-	}
-}
+func (r *procRunner) kill() { _ = killGroup(int(r.group.Load())) }
 
 // Kill kills the plugin's whole process group: go-plugin calls it when the
-// handshake does not come within plugins.start_timeout, and a child the
-// plugin forked would otherwise keep its stdout open, and the host's reader
-// of it, for good.
+// handshake does not come within plugins.start_timeout. A child the plugin
+// forked would otherwise keep running; one that left the group (setsid)
+// outlives it, but holds nothing of the host's (see reap).
 func (r *procRunner) Kill(context.Context) error {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return nil
-	}
-	if err := killGroup(r.pid); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := killGroup(int(r.group.Load())); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	return nil
@@ -121,6 +162,21 @@ func (r *procRunner) PluginToHost(network, addr string) (string, string, error) 
 func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) {
 	return network, addr, nil
 }
+
+// pipeEnd is the host's end of a plugin's stdout or stderr. Past the drain
+// deadline set at exit, or once closed, it reads as EOF: for go-plugin's
+// readers that is the end of the plugin's output, not an error to log.
+type pipeEnd struct{ f *os.File }
+
+func (p *pipeEnd) Read(b []byte) (int, error) {
+	n, err := p.f.Read(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, os.ErrClosed) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (p *pipeEnd) Close() error { return p.f.Close() }
 
 // launcher forks every plugin from one OS thread that lives as long as the
 // host. Linux delivers the parent-death signal when the *thread* that forked

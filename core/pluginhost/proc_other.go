@@ -13,6 +13,9 @@ func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 // killGroup kills the plugin (no process groups here).
 func killGroup(pid int) error {
+	if pid <= 0 {
+		return nil
+	}
 	p, err := os.FindProcess(pid)
 	if err != nil {
 		return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
 	"github.com/notifyd/notifyd/sdk/providerclient"
@@ -76,9 +78,8 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	cfg.StartTimeout = p.host.cfg.StartTimeout
 	cfg.Stderr = tail
 	pc := plugin.NewClient(cfg)
-	rpc, err := providerclient.Dispense(pc)
+	rpc, err := p.dispense(pc, run)
 	if err != nil {
-		pc.Kill()
 		return nil, p.startError(err, tail)
 	}
 	inst := &instance{pc: pc, rpc: rpc, run: run, started: time.Now()}
@@ -89,13 +90,59 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-// setUpInstance runs Describe and replays the remembered configs.
+// errStartTimeout is the watchdog's verdict on a start go-plugin did not
+// end itself; startError words it like go-plugin's own timeout.
+var errStartTimeout = errors.New("timeout while waiting for plugin to start")
+
+// startGrace is how long past plugins.start_timeout the watchdog in dispense
+// leaves go-plugin to end a start itself, with its more precise error.
+const startGrace = time.Second
+
+// dispense is go-plugin's handshake and connection, bounded as a whole by
+// plugins.start_timeout: go-plugin bounds only the wait for the handshake
+// line, not what follows it (the gRPC stdio stream waits for a connection
+// the plugin may never serve). Past the bound the process group is killed
+// and go-plugin's cleanup finishes in the background; nothing the plugin
+// left behind holds the caller (docs/design.md §7).
+func (p *Plugin) dispense(pc *plugin.Client, run *procRunner) (*providerclient.Client, error) {
+	type result struct {
+		rpc *providerclient.Client
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rpc, err := providerclient.Dispense(pc)
+		done <- result{rpc, err}
+	}()
+	t := time.NewTimer(p.host.cfg.StartTimeout + startGrace)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			// The process group is killed by now; this waits for its
+			// stderr to be read (into the error's tail), pipeDrain at most.
+			pc.Kill()
+		}
+		return r.rpc, r.err
+	case <-t.C:
+		run.kill()
+		go func() {
+			<-done
+			pc.Kill()
+		}()
+		return nil, errStartTimeout
+	}
+}
+
+// setUpInstance runs Describe and replays the remembered configs, within
+// plugins.start_timeout.
 func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.host.cfg.StartTimeout)
 	defer cancel()
 	info, err := inst.rpc.Describe(ctx)
 	if err != nil {
-		return fmt.Errorf("plugin %s (%s): %w", p.name, p.path, err)
+		return fmt.Errorf("plugin %s (%s): %w", p.name, p.path, p.startTimedOut(parent, ctx, err))
 	}
 	p.mu.Lock()
 	if p.info.Name != "" && (p.info.Name != info.Name || p.info.Version != info.Version) {
@@ -126,10 +173,25 @@ func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
 			p.rejected[ch] = ce
 			p.mu.Unlock()
 		case err != nil:
-			return fmt.Errorf("plugin %s (%s): replay config of channel %s: %w", p.name, p.path, ch, err)
+			return fmt.Errorf("plugin %s (%s): replay config of channel %s: %w", p.name, p.path, ch, p.startTimedOut(parent, ctx, err))
 		}
 	}
 	return nil
+}
+
+// startTimedOut says that a call at start got no answer within
+// plugins.start_timeout when that bound is what ended it (ctx is parent
+// bounded by it), and returns err unchanged otherwise. The plugin's side
+// may see the propagated deadline first, so its DeadlineExceeded counts.
+func (p *Plugin) startTimedOut(parent, ctx context.Context, err error) error {
+	bound, _ := ctx.Deadline()
+	if d, ok := parent.Deadline(); (ok && !d.After(bound)) || parent.Err() != nil {
+		return err // the caller's own deadline or cancel
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
+		return fmt.Errorf("no answer within plugins.start_timeout (%s): %w", p.host.cfg.StartTimeout, err)
+	}
+	return err
 }
 
 // startError turns go-plugin's start errors into ones that name the plugin
@@ -150,7 +212,7 @@ func (p *Plugin) startError(err error, tail *tail) error {
 		}
 	case strings.Contains(msg, "Incompatible API version"):
 		why = fmt.Sprintf("it speaks no protocol version this notifyd does (v%d): %s", providerv1.Version, first)
-	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+	case strings.Contains(msg, errStartTimeout.Error()):
 		why = fmt.Sprintf("no handshake within plugins.start_timeout (%s)", p.host.cfg.StartTimeout)
 	case strings.Contains(msg, "plugin exited before we could connect"):
 		why = "it exited before the handshake"

@@ -19,6 +19,7 @@ func TestHostile(t *testing.T) {
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
 	t.Run("hostile receivers", func(t *testing.T) { receivers(t, d) })
 	t.Run("dead-letter hook", func(t *testing.T) { deadHook(t) })
+	t.Run("a plugin whose grandchild holds its pipes", pluginStart)
 	// Last: a template the daemon cannot stop may hold a job and a core.
 	t.Run("hostile templates", func(t *testing.T) { templates(t, d) })
 	d.alive(t)
