@@ -13,8 +13,10 @@ import (
 )
 
 // Bad bearer tokens from one client are throttled: past
-// http.auth_failures_per_minute it gets 429 with Retry-After, and no token
-// is checked (so guessing stops) until the minute ends.
+// http.auth_failures_per_minute its failing requests get 429 with
+// Retry-After until the minute ends. A valid token from the same address
+// (loopback here: everyone's address on the host) is served at once: the
+// throttle limits failures, never the right credential.
 func TestServer_BadTokenThrottle(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
@@ -26,8 +28,14 @@ func TestServer_BadTokenThrottle(t *testing.T) {
 	if a.header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
+	for _, good := range []string{tokenA, tokenB} {
+		wantStatus(t, b.doAuth("GET", "/v1/channels", "Bearer "+good, ""), 200)
+	}
+	// Still throttled after the right token was served: it resets nothing.
+	wantError(t, b.doAuth("GET", "/v1/channels", "Bearer guess-once-more-0123456789", ""), 429, wire.CodeTooManyRequests)
 	// A request without credentials is not a guess: a prober is not throttled by it.
 	wantStatus(t, b.doAuth("GET", "/healthz", "", ""), 200)
+	wantError(t, b.doAuth("GET", "/v1/channels", "", ""), 401, wire.CodeUnauthorized)
 }
 
 // http.max_connections caps open connections: past it, a new connection

@@ -331,15 +331,19 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			s.metrics.HTTP().Observe(r.Pattern, rec.code(), time.Since(start))
 		}()
 		if ac == token || (ac == metricsAc && !s.cfg.HTTP.PublicMetrics) {
-			who := s.proxies.ClientIP(r)
-			if wait := s.throttle.Blocked(who); wait > 0 {
-				rec.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-				writeError(rec, errorf(http.StatusTooManyRequests, wire.CodeTooManyRequests,
-					"too many requests with a bad token from %s; retry in %s", who, wait.Round(time.Second)))
-				return
-			}
+			// The token is checked first, whoever shares the client's
+			// address: the throttle limits failing requests, never a valid
+			// token (a loopback or an untrusted proxy is everyone's
+			// address). docs/design.md §10.
 			if e := s.tokens.check(r); e != nil {
 				if r.Header.Get("Authorization") != "" { // a guess, not a probe without credentials
+					who := s.proxies.ClientIP(r)
+					if wait := s.throttle.Blocked(who); wait > 0 {
+						rec.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+						writeError(rec, errorf(http.StatusTooManyRequests, wire.CodeTooManyRequests,
+							"too many requests with a bad token from %s; retry in %s", who, wait.Round(time.Second)))
+						return
+					}
 					s.throttle.Fail(who)
 				}
 				writeError(rec, e)
