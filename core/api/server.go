@@ -363,8 +363,13 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 	})
 }
 
-// answer writes err: an *Error as it is, anything else as a 500 whose text
-// goes only to the log (it may hold database details).
+// outageRetryAfter is the Retry-After, in seconds, of a 503 for an
+// unreachable Postgres or Redis: the stand-in's while notifyd waits for them.
+const outageRetryAfter = 1
+
+// answer writes err: an *Error as it is, an outage of Postgres or Redis
+// (httpguard.Outage) as 503 with Retry-After, anything else as a 500 whose
+// text goes only to the log (it may hold database details).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) {
@@ -399,6 +404,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		// The client went away; nobody reads the answer, nothing to log.
 		writeError(w, unavailable("request cancelled"))
+		return
+	}
+	if httpguard.Outage(r.Context(), err) {
+		// Postgres or Redis is unreachable or restarting: the request may
+		// succeed in a moment, so say when to retry instead of 500.
+		s.log.Warn("API request failed: a dependency is unavailable", "route", r.Pattern, "error", err)
+		w.Header().Set("Retry-After", strconv.Itoa(outageRetryAfter))
+		writeError(w, unavailable("Postgres or Redis is unavailable; retry in %d s", outageRetryAfter))
 		return
 	}
 	s.log.Error("API request failed", "route", r.Pattern, "error", err)
