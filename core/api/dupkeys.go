@@ -108,7 +108,7 @@ func (s *keyScan) str() (raw []byte, escaped bool) {
 }
 
 func (s *keyScan) object(t reflect.Type) *Error {
-	s.i++ // {
+	s.i++                      // {
 	var seen map[string]string // what a key fills → the key as first given
 	for {
 		s.ws()

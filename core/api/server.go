@@ -35,7 +35,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/netutil"
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
@@ -207,9 +206,12 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("api: listen on %s (http.listen): %w", s.cfg.HTTP.Listen, err)
 		}
 	}
-	ln = netutil.LimitListener(ln, cmp.Or(s.cfg.HTTP.MaxConnections, config.DefaultMaxConnections))
+	conns := httpguard.NewConns(cmp.Or(s.cfg.HTTP.MaxConnections, config.DefaultMaxConnections),
+		cmp.Or(s.cfg.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient), s.proxies)
+	ln = conns.Listener(ln)
 	s.ln = ln
 	s.srv = &http.Server{
+		ConnState:         conns.ConnState,
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
