@@ -41,7 +41,10 @@ type daemon struct {
 	odd    *httptest.Server // answers as the recipient asks: see oddReceiver
 }
 
-func start(t *testing.T) *daemon {
+// start runs notifyd serve on a fresh schema and key prefix. via, when
+// given, rewrites the Postgres URL (via[0]) and the Redis URL (via[1]) the
+// daemon is configured with, e.g. through a proxy the test can cut.
+func start(t *testing.T, via ...func(string) string) *daemon {
 	t.Helper()
 	db := testenv.NewDB(t)
 	rds := testenv.NewRedis(t)
@@ -96,7 +99,7 @@ channels:
     config: {url: %q, timeout: 2s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
     breaker: {failures: -1}
-`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
+`, viaURL(via, 0, db.URL), viaURL(via, 1, rds.URL), rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
 	if err := os.WriteFile(d.cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +146,13 @@ channels:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func viaURL(via []func(string) string, i int, url string) string {
+	if i < len(via) && via[i] != nil {
+		return via[i](url)
+	}
+	return url
 }
 
 // syncBuffer is the daemon's output, written by exec's copiers while the

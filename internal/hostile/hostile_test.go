@@ -16,6 +16,7 @@ func TestHostile(t *testing.T) {
 	t.Run("a campaign that renders megabytes", func(t *testing.T) { templateBomb(t, d) })
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
 	t.Run("hostile receivers", func(t *testing.T) { receivers(t, d) })
+	t.Run("door", func(t *testing.T) { door(t, d) })
 	// Last: a template the daemon cannot stop may hold a job and a core.
 	t.Run("hostile templates", func(t *testing.T) { templates(t, d) })
 	d.alive(t)
