@@ -195,7 +195,6 @@ func outage(t *testing.T) {
 	d.alive(t)
 }
 
-
 type pageAnswer struct {
 	code       int
 	retryAfter string
