@@ -35,6 +35,7 @@ import (
 	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/httpguard"
 	"github.com/notifyd/notifyd/core/metrics"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/pluginhost"
@@ -142,7 +143,10 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 		}
 		return d, nil
 	}
-	if d.wait, err = startWaitServer(cfg.HTTP.Listen, log.Named("api")); err != nil {
+	proxies, _ := httpguard.ParseProxies(cfg.HTTP.TrustedProxies) // valid: the config was validated
+	conns := httpguard.NewConns(cmp.Or(cfg.HTTP.MaxConnections, config.DefaultMaxConnections),
+		cmp.Or(cfg.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient), proxies)
+	if d.wait, err = startWaitServer(cfg.HTTP.Listen, conns, log.Named("api")); err != nil {
 		cancel()
 		return nil, err
 	}

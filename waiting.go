@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/notifyd/notifyd/core/httpguard"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -30,7 +31,9 @@ type waitServer struct {
 	checks map[string]string // postgres, redis → waiting | ok
 }
 
-func startWaitServer(listen string, log hclog.Logger) (*waitServer, error) {
+// conns bounds its connections as the API does (httpguard.Conns): the
+// stand-in must answer /healthz however many idle connections a client holds.
+func startWaitServer(listen string, conns *httpguard.Conns, log hclog.Logger) (*waitServer, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", listen, err)
@@ -48,10 +51,10 @@ func startWaitServer(listen string, log hclog.Logger) (*waitServer, error) {
 		writeWaitJSON(rw, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.ErrorDetail{
 			Code: wire.CodeUnavailable, Message: "notifyd is starting: " + w.waitingFor()}})
 	})
-	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, ConnState: conns.ConnState,
 		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})}
 	w.turn = w.h.turn(false)
-	go func() { _ = w.srv.Serve(w.turn) }()
+	go func() { _ = w.srv.Serve(conns.Listener(w.turn)) }()
 	return w, nil
 }
 

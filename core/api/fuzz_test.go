@@ -2,11 +2,14 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -16,7 +19,8 @@ import (
 // seeds run in every plain `go test`; `go test -fuzz=FuzzDecodeEnqueue
 // ./core/api` (one target at a time) explores further. The properties: no
 // panic; an error is 400, 413 or 422 with a code and a message; a success
-// is something the outbox accepts as it is.
+// is something the outbox accepts as it is, and has no key given twice in
+// any object (jsontext, a decoder of its own, is the judge).
 
 const fuzzBodyLimit = 4 << 10
 
@@ -33,6 +37,16 @@ func checkDecodeError(t *testing.T, e *Error) {
 	want := map[int]string{400: wire.CodeBadRequest, 413: wire.CodeBodyTooLarge, 422: wire.CodeInvalid}[e.Status]
 	if e.Code != want || e.Message == "" {
 		t.Fatalf("error %+v: want code %s and a message", e, want)
+	}
+}
+
+// acceptedOnce fails the test when an accepted body repeats a key in some
+// object, as jsontext (which refuses duplicate names) reads it.
+func acceptedOnce(t *testing.T, data []byte) {
+	t.Helper()
+	d := jsontext.NewDecoder(bytes.NewReader(data))
+	if err := d.SkipValue(); errors.Is(err, jsontext.ErrDuplicateName) {
+		t.Fatalf("accepted a body with a key given twice: %v", err)
 	}
 }
 
@@ -56,6 +70,15 @@ var enqueueSeeds = []string{
 	`[]`, `null`, `"s"`, `12`, ``, `{`, `{"a":1}`, "\xff\xfe", `{"channel":"\xff"}`,
 	`{"channel":"orders","recipient":"r","payload":"\xff"}`,
 	`{"channel":"orders","recipient":"r","payload":{` + strings.Repeat(`"k":1,`, 800) + `"k":1}}`,
+	// Repeated keys, at every level.
+	`{"channel":"orders","channel":"alerts","recipient":"r","payload":{}}`,
+	`{"channel":"orders","CHANNEL":"alerts","recipient":"r","payload":{}}`,
+	`{"channel":"orders","\u0063hannel":"alerts","recipient":"r","payload":{}}`,
+	`{"notifications":[{"channel":"orders","recipient":"a","recipient":"b","payload":{}}]}`,
+	`{"notifications":[],"notifications":[{"channel":"orders","recipient":"a","payload":{}}]}`,
+	`{"channel":"orders","recipient":"r","payload":{"t":1,"t":2}}`,
+	`{"channel":"orders","recipient":"r","payload":{"a":{"b":[{"c":1,"c":1}]}}}`,
+	`{"channel":"orders","recipient":"r","payload":{"a":1,"A":1,"\u0061":2}}`,
 }
 
 func FuzzDecodeEnqueue(f *testing.F) {
@@ -78,6 +101,7 @@ func FuzzDecodeEnqueue(f *testing.F) {
 		if len(ns) == 0 || len(ns) > wire.MaxBatch || (!batch && len(ns) != 1) {
 			t.Fatalf("%d notifications (batch %v)", len(ns), batch)
 		}
+		acceptedOnce(t, data)
 		for i, n := range ns {
 			if !rules.configured(n.Channel) || n.Recipient == "" || int64(len(n.Payload)) > rules.maxPayload {
 				t.Fatalf("notification %d passed but is not acceptable: %+v", i, n)
@@ -94,6 +118,7 @@ func FuzzDecodeSelector(f *testing.F) {
 		`{"ids":[1,2,3]}`, `{"ids":[1,1]}`, `{"channel":"orders"}`, `{"ids":[1],"channel":"orders"}`,
 		`{}`, `{"ids":[]}`, `{"ids":[0]}`, `{"ids":[-5]}`, `{"ids":["1"]}`, `{"ids":[1.5]}`,
 		`{"ids":[99999999999999999999]}`, `{"channel":` + `"` + strings.Repeat("c", 300) + `"}`, `{"id":1}`, `[1]`,
+		`{"ids":[1],"ids":[2]}`, `{"channel":"orders","Channel":"alerts"}`,
 	} {
 		f.Add([]byte(s), true)
 		f.Add([]byte(s), false)
@@ -104,6 +129,7 @@ func FuzzDecodeSelector(f *testing.F) {
 			checkDecodeError(t, e)
 			return
 		}
+		acceptedOnce(t, data)
 		if len(sel.IDs) == 0 && sel.Channel == "" {
 			t.Fatalf("selector %+v selects nothing", sel)
 		}
@@ -128,6 +154,8 @@ func FuzzDecodeSubscriber(f *testing.F) {
 		`{"addresses":{"orders":"x"},"attributes":{"n":1,"big":12345678901234567890},"topics":["news"]}`,
 		`{"external_id":"u1"}`, `{"external_id":"u2"}`, `{}`, `{"addresses":[1]}`, `{"attributes":null}`,
 		`{"topics":"news"}`, `{"email":"x"}`,
+		`{"attributes":{"a":1,"a":2}}`, `{"addresses":{"orders":"x","orders":"y"}}`, `{"topics":[],"topics":["news"]}`,
+		`{"attributes":{"n":{"x":[{"k":1,"k":2}]}}}`,
 	} {
 		f.Add([]byte(s), "u1")
 	}
@@ -138,6 +166,7 @@ func FuzzDecodeSubscriber(f *testing.F) {
 			checkDecodeError(t, e)
 			return
 		}
+		acceptedOnce(t, data)
 		if sub.ExternalID != id {
 			t.Fatalf("external id %q, want the path's %q", sub.ExternalID, id)
 		}
@@ -151,6 +180,8 @@ func FuzzDecodeCampaign(f *testing.F) {
 		`{"channel":"orders","audience":{},"payload":{}}`, `{"channel":"orders","audience":{"topic":"n"}}`,
 		`{"audience":{"topic":"n"},"payload":{}}`, `{"channel":"o","audience":{"topic":"n"},"payload":[1]}`,
 		`{"channel":"o","audience":"n","payload":{}}`,
+		`{"channel":"o","audience":{"topic":"n","topic":"m"},"payload":{}}`,
+		`{"channel":"o","audience":{"topic":"n"},"payload":{"t":1,"t":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -160,6 +191,7 @@ func FuzzDecodeCampaign(f *testing.F) {
 			checkDecodeError(t, e)
 			return
 		}
+		acceptedOnce(t, data)
 		if c.Channel == "" || c.Audience.Topic == "" || c.Audience.Query != "" || c.Payload == nil {
 			t.Fatalf("campaign %+v passed: want a channel, a topic, no query, a payload", c)
 		}

@@ -68,7 +68,7 @@ func TestOpenAPI_EveryRoute(t *testing.T) {
 }
 
 // TestOpenAPI_Operations checks each operation: path parameters declared,
-// a 401 on every token-protected route, answers with status codes the API
+// a 401 on every token-protected route, a 503 on every route, answers with status codes the API
 // uses, and every $ref pointing at a component that exists.
 func TestOpenAPI_Operations(t *testing.T) {
 	t.Parallel()
@@ -94,6 +94,10 @@ func TestOpenAPI_Operations(t *testing.T) {
 				if !slices.Contains(allowed, code) {
 					t.Errorf("%s: response %s is not a status the API answers with", name, code)
 				}
+			}
+			// An outage or the connection bounds can answer any route 503.
+			if _, ok := responses["503"]; !ok {
+				t.Errorf("%s: documents no 503 (Postgres or Redis unreachable; Retry-After)", name)
 			}
 			if strings.HasPrefix(path, "/v1/") || path == "/metrics" {
 				if _, ok := responses["401"]; !ok {

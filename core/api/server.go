@@ -35,7 +35,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/netutil"
 
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
@@ -207,9 +206,12 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("api: listen on %s (http.listen): %w", s.cfg.HTTP.Listen, err)
 		}
 	}
-	ln = netutil.LimitListener(ln, cmp.Or(s.cfg.HTTP.MaxConnections, config.DefaultMaxConnections))
+	conns := httpguard.NewConns(cmp.Or(s.cfg.HTTP.MaxConnections, config.DefaultMaxConnections),
+		cmp.Or(s.cfg.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient), s.proxies)
+	ln = conns.Listener(ln)
 	s.ln = ln
 	s.srv = &http.Server{
+		ConnState:         conns.ConnState,
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -331,15 +333,19 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			s.metrics.HTTP().Observe(r.Pattern, rec.code(), time.Since(start))
 		}()
 		if ac == token || (ac == metricsAc && !s.cfg.HTTP.PublicMetrics) {
-			who := s.proxies.ClientIP(r)
-			if wait := s.throttle.Blocked(who); wait > 0 {
-				rec.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-				writeError(rec, errorf(http.StatusTooManyRequests, wire.CodeTooManyRequests,
-					"too many requests with a bad token from %s; retry in %s", who, wait.Round(time.Second)))
-				return
-			}
+			// The token is checked first, whoever shares the client's
+			// address: the throttle limits failing requests, never a valid
+			// token (a loopback or an untrusted proxy is everyone's
+			// address). docs/design.md §10.
 			if e := s.tokens.check(r); e != nil {
 				if r.Header.Get("Authorization") != "" { // a guess, not a probe without credentials
+					who := s.proxies.ClientIP(r)
+					if wait := s.throttle.Blocked(who); wait > 0 {
+						rec.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+						writeError(rec, errorf(http.StatusTooManyRequests, wire.CodeTooManyRequests,
+							"too many requests with a bad token from %s; retry in %s", who, wait.Round(time.Second)))
+						return
+					}
 					s.throttle.Fail(who)
 				}
 				writeError(rec, e)
@@ -359,8 +365,13 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 	})
 }
 
-// answer writes err: an *Error as it is, anything else as a 500 whose text
-// goes only to the log (it may hold database details).
+// outageRetryAfter is the Retry-After, in seconds, of a 503 for an
+// unreachable Postgres or Redis: the stand-in's while notifyd waits for them.
+const outageRetryAfter = 1
+
+// answer writes err: an *Error as it is, an outage of Postgres or Redis
+// (httpguard.Outage) as 503 with Retry-After, anything else as a 500 whose
+// text goes only to the log (it may hold database details).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) {
@@ -395,6 +406,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		// The client went away; nobody reads the answer, nothing to log.
 		writeError(w, unavailable("request cancelled"))
+		return
+	}
+	if httpguard.Outage(r.Context(), err) {
+		// Postgres or Redis is unreachable or restarting: the request may
+		// succeed in a moment, so say when to retry instead of 500.
+		s.log.Warn("API request failed: a dependency is unavailable", "route", r.Pattern, "error", err)
+		w.Header().Set("Retry-After", strconv.Itoa(outageRetryAfter))
+		writeError(w, unavailable("Postgres or Redis is unavailable; retry in %d s", outageRetryAfter))
 		return
 	}
 	s.log.Error("API request failed", "route", r.Pattern, "error", err)

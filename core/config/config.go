@@ -62,6 +62,10 @@ type HTTP struct {
 	MaxPayloadBytes int64    `koanf:"max_payload_bytes"`
 	// MaxConnections caps open connections to the API and dashboard.
 	MaxConnections int `koanf:"max_connections"`
+	// MaxConnectionsPerClient caps those from one peer address (not a
+	// trusted proxy's); past it, or past MaxConnections, an idle
+	// connection is closed to admit a new one.
+	MaxConnectionsPerClient int `koanf:"max_connections_per_client"`
 	// MaxInflightBodyBytes caps request body bytes being read at once
 	// across all requests; past it a request gets 503 with Retry-After.
 	MaxInflightBodyBytes int64 `koanf:"max_inflight_body_bytes"`
@@ -298,8 +302,10 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultMaxPayloadBytes = 256 << 10
 	DefaultMaxConnections  = 256
-	DefaultMaxInflight     = 64 << 20
-	DefaultAuthFailures    = 10
+	// DefaultMaxConnectionsPerClient is a quarter of DefaultMaxConnections.
+	DefaultMaxConnectionsPerClient = 64
+	DefaultMaxInflight             = 64 << 20
+	DefaultAuthFailures            = 10
 	// MaxPayloadCeiling is outbox.MaxPayloadBytes (a test keeps them equal):
 	// http.max_payload_bytes may lower it, never raise it.
 	MaxPayloadCeiling       = 1 << 20
@@ -344,7 +350,8 @@ func Default() Config {
 		Redis:   Redis{Prefix: DefaultRedisPrefix},
 		Plugins: Plugins{Dir: DefaultPluginsDir, StartTimeout: DefaultPluginStart, HealthInterval: DefaultPluginHealth},
 		HTTP: HTTP{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes,
-			MaxConnections: DefaultMaxConnections, MaxInflightBodyBytes: DefaultMaxInflight,
+			MaxConnections: DefaultMaxConnections, MaxConnectionsPerClient: DefaultMaxConnectionsPerClient,
+			MaxInflightBodyBytes:  DefaultMaxInflight,
 			AuthFailuresPerMinute: DefaultAuthFailures},
 		Log:      Log{Level: "info", Format: "text"},
 		Postgres: Postgres{MaxConns: DefaultPostgresMaxConns},

@@ -60,6 +60,10 @@ func (c *Config) Validate() error {
 	if c.HTTP.MaxConnections < 1 {
 		return &Error{Key: "http.max_connections", Reason: "must be positive"}
 	}
+	if c.HTTP.MaxConnectionsPerClient < 1 {
+		return &Error{Key: "http.max_connections_per_client", Reason: fmt.Sprintf(
+			"must be positive (default %d; at or above http.max_connections it is no cap of its own)", DefaultMaxConnectionsPerClient)}
+	}
 	if c.HTTP.MaxInflightBodyBytes < c.HTTP.MaxBodyBytes {
 		return &Error{Key: "http.max_inflight_body_bytes", Reason: "must be at least http.max_body_bytes"}
 	}

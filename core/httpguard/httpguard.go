@@ -1,8 +1,8 @@
 // Package httpguard holds what the API and the dashboard share to stay up
 // under hostile clients: the client's address behind trusted proxies, a
-// throttle on failed authentication per client, and a bound on request
-// bytes in flight. The connection limit is the listener's
-// (golang.org/x/net/netutil.LimitListener, in core/api).
+// throttle on failed authentication per client, a bound on request bytes in
+// flight, the bounds on connections (Conns), and which errors are an outage
+// of Postgres or Redis (Outage).
 package httpguard
 
 import (

@@ -234,13 +234,16 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	who := s.proxies.ClientIP(r)
-	if wait := s.throttle.Blocked(who); wait > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		s.render(w, r, http.StatusTooManyRequests, "login", nil, view{Title: "Log in",
-			Data: loginData{Next: next, Error: fmt.Sprintf("Too many failed logins from %s; try again in %s.", who, wait.Round(time.Second))}})
-		return
-	}
+	// The token is checked before the throttle: a right token logs in
+	// whatever others behind the same address failed; only failures are
+	// counted and refused (docs/design.md §10).
 	if !s.tokenOK(strings.TrimSpace(r.PostForm.Get("token"))) {
+		if wait := s.throttle.Blocked(who); wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+			s.render(w, r, http.StatusTooManyRequests, "login", nil, view{Title: "Log in",
+				Data: loginData{Next: next, Error: fmt.Sprintf("Too many failed logins from %s; try again in %s.", who, wait.Round(time.Second))}})
+			return
+		}
 		s.throttle.Fail(who)
 		s.log.Warn("dashboard login refused: token is not one of http.tokens", "remote", who)
 		s.render(w, r, http.StatusUnauthorized, "login", nil, view{Title: "Log in",

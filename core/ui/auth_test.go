@@ -175,12 +175,41 @@ func TestUI_LoginThrottle(t *testing.T) {
 			t.Fatalf("a wrong token: status %d, want 401", res.status)
 		}
 	}
-	res := from("198.51.100.7", testToken)
+	res := from("198.51.100.7", "wrong-token-again-0123456789")
 	if res.status != http.StatusTooManyRequests || res.header.Get("Retry-After") == "" || !strings.Contains(res.body, "Too many failed logins") {
-		t.Errorf("11th login from the same client: status %d (Retry-After %q), want 429 saying why", res.status, res.header.Get("Retry-After"))
+		t.Errorf("11th failed login from the same client: status %d (Retry-After %q), want 429 saying why", res.status, res.header.Get("Retry-After"))
+	}
+	// The right token is never refused for the failures of others behind
+	// the same address; the failing ones still are.
+	if res := from("198.51.100.7", testToken); res.status != http.StatusSeeOther {
+		t.Errorf("the right token from the throttled client: status %d, want 303 (logged in)", res.status)
+	}
+	if res := from("198.51.100.7", "wrong-token-third-0123456789"); res.status != http.StatusTooManyRequests {
+		t.Errorf("a wrong token after the right one: status %d, want 429 still", res.status)
 	}
 	if res := from("198.51.100.8", testToken); res.status != http.StatusSeeOther {
 		t.Errorf("another client behind the proxy: status %d, want 303 (logged in)", res.status)
+	}
+}
+
+// Without a trusted proxy every browser on the host is 127.0.0.1: someone
+// guessing there must not lock the operator out.
+func TestUI_LoginThrottleSharedAddress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	login := func(token string) response {
+		return b.client().post("/ui/login", url.Values{"token": {token}, "next": {"/ui/"}})
+	}
+	for range 10 {
+		if res := login("wrong-token-0123456789"); res.status != http.StatusUnauthorized {
+			t.Fatalf("a wrong token: status %d, want 401", res.status)
+		}
+	}
+	if res := login("wrong-token-0123456789"); res.status != http.StatusTooManyRequests {
+		t.Errorf("11th wrong token from 127.0.0.1: status %d, want 429", res.status)
+	}
+	if res := login(testToken); res.status != http.StatusSeeOther {
+		t.Errorf("the right token from 127.0.0.1 after others' failures: status %d, want 303 (logged in)", res.status)
 	}
 }
 

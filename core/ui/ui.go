@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -331,9 +332,22 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 	s.render(w, r, status, "error", sess, view{Title: http.StatusText(status), Data: msg})
 }
 
+// outageRetryAfter is the Retry-After, in seconds, of the unavailable page.
+const outageRetryAfter = 1
+
 // failErr logs an unexpected error and renders it (operators are
 // authenticated admins: the error text helps them more than it leaks).
+//
+// An outage of Postgres or Redis (httpguard.Outage, the API's rule too) is
+// a 503 page saying to retry, with Retry-After, not a 500.
 func (s *server) failErr(w http.ResponseWriter, r *http.Request, op string, err error) {
+	if httpguard.Outage(r.Context(), err) {
+		s.log.Warn(op+": a dependency is unavailable", "error", err)
+		w.Header().Set("Retry-After", strconv.Itoa(outageRetryAfter))
+		s.fail(w, r, http.StatusServiceUnavailable, fmt.Sprintf(
+			"Unavailable: Postgres or Redis cannot be reached right now (%s). Retry in a moment; the page works again once it answers.", op))
+		return
+	}
 	s.log.Error(op, "error", err)
 	s.fail(w, r, http.StatusInternalServerError, op+": "+err.Error())
 }

@@ -41,10 +41,31 @@ type daemon struct {
 	odd    *httptest.Server // answers as the recipient asks: see oddReceiver
 }
 
-// start runs notifyd serve with the channels below and, after them, those
-// that each of channels returns (YAML under channels:, given the daemon's
-// receivers).
-func start(t *testing.T, channels ...func(*daemon) string) *daemon {
+// startOption adds to the daemon start configures.
+type startOption func(*startConfig)
+
+type startConfig struct {
+	channels []func(*daemon) string     // YAML under channels:, given the daemon's receivers
+	via      [2]func(url string) string // rewrite the Postgres and the Redis URL (a proxy the test can cut)
+}
+
+// withChannels adds channels after the standard ones.
+func withChannels(f func(*daemon) string) startOption {
+	return func(c *startConfig) { c.channels = append(c.channels, f) }
+}
+
+// via has the daemon reach Postgres and Redis through the URLs these return.
+func via(pg, redis func(string) string) startOption {
+	return func(c *startConfig) { c.via = [2]func(string) string{pg, redis} }
+}
+
+// start runs notifyd serve on a fresh schema and key prefix with the
+// channels below, and what opts add.
+func start(t *testing.T, opts ...startOption) *daemon {
+	var sc startConfig
+	for _, o := range opts {
+		o(&sc)
+	}
 	t.Helper()
 	db := testenv.NewDB(t)
 	rds := testenv.NewRedis(t)
@@ -99,8 +120,8 @@ channels:
     config: {url: %q, timeout: 2s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
     breaker: {failures: -1}
-`, db.URL, rds.URL, rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
-	for _, more := range channels {
+`, viaURL(sc.via[0], db.URL), viaURL(sc.via[1], rds.URL), rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
+	for _, more := range sc.channels {
 		yaml += more(d)
 	}
 	if err := os.WriteFile(d.cfg, []byte(yaml), 0o600); err != nil {
@@ -149,6 +170,13 @@ channels:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func viaURL(via func(string) string, url string) string {
+	if via != nil {
+		return via(url)
+	}
+	return url
 }
 
 // syncBuffer is the daemon's output, written by exec's copiers while the

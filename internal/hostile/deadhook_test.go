@@ -91,7 +91,7 @@ func (r *hookRecorder) waitTold(t *testing.T, ids []int64, within time.Duration)
 // too. Its own daemon: the 250 dead letters and the hook are its alone.
 func deadHook(t *testing.T) {
 	rec := newHookRecorder(t)
-	d := start(t, func(d *daemon) string {
+	d := start(t, withChannels(func(d *daemon) string {
 		return fmt.Sprintf(`
   deadletters:
     plugin: webhook
@@ -103,7 +103,7 @@ func deadHook(t *testing.T) {
     plugin: webhook
     config: {url: %q, timeout: 10s}
 `, d.reject.URL+"/hook", rec.URL+"/told")
-	})
+	}))
 	ns := make([]client.Notification, 250)
 	for i := range ns {
 		ns[i] = client.Notification{Channel: "deadletters", Recipient: strings.Repeat("<", 996) + fmt.Sprintf("%04d", i),

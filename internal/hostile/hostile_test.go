@@ -20,6 +20,7 @@ func TestHostile(t *testing.T) {
 	t.Run("hostile receivers", func(t *testing.T) { receivers(t, d) })
 	t.Run("dead-letter hook", func(t *testing.T) { deadHook(t) })
 	t.Run("a plugin whose grandchild holds its pipes", pluginStart)
+	t.Run("door", func(t *testing.T) { door(t, d) })
 	// Last: a template the daemon cannot stop may hold a job and a core.
 	t.Run("hostile templates", func(t *testing.T) { templates(t, d) })
 	d.alive(t)

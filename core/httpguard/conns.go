@@ -1,0 +1,249 @@
+package httpguard
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Conns bounds a server's connections so that no client can starve the
+// listener (docs/design.md §10): at most Max open, at most PerClient from
+// one peer address (a trusted proxy is not capped: it carries many
+// clients). A connection that is not serving a request — idle between
+// keep-alive requests, or new with no request read yet — holds nothing
+// anyone needs, so a new connection past either bound closes one of those
+// (the oldest of the peer with the most connections) instead of waiting for
+// it to time out. Only when every connection is busy with a request does a
+// new one wait, at most AdmitWait, and is then answered 503 with
+// Retry-After. A request takes at most the server's read and write
+// timeouts, so busy connections free up; idle ones free up at once.
+//
+// The server must report its connections' states: set
+// http.Server.ConnState to Conns.ConnState and serve on Conns.Listener.
+type Conns struct {
+	max, perClient int
+	exempt         Proxies
+	wait           time.Duration
+
+	mu      sync.Mutex
+	open    map[*conn]struct{}
+	byPeer  map[string]int
+	changed chan struct{} // closed, and replaced, when a connection closes or goes idle
+}
+
+// AdmitWait is how long a new connection waits for a busy one to finish
+// when every connection is serving a request.
+const AdmitWait = 2 * time.Second
+
+// NewConns allows max connections, perClient of them from one peer address
+// (perClient ≥ max: no cap of its own). Peers in exempt have no per-client
+// cap.
+func NewConns(max, perClient int, exempt Proxies) *Conns {
+	return &Conns{max: max, perClient: min(perClient, max), exempt: exempt, wait: AdmitWait,
+		open: map[*conn]struct{}{}, byPeer: map[string]int{}, changed: make(chan struct{})}
+}
+
+// conn is an admitted connection.
+type conn struct {
+	net.Conn
+	g     *Conns
+	peer  string
+	state http.ConnState // under g.mu
+	since time.Time      // when it entered state
+	gone  bool           // released (closed, hijacked or evicted); under g.mu
+}
+
+func (c *conn) Close() error {
+	c.g.release(c)
+	return c.Conn.Close()
+}
+
+// Listener admits ln's connections under the bounds.
+func (g *Conns) Listener(ln net.Listener) net.Listener {
+	return &listener{Listener: ln, g: g, done: make(chan struct{})}
+}
+
+type listener struct {
+	net.Listener
+	g        *Conns
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if gc := l.g.admit(c, l.done); gc != nil {
+			return gc, nil
+		}
+	}
+}
+
+func (l *listener) Close() error {
+	l.doneOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// ConnState is the http.Server's ConnState hook.
+func (g *Conns) ConnState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*conn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+		g.release(c)
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.gone || c.state == st {
+		return
+	}
+	c.state, c.since = st, time.Now()
+	if st == http.StateIdle {
+		g.signalLocked()
+	}
+}
+
+// Open is the number of connections admitted and not closed.
+func (g *Conns) Open() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.open)
+}
+
+func peerOf(c net.Conn) string {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return ap.Addr().Unmap().String()
+}
+
+// admit admits c, closing an idle connection to make room when a bound is
+// reached; nil when c was refused (and answered).
+func (g *Conns) admit(c net.Conn, done <-chan struct{}) *conn {
+	peer := peerOf(c)
+	capped := true
+	if a, err := netip.ParseAddr(peer); err == nil && g.exempt.trusted(a) {
+		capped = false
+	}
+	var deadline <-chan time.Time
+	for {
+		g.mu.Lock()
+		var victims []*conn
+		if capped && g.byPeer[peer] >= g.perClient {
+			v := g.victimLocked(peer)
+			if v == nil {
+				g.mu.Unlock()
+				refuse(c, fmt.Sprintf("too many connections from %s, each serving a request (http.max_connections_per_client: %d); retry", peer, g.perClient))
+				return nil
+			}
+			g.removeLocked(v)
+			victims = append(victims, v)
+		}
+		if len(g.open) >= g.max {
+			v := g.victimLocked("")
+			if v == nil {
+				wait := g.changed
+				g.mu.Unlock()
+				closeAll(victims)
+				if deadline == nil {
+					deadline = time.After(g.wait)
+				}
+				select {
+				case <-wait:
+					continue
+				case <-deadline:
+					refuse(c, fmt.Sprintf("all %d connections are serving requests (http.max_connections); retry", g.max))
+					return nil
+				case <-done:
+					_ = c.Close()
+					return nil
+				}
+			}
+			g.removeLocked(v)
+			victims = append(victims, v)
+		}
+		gc := &conn{Conn: c, g: g, peer: peer, state: http.StateNew, since: time.Now()}
+		g.open[gc] = struct{}{}
+		g.byPeer[peer]++
+		g.mu.Unlock()
+		closeAll(victims)
+		return gc
+	}
+}
+
+// victimLocked is the connection to close for a new one: one not serving a
+// request, of peer (any peer when ""), from the peer with the most
+// connections, idle before new, the longest in that state first.
+func (g *Conns) victimLocked(peer string) *conn {
+	var best *conn
+	for c := range g.open {
+		if (peer != "" && c.peer != peer) || (c.state != http.StateIdle && c.state != http.StateNew) {
+			continue
+		}
+		if best == nil || g.before(c, best) {
+			best = c
+		}
+	}
+	return best
+}
+
+func (g *Conns) before(a, b *conn) bool {
+	if na, nb := g.byPeer[a.peer], g.byPeer[b.peer]; na != nb {
+		return na > nb
+	}
+	if a.state != b.state {
+		return a.state == http.StateIdle
+	}
+	return a.since.Before(b.since)
+}
+
+func (g *Conns) removeLocked(c *conn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	delete(g.open, c)
+	if g.byPeer[c.peer]--; g.byPeer[c.peer] <= 0 {
+		delete(g.byPeer, c.peer)
+	}
+	g.signalLocked()
+}
+
+func (g *Conns) signalLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+func (g *Conns) release(c *conn) {
+	g.mu.Lock()
+	g.removeLocked(c)
+	g.mu.Unlock()
+}
+
+// closeAll closes evicted connections; their servers see the close and
+// report StateClosed, which finds them released already.
+func closeAll(cs []*conn) {
+	for _, c := range cs {
+		_ = c.Conn.Close()
+	}
+}
+
+// refuse answers a connection that cannot be admitted with 503 and closes
+// it. The answer fits a socket buffer, so the write does not wait on the
+// client (and its deadline makes sure).
+func refuse(c net.Conn, msg string) {
+	body := fmt.Sprintf(`{"error":{"code":"unavailable","message":%q}}`+"\n", msg)
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	_ = c.Close()
+}
