@@ -221,16 +221,7 @@ func installHog(t *testing.T, dir, name string) string {
 }
 
 // grandchildren are the pids the sessionhog at exe wrote, one per start.
-func grandchildren(exe string) []int {
-	raw, _ := os.ReadFile(exe + ".children")
-	var pids []int
-	for _, f := range strings.Fields(string(raw)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func grandchildren(exe string) []int { return testenv.ReadPIDs(exe + ".children") }
 
 // grandchildAlive fails the test unless the i-th grandchild of the hog at
 // exe is still running: what had to return returned without waiting for it.

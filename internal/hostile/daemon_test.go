@@ -39,6 +39,8 @@ type daemon struct {
 	ok     *httptest.Server // answers 200
 	reject *httptest.Server // answers 400
 	odd    *httptest.Server // answers as the recipient asks: see oddReceiver
+	// plugins are the paths of the plugins withPlugin installed, by name.
+	plugins map[string]string
 }
 
 // startOption adds to the daemon start configures.
@@ -47,7 +49,23 @@ type startOption func(*startConfig)
 type startConfig struct {
 	channels []func(*daemon) string     // YAML under channels:, given the daemon's receivers
 	via      [2]func(url string) string // rewrite the Postgres and the Redis URL (a proxy the test can cut)
+	plugins  map[string]string          // more plugins to install: name → Go package
+	timeout  string                     // plugins.start_timeout, when set
 }
+
+// withPlugin installs the plugin built from pkg as name; its path is then
+// d.plugins[name].
+func withPlugin(name, pkg string) startOption {
+	return func(c *startConfig) {
+		if c.plugins == nil {
+			c.plugins = map[string]string{}
+		}
+		c.plugins[name] = pkg
+	}
+}
+
+// withStartTimeout sets plugins.start_timeout.
+func withStartTimeout(d string) startOption { return func(c *startConfig) { c.timeout = d } }
 
 // withChannels adds channels after the standard ones.
 func withChannels(f func(*daemon) string) startOption {
@@ -75,7 +93,14 @@ func start(t *testing.T, opts ...startOption) *daemon {
 		t.Fatal(err)
 	}
 	testenv.InstallPlugin(t, plugins, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
-	d := &daemon{db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}}
+	d := &daemon{db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}, plugins: map[string]string{}}
+	for name, pkg := range sc.plugins {
+		d.plugins[name] = testenv.InstallPlugin(t, plugins, name, pkg)
+	}
+	pluginsYAML := fmt.Sprintf("{dir: %q}", plugins)
+	if sc.timeout != "" {
+		pluginsYAML = fmt.Sprintf("{dir: %q, start_timeout: %s}", plugins, sc.timeout)
+	}
 	d.ok = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	d.reject = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -90,7 +115,7 @@ func start(t *testing.T, opts ...startOption) *daemon {
 	yaml := fmt.Sprintf(`
 postgres: {url: %q}
 redis:    {url: %q, prefix: %q}
-plugins:  {dir: %q}
+plugins:  %s
 http:     {listen: %q, tokens: [%q]}
 log:      {level: warn}
 delivery: {sweep_after: 5s, sweep_interval: 1s}
@@ -120,7 +145,7 @@ channels:
     config: {url: %q, timeout: 2s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
     breaker: {failures: -1}
-`, viaURL(sc.via[0], db.URL), viaURL(sc.via[1], rds.URL), rds.Prefix, plugins, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
+`, viaURL(sc.via[0], db.URL), viaURL(sc.via[1], rds.URL), rds.Prefix, pluginsYAML, d.addr, token, d.ok.URL+"/hook", d.reject.URL+"/hook", d.odd.URL+"/hook", d.odd.URL+"/hook")
 	for _, more := range sc.channels {
 		yaml += more(d)
 	}
@@ -128,7 +153,14 @@ channels:
 		t.Fatal(err)
 	}
 	d.cmd = exec.Command(d.bin, "serve", "--config", d.cfg)
-	d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir}
+	// A short TMPDIR: plugins listen on unix sockets there, whose paths may
+	// not pass 107 bytes (a subtest's long name in t.TempDir's path did).
+	tmp, err := os.MkdirTemp("", "nd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + tmp}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
@@ -151,7 +183,7 @@ channels:
 			t.Logf("notifyd's log:\n%s", tail(d.log.String(), 60))
 		}
 	})
-	var err error
+
 	if d.c, err = client.New("http://"+d.addr, token); err != nil {
 		t.Fatal(err)
 	}

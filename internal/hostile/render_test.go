@@ -53,23 +53,8 @@ func renderMemory(t *testing.T, d *daemon) {
 		}
 		normal := enqueueOK(t, d, "hooks", 5)
 
-		deadline := time.Now().Add(60 * time.Second)
-		var j *client.Job
-		for {
-			d.alive(t)
-			maxRSS = max(maxRSS, d.memory(t, "VmRSS"))
-			var err error
-			if j, err = d.c.Job(ctx, job.ID); err != nil {
-				t.Fatalf("GET /v1/jobs/%d: %v", job.ID, err)
-			}
-			if j.State == "DONE" || j.State == "FAILED" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d levels: job %d still %s after 60 s (error %q)", levels, job.ID, j.State, j.Error)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		j, rss := d.waitJob(t, job.ID, 60*time.Second)
+		maxRSS = max(maxRSS, rss)
 		if j.State != "DONE" || j.Failed != 1 {
 			t.Errorf("%d levels: job %s, done %d, failed %d, error %q; want DONE with 1 failed", levels, j.State, j.Done, j.Failed, j.Error)
 		}

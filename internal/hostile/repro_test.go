@@ -161,24 +161,7 @@ func templateBomb(t *testing.T, d *daemon) {
 		}
 		normal := enqueueOK(t, d, "hooks", 20)
 
-		var maxRSS int64
-		deadline := time.Now().Add(60 * time.Second)
-		var j *client.Job
-		for {
-			d.alive(t)
-			maxRSS = max(maxRSS, d.memory(t, "VmRSS"))
-			var err error
-			if j, err = d.c.Job(ctx, job.ID); err != nil {
-				t.Fatalf("GET /v1/jobs/%d: %v", job.ID, err)
-			}
-			if j.State == "DONE" || j.State == "FAILED" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the %d-element bomb's job %d still %s after 60 s (error %q)", n, job.ID, j.State, j.Error)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		j, maxRSS := d.waitJob(t, job.ID, 60*time.Second)
 		t.Logf("%d elements: job %s, done %d, failed %d, error %q; notifyd's VmRSS peaked at %d MB while it ran", n, j.State, j.Done, j.Failed, j.Error, maxRSS>>20)
 		if j.State == "FAILED" && j.Error == "" {
 			t.Errorf("job %d FAILED without a reason", job.ID)
@@ -242,4 +225,27 @@ func (d *daemon) jobNotifications(t testing.TB, job int64) map[string]*client.No
 		out[n.Recipient] = n
 	}
 	return out
+}
+
+// waitJob waits until job is DONE or FAILED, the daemon alive throughout,
+// and answers it with the largest VmRSS sampled meanwhile.
+func (d *daemon) waitJob(t *testing.T, id int64, within time.Duration) (*client.Job, int64) {
+	t.Helper()
+	var maxRSS int64
+	deadline := time.Now().Add(within)
+	for {
+		d.alive(t)
+		maxRSS = max(maxRSS, d.memory(t, "VmRSS"))
+		j, err := d.c.Job(context.Background(), id)
+		if err != nil {
+			t.Fatalf("GET /v1/jobs/%d: %v", id, err)
+		}
+		if j.State == "DONE" || j.State == "FAILED" {
+			return j, maxRSS
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d still %s after %v (error %q)", id, j.State, within, j.Error)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -114,4 +115,18 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// ReadPIDs reads the pids a test plugin wrote to path, whitespace-separated
+// (the sessionhog plugin's grandchildren, for a cleanup to kill); none when
+// the file is missing.
+func ReadPIDs(path string) []int {
+	raw, _ := os.ReadFile(path)
+	var pids []int
+	for _, f := range strings.Fields(string(raw)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
