@@ -11,10 +11,12 @@ import (
 
 // TestHostile runs the reproductions and the fuzz against one daemon.
 func TestHostile(t *testing.T) {
-	d := start(t)
+	configured := newHeaderCapture(t)
+	d := start(t, withChannels(recipientURLChannel(configured)))
 	t.Run("a campaign that prints a string ×10 a level", func(t *testing.T) { renderMemory(t, d) }) // first: its VmHWM bound
 	t.Run("a 3,200-character recipient", func(t *testing.T) { longRecipient(t, d) })
 	t.Run("numbers that expand on read-back", func(t *testing.T) { expandingNumbers(t, d) })
+	t.Run("a recipient-chosen URL", func(t *testing.T) { recipientURL(t, d, configured) })
 	t.Run("a campaign that renders megabytes", func(t *testing.T) { templateBomb(t, d) })
 	t.Run("fuzz", func(t *testing.T) { fuzz(t, d) })
 	t.Run("hostile receivers", func(t *testing.T) { receivers(t, d) })
