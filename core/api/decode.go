@@ -203,8 +203,8 @@ func (it enqueueItem) check(at func(string) string, rules enqueueRules) (outbox.
 	case len(payload) == 0 || bytes.Equal(payload, []byte("null")):
 		return n, invalid("%s is required: the channel's message as JSON ({} for none)", at("payload"))
 	}
-	// Held to the limit as it will read back, too: 1e99 is 4 bytes here and
-	// 100 once Postgres has it.
+	// Held as it will read back, too: 1e99 is 4 bytes here and 100 once
+	// Postgres has it (wire.CheckPayload).
 	if err := wire.CheckPayload(payload, int(min(rules.maxPayload, wire.MaxPayloadBytes))); err != nil {
 		return n, invalid("%s %v (http.max_payload_bytes is %d)", at("payload"), err, rules.maxPayload)
 	}

@@ -99,8 +99,10 @@ func (c *Config) Validate() error {
 	}); err != nil {
 		return err
 	}
-	if c.Delivery.QuarantineAfter < 1 || c.Delivery.QuarantineAfter > 100 {
-		return &Error{Key: "delivery.quarantine_after", Reason: "must be between 1 and 100"}
+	if c.Delivery.QuarantineAfter < 3 || c.Delivery.QuarantineAfter > 100 {
+		// The first crash is in a batch and the second in a group of
+		// suspects: only from the third on is a row alone when it dies.
+		return &Error{Key: "delivery.quarantine_after", Reason: "must be between 3 and 100"}
 	}
 	if c.Jobs.MaxTakeovers < 0 || c.Jobs.MaxTakeovers > 100 {
 		return &Error{Key: "jobs.max_takeovers", Reason: "must be between 1 and 100 (0 = the default, 3)"}

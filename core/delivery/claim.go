@@ -13,15 +13,15 @@ import (
 // backup list (channel.resumeBackupList).
 type resumingOwn struct{}
 
-// claim claims ids for sending (alone: one suspect id, taken over from a
-// stale claim if need be; outbox.ClaimAlone). A claim Postgres refuses for a
-// row's data (outbox.IsRowError) would fail every retry of the same ids, so
-// the batch is halved until the row at fault stands alone, and that row is
+// claim claims ids for sending (suspects: ids taken over from a stale claim
+// if need be; outbox.ClaimSuspects). A claim Postgres refuses for a row's
+// data (outbox.IsRowError) would fail every retry of the same ids, so the
+// batch is halved until the row at fault stands alone, and that row is
 // finished FAILED with the reason (finishUnclaimable). When a later part
 // fails for another reason (Postgres unreachable) after an earlier part
 // committed, the ids of the failed part come back as ClaimDefer, tried again
 // in a second. The error is returned only when nothing was claimed.
-func (c *channel) claim(ctx context.Context, ids []int64, alone bool) ([]outbox.Claimed, error) {
+func (c *channel) claim(ctx context.Context, ids []int64, suspects bool) ([]outbox.Claimed, error) {
 	e := c.e
 	stale := c.staleAfter()
 	if ctx.Value(resumingOwn{}) != nil && e.ownsInstance {
@@ -34,11 +34,8 @@ func (c *channel) claim(ctx context.Context, ids []int64, alone bool) ([]outbox.
 		claimed []outbox.Claimed
 		err     error
 	)
-	if alone {
-		var cl outbox.Claimed
-		if cl, err = e.store.ClaimAlone(ctx, ids[0], e.now(), stale); err == nil {
-			claimed = []outbox.Claimed{cl}
-		}
+	if suspects {
+		claimed, err = e.store.ClaimSuspects(ctx, ids, e.now(), stale)
 	} else {
 		claimed, err = e.store.Claim(ctx, ids, e.now(), stale)
 	}
@@ -50,11 +47,11 @@ func (c *channel) claim(ctx context.Context, ids []int64, alone bool) ([]outbox.
 	}
 	c.log.Warn("claim refused for a row's data; splitting the batch to find it", "ids", len(ids), "error", err)
 	mid := len(ids) / 2
-	first, err := c.claim(ctx, ids[:mid], alone)
+	first, err := c.claim(ctx, ids[:mid], suspects)
 	if err != nil {
 		return nil, err
 	}
-	rest, err := c.claim(ctx, ids[mid:], alone)
+	rest, err := c.claim(ctx, ids[mid:], suspects)
 	if err != nil {
 		rest = deferAll(ids[mid:], e.now().Add(time.Second))
 	}
@@ -94,7 +91,8 @@ func deferAll(ids []int64, at time.Time) []outbox.Claimed {
 //     it again, and one whose settles keep failing must not be sent without
 //     end;
 //   - in flight when the process died delivery.quarantine_after times in a
-//     row (Crashes): quarantined, whatever the cause (§10);
+//     row (Crashes; the last ones alone): quarantined, whatever the cause
+//     (§10);
 //   - a payload that reads back past the bound the pipeline carries
 //     (outbox.MaxPayloadBytes): written past the enqueue checks, it is not
 //     read into memory at all.
@@ -110,7 +108,7 @@ func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over
 				"(it was written past the enqueue checks: by SQL of the application's own?); not sent", cl.PayloadBytes, outbox.MaxPayloadBytes)
 		case quarantine > 0 && cl.Crashes >= quarantine:
 			reason = fmt.Sprintf("quarantined: notifyd died %d times in a row while this notification was in flight "+
-				"(sent alone since the first; delivery.quarantine_after %d); not sent again — replay it once the cause is fixed",
+				"(alone after the second; delivery.quarantine_after %d); not sent again — replay it once the cause is fixed",
 				cl.Crashes, quarantine)
 		case cl.Attempt > c.policy.MaxAttempts:
 			reason = fmt.Sprintf("claimed for attempt %d, past retry.max_attempts %d, with no outcome recorded for the earlier ones "+
@@ -130,31 +128,58 @@ func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over
 	return keep, over
 }
 
-// sendAlone handles a suspect — a row in flight when the process that had
-// claimed it died — with no other suspect of this instance in flight, and
-// waits until its verdict is committed: should the process die meanwhile,
-// the crash is counted against that row alone (§10). It owns one slot.
-func (c *channel) sendAlone(ctx context.Context, id int64) {
+// suspectGroup is how many suspects on their first crash go out together.
+// After a second crash in a row each goes alone.
+const suspectGroup = 16
+
+// sendSuspects handles suspects — rows in flight when the process that had
+// claimed them died — with no other suspect of this instance in flight, and
+// waits until their verdicts are committed: should the process die meanwhile,
+// the crash is theirs (§10). Rows taken over for the first time go out in
+// groups of suspectGroup, so a restart resumes its work quickly; from the
+// second crash in a row, one at a time, so a crash then is the row's own. It
+// owns one slot per id.
+func (c *channel) sendSuspects(ctx context.Context, ids []int64) {
 	e := c.e
 	select {
 	case e.lane <- struct{}{}:
 	case <-ctx.Done():
-		// Stopping: the id stays in the backup list, for the next start.
-		c.untrack([]int64{id})
-		c.release(1)
+		// Stopping: the ids stay in the backup list, for the next start.
+		c.untrack(ids)
+		c.release(len(ids))
 		return
 	}
 	defer func() { <-e.lane }()
-	c.handleClaim(ctx, []int64{id}, true)
+	c.handleClaim(ctx, ids, true)
+}
+
+// laneGroups splits suspects into what goes out together: first-time ones in
+// groups of suspectGroup, the others alone.
+func laneGroups(suspects []outbox.Claimed) [][]int64 {
+	var groups [][]int64
+	var first []int64
+	for _, s := range suspects {
+		if s.Crashes == 0 {
+			first = append(first, s.ID)
+			continue
+		}
+		groups = append(groups, []int64{s.ID})
+	}
+	for len(first) > 0 {
+		n := min(len(first), suspectGroup)
+		groups = append(groups, first[:n])
+		first = first[n:]
+	}
+	return groups
 }
 
 // handle claims ids that sit in this instance's backup list and sends the
 // claimed ones; it owns one slot per id.
 func (c *channel) handle(ctx context.Context, ids []int64) { c.handleClaim(ctx, ids, false) }
 
-// handleClaim is handle; alone is sendAlone's: one id, taken over if stale,
-// and sent before it returns.
-func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
+// handleClaim is handle; suspects is sendSuspects': the ids are taken over if
+// stale, and sent before it returns.
+func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 	e := c.e
 	var claimedAt time.Time // when tracing: an attempt's span starts with its claim
 	if e.tracer != nil {
@@ -165,7 +190,7 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 		c.release(len(ids))
 		return
 	}
-	claimed, err := c.claim(ctx, ids, alone)
+	claimed, err := c.claim(ctx, ids, suspects)
 	if err != nil {
 		// Postgres is unreachable: push the ids back into the delayed set so
 		// they are tried again; if Redis fails too, the orphan check does it.
@@ -186,15 +211,15 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 		return
 	}
 	e.claimStall.ok()
-	var send []outbox.Claimed
-	var skip, failed, suspects []int64
+	var send, suspect []outbox.Claimed
+	var skip, failed []int64
 	var deferred []queue.Item
 	for _, cl := range claimed {
 		switch {
 		case cl.Kind == outbox.ClaimSend:
 			send = append(send, cl)
 		case cl.Kind == outbox.ClaimSuspect:
-			suspects = append(suspects, cl.ID)
+			suspect = append(suspect, cl)
 		case cl.Kind == outbox.ClaimDefer:
 			deferred = append(deferred, queue.Item{ID: cl.ID, Due: cl.NotBefore})
 		case cl.Status == outbox.StatusFailed:
@@ -233,11 +258,11 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 	}
 	// Each suspect keeps its slot (and its place in the backup list) while
 	// it waits for the lane.
-	for _, id := range suspects {
+	for _, group := range laneGroups(suspect) {
 		e.sendWG.Add(1)
 		go func() {
 			defer e.sendWG.Done()
-			c.sendAlone(ctx, id)
+			c.sendSuspects(ctx, group)
 		}()
 	}
 	send, over := c.unsendable(send)
@@ -254,7 +279,7 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 		c.release(len(send))
 		return
 	}
-	if alone {
+	if suspects {
 		done := make(chan struct{})
 		c.send(e.runCtx, send, claimedAt, done)
 		select {

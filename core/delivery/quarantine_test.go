@@ -15,9 +15,9 @@ import (
 // A poison nobody has listed: whatever in a notification kills the process
 // while it is in flight (here a hook that crashes the engine whenever the
 // poison is among the ids it is about to send). The row is quarantined —
-// FAILED naming the quarantine — after delivery.quarantine_after crashes,
-// sent alone after the first, so its batch-mates are delivered and no other
-// row is blamed; the daemon stops crashing.
+// FAILED naming the quarantine — after delivery.quarantine_after crashes:
+// the second with a group of suspects, the third alone, so its batch-mates
+// are delivered and no other row is blamed; the daemon stops crashing.
 func TestEngine_CrashLoopQuarantine(t *testing.T) {
 	t.Parallel()
 	s := newSink(t, nil)
@@ -25,16 +25,24 @@ func TestEngine_CrashLoopQuarantine(t *testing.T) {
 	ids := b.sendMany(8, func(i int) string { return fmt.Sprintf("r%d", i) })
 	poison := ids[3]
 	crashes := make(chan []int64, 10)
-	hook := func(_ string, in []int64) error {
-		if slices.Contains(in, poison) {
+	// The hook stands for the process dying: it reports, and holds the
+	// goroutine that met the poison until the engine is killed, so nothing
+	// more happens in that "process" (a hook that returned at once would let
+	// the lane hand the next suspect out before the kill).
+	crashHook := func(killed <-chan struct{}) func(string, []int64) error {
+		return func(_ string, in []int64) error {
+			if !slices.Contains(in, poison) {
+				return nil
+			}
 			crashes <- append([]int64(nil), in...)
+			<-killed
 			return delivery.ErrCrash
 		}
-		return nil
 	}
 	var seen [][]int64
 	for len(seen) < b.cfg.Delivery.QuarantineAfter {
-		e := b.engine("only", delivery.Hooks{AfterClaim: hook})
+		killed := make(chan struct{})
+		e := b.engine("only", delivery.Hooks{AfterClaim: crashHook(killed)})
 		select {
 		case in := <-crashes:
 			seen = append(seen, in)
@@ -42,11 +50,17 @@ func TestEngine_CrashLoopQuarantine(t *testing.T) {
 			t.Fatalf("crash %d never came; crashes so far: %v", len(seen)+1, seen)
 		}
 		e.Kill()
+		close(killed)
 	}
-	// After the first crash the poison is sent alone.
-	for i, in := range seen[1:] {
+	hook := crashHook(nil)
+	// After the first crash the poison goes out in a group of suspects (at
+	// most 16), after the second alone.
+	if len(seen[1]) > 16 {
+		t.Errorf("crash 2: %d ids in flight %v, want a group of at most 16", len(seen[1]), seen[1])
+	}
+	for i, in := range seen[2:] {
 		if len(in) != 1 {
-			t.Errorf("crash %d: %d ids in flight %v, want the poison alone", i+2, len(in), in)
+			t.Errorf("crash %d: %d ids in flight %v, want the poison alone", i+3, len(in), in)
 		}
 	}
 	b.engine("only", delivery.Hooks{AfterClaim: hook})

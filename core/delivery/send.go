@@ -23,7 +23,7 @@ import (
 // send delivers one claimed batch through the plugin and hands the verdicts
 // to the settler. A traced row's attempt span (trace.go) starts at claimedAt
 // and travels with its verdict to the settle, which ends it. done, when not
-// nil, is closed once the verdicts are committed (a batch of one: sendAlone).
+// nil, is closed once every verdict is committed (sendSuspects waits for it).
 func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, done chan struct{}) {
 	e := c.e
 	started := e.now()
@@ -70,7 +70,14 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 		}
 	}
 	if done != nil {
-		items[len(items)-1].done = done
+		// Two settle workers may commit the items apart: done closes
+		// when the last of them is committed.
+		var wg sync.WaitGroup
+		wg.Add(len(items))
+		for i := range items {
+			items[i].done = &wg
+		}
+		go func() { wg.Wait(); close(done) }()
 	}
 	c.release(len(batch))
 	e.settler.add(items)

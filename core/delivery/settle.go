@@ -25,9 +25,9 @@ type settleItem struct {
 	// span is the attempt's span (trace.go), nil when untraced; the
 	// flush that commits the verdict ends it.
 	span trace.Span
-	// done, when set, is closed once the flush has committed the verdict
-	// (or given up, killed): what a suspect's lone send waits for.
-	done chan struct{}
+	// done, when set, is told once the flush has committed the verdict (or
+	// given up, killed): what the lane's send of suspects waits for.
+	done *sync.WaitGroup
 }
 
 // settler group-commits verdicts: each worker takes everything waiting (up
@@ -139,7 +139,7 @@ func (s *settler) flush(batch []settleItem) {
 	committed := s.commit(batch, applied)
 	for _, it := range batch {
 		if it.done != nil {
-			close(it.done)
+			it.done.Done()
 		}
 	}
 	if !committed {

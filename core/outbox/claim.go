@@ -86,7 +86,8 @@ const (
 	ClaimDefer
 	// ClaimSuspect: the row was in flight when the process that claimed it
 	// died (its claim is stale). Claim leaves it; take it over with
-	// ClaimAlone and send it with nothing else in flight.
+	// ClaimSuspects and send it with no other suspect in flight. Crashes
+	// says how many times in a row it was taken over before.
 	ClaimSuspect
 )
 
@@ -119,7 +120,8 @@ type Claimed struct {
 	CreatedAt    time.Time
 	Attempt      int // attempts after the claim: the settle token
 	// Crashes counts the claims of this row in a row whose process died
-	// while it was in flight, this one's takeover included (§10).
+	// while it was in flight: for ClaimSend, this one's takeover included;
+	// for ClaimSuspect, the takeovers before (§10).
 	Crashes int
 	// TraceParent is the trace the notification was enqueued in ("" for
 	// none): each attempt's span continues it.
@@ -136,7 +138,7 @@ type Claimed struct {
 // attempts+1 (ClaimSend). A QUEUED row not yet due, or a PROCESSING row
 // claimed after now-staleAfter, is ClaimDefer; a PROCESSING row claimed
 // before it — its claimer presumed dead, so it was in flight when a process
-// died — is ClaimSuspect, taken over only by ClaimAlone; terminal and PENDING
+// died — is ClaimSuspect, taken over only by ClaimSuspects; terminal and PENDING
 // rows and unknown ids are ClaimSkip. It returns one Claimed per distinct
 // id, in the order the ids first appear.
 //
@@ -148,20 +150,16 @@ func (s *Store) Claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	return s.claim(ctx, ids, now, staleAfter, false)
 }
 
-// ClaimAlone claims one id as Claim does, and also takes it over from a
+// ClaimSuspects claims ids as Claim does, and also takes each over from a
 // stale claim: that records the lost claim's attempt as UNKNOWN in the
 // attempt history and counts a crash in Claimed.Crashes (docs/design.md §10).
-// The caller sends the row with nothing else in flight, so a crash while it
-// is out is the row's own.
-func (s *Store) ClaimAlone(ctx context.Context, id int64, now time.Time, staleAfter time.Duration) (Claimed, error) {
-	cs, err := s.claim(ctx, []int64{id}, now, staleAfter, true)
-	if err != nil {
-		return Claimed{}, err
-	}
-	return cs[0], nil
+// The caller sends them with no other suspect in flight, so a crash while they
+// are out is theirs.
+func (s *Store) ClaimSuspects(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration) ([]Claimed, error) {
+	return s.claim(ctx, ids, now, staleAfter, true)
 }
 
-func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration, alone bool) ([]Claimed, error) {
+func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfter time.Duration, takeover bool) ([]Claimed, error) {
 	if staleAfter <= 0 {
 		return nil, fmt.Errorf("claim: staleAfter %v, want > 0", staleAfter)
 	}
@@ -180,7 +178,7 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
 	query := claimBatchSQL
-	if alone {
+	if takeover {
 		query = claimAloneSQL
 	}
 	rows, err := hot.Query(ctx, query, distinct, now, staleBefore, staleAfter.String(), MaxPayloadBytes)
@@ -220,8 +218,8 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, nextAttempt.Time
 		case status == StatusProcessing && !updatedAt.Time.Before(staleBefore):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, updatedAt.Time.Add(staleAfter)
-		case status == StatusProcessing && !alone:
-			c.Kind, c.Status = ClaimSuspect, status
+		case status == StatusProcessing && !takeover:
+			c.Kind, c.Status, c.Crashes = ClaimSuspect, status, int(crashes.Int32)
 		case status == StatusQueued || status == StatusProcessing:
 			// Claimable in the snapshot, yet the UPDATE found it changed: a
 			// concurrent claimer (or settle, or cancel) got there first. Look
@@ -285,12 +283,12 @@ SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
   FROM claimed c CROSS JOIN LATERAL (SELECT c.payload::text) p(t)
 UNION ALL
 SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
-       false, NULL, NULL, NULL, NULL::text, NULL::int, NULL, NULL, NULL, NULL
+       false, NULL, NULL, NULL, NULL::text, NULL::int, NULL, NULL, n.crashes, NULL
   FROM notifications n
  WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`
 
-// A batch claims QUEUED rows only ($3 unused but by the report of the rest);
-// ClaimAlone also takes over a stale PROCESSING row.
+// A batch claims QUEUED rows only; ClaimSuspects also takes over a stale
+// PROCESSING row.
 const (
 	claimBatchSQL = claimSQLHead + `n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2)` + claimSQLTail
 	claimAloneSQL = claimSQLHead + `((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))

@@ -38,8 +38,11 @@ func TestStore_Claim_lostAttempt(t *testing.T) {
 	if err != nil || len(second) != 2 || second[0].Kind != outbox.ClaimSuspect || second[1].Kind != outbox.ClaimSend || second[1].Attempt != 2 {
 		t.Fatalf("second claim = %+v, %v; want the stale one suspect, the retry sent as attempt 2", second, err)
 	}
-	alone, err := b.store.ClaimAlone(b.ctx, ids[0], later, stale)
-	if err != nil || alone.Kind != outbox.ClaimSend || alone.Attempt != 2 || alone.Crashes != 1 {
+	alones, err := b.store.ClaimSuspects(b.ctx, ids[:1], later, stale)
+	if err != nil || len(alones) != 1 {
+		t.Fatalf("claim suspects = %+v, %v", alones, err)
+	}
+	if alone := alones[0]; alone.Kind != outbox.ClaimSend || alone.Attempt != 2 || alone.Crashes != 1 {
 		t.Fatalf("claim alone = %+v, %v; want sent as attempt 2 after 1 crash", alone, err)
 	}
 	for _, id := range ids {

@@ -184,10 +184,11 @@ func TestStore_Claim(t *testing.T) {
 		if r := b.row(t, id[0]); r != (row{outbox.StatusProcessing, 3}) {
 			t.Errorf("row after a batch claim = %+v, want unchanged PROCESSING attempt 3", r)
 		}
-		c, err := b.store.ClaimAlone(b.ctx, id[0], now, stale)
-		if err != nil {
-			t.Fatalf("ClaimAlone: %v", err)
+		cs, err := b.store.ClaimSuspects(b.ctx, id, now, stale)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("ClaimSuspects: %+v, %v", cs, err)
 		}
+		c := cs[0]
 		if c.Kind != outbox.ClaimSend || c.Attempt != 4 || c.Crashes != 1 {
 			t.Errorf("ClaimAlone = %+v, want send attempt 4, crash 1", c)
 		}

@@ -64,9 +64,9 @@ func TestStore_Settle(t *testing.T) {
 	t.Run("guard: stale attempt changes nothing", func(t *testing.T) {
 		c := b.claim(t, 1)[0]
 		// The claimer is presumed dead; another worker reclaims (attempt 2).
-		re, err := b.store.ClaimAlone(b.ctx, c.ID, time.Now().Add(time.Hour), time.Minute)
-		if err != nil || re.Kind != outbox.ClaimSend || re.Attempt != 2 {
-			t.Fatalf("reclaim = %+v, %v; want send attempt 2", re, err)
+		res, err := b.store.ClaimSuspects(b.ctx, []int64{c.ID}, time.Now().Add(time.Hour), time.Minute)
+		if err != nil || len(res) != 1 || res[0].Kind != outbox.ClaimSend || res[0].Attempt != 2 {
+			t.Fatalf("reclaim = %+v, %v; want send attempt 2", res, err)
 		}
 		// The first worker comes back late with attempt 1.
 		late := settle(t, b, outbox.Settlement{ID: c.ID, Attempt: 1, Result: outbox.ResultFailed, Error: "late"})

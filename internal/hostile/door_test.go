@@ -236,13 +236,13 @@ func dashboardPage(t *testing.T, d *daemon, path string) pageAnswer {
 // it closes every connection and stops listening (a new connection is
 // refused, as with a stopped server) until restore listens on the same port.
 type cutProxy struct {
-	t      *testing.T
-	addr   string // its own, fixed once chosen
-	target string // host:port of the service
+	t    *testing.T
+	addr string // its own, fixed once chosen
 
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
+	mu     sync.Mutex
+	target string // host:port of the service
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
 }
 
 func newCutProxy(t *testing.T) *cutProxy {
@@ -263,7 +263,10 @@ func (p *cutProxy) via(raw string) string {
 	if err != nil {
 		p.t.Fatalf("service URL: %v", err)
 	}
-	p.target, u.Host = u.Host, p.addr
+	p.mu.Lock()
+	p.target = u.Host
+	p.mu.Unlock()
+	u.Host = p.addr
 	return u.String()
 }
 
@@ -283,7 +286,10 @@ func (p *cutProxy) serve(ln net.Listener) {
 }
 
 func (p *cutProxy) forward(c net.Conn) {
-	s, err := net.DialTimeout("tcp", p.target, 10*time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	s, err := net.DialTimeout("tcp", target, 10*time.Second)
 	if err != nil {
 		_ = c.Close()
 		return
