@@ -14,6 +14,10 @@
 //		})
 //	}
 //
+// A BatchSender's test uses FakeBatchAPI, a fake batch provider that answers
+// in shuffled order, and sets it as Features.BatchAPI: the suite then fails a
+// sender that matches the provider's results to messages by position.
+//
 // Run with -race: the concurrency checks are meant to surface data races in
 // your Sender.
 package sdktest
