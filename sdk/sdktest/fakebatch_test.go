@@ -194,6 +194,25 @@ func TestSuite_CatchesPositionMatching(t *testing.T) {
 	}
 }
 
+// TestSuite_InOrderFakeHidesIt: the finding of issue 27 — against a fake
+// that answers in the request's order, a position-matching BatchSender
+// passes every check; with the fake in order the out-of-order check says
+// it cannot run.
+func TestSuite_InOrderFakeHidesIt(t *testing.T) {
+	t.Parallel()
+	fake := NewFakeBatchAPI(t)
+	fake.InOrder(true)
+	f := batchFeatures(fake)
+	f.BatchAPI = nil
+	if got := failing(t, &batchPlugin{byPosition: true, perRequest: 5}, f); len(got) != 0 {
+		t.Errorf("in order, without BatchAPI: failing checks %q, want none (the hazard this kit guards against)", got)
+	}
+	f.BatchAPI = fake
+	if got, want := strings.Join(failing(t, &batchPlugin{perRequest: 5}, f), ","), "Send/batch answered out of order"; got != want {
+		t.Errorf("in order, as BatchAPI: failing checks %q, want %q", got, want)
+	}
+}
+
 // TestSuite_BatchAPINotReached: a plugin that never sends to the fake (it
 // refuses "reject:" recipients itself) is told to point its config at it.
 func TestSuite_BatchAPINotReached(t *testing.T) {
