@@ -50,17 +50,34 @@ func (f SenderFunc) Send(ctx context.Context, m Message) Verdict { return f(ctx,
 // it, and the SDK calls SendBatch with all of a host batch's messages for the
 // channel (up to the channel's batch_size) instead of calling Send for each.
 //
-// SendBatch must return exactly one Verdict per message, in order: a
-// recipient the provider refused gets its own PERMANENT or TRANSIENT verdict
-// while the others succeed, and a request-level failure (a 5xx, a timeout, a
-// refused signature) is the verdict of every message that request carried.
+// SendBatch must return exactly one Verdict per message: vs[i] is the verdict
+// of ms[i]. Match the provider's per-recipient results to messages by a key
+// the provider echoes back — send Message.ID (or IdempotencyKey) with each
+// recipient and look each answer up by it — never by position: a provider
+// that answers in another order, or leaves one out, otherwise credits one
+// recipient with another's result (a refused message marked SENT, an
+// accepted one sent again). A message with no result in the answer is
+// TRANSIENT. A recipient the provider refused gets its own PERMANENT or
+// TRANSIENT verdict while the others succeed, and a request-level failure (a
+// 5xx, a timeout, a refused signature, an answer that cannot be read) is the
+// verdict of every message that request carried.
+//
+// SendBatch must be safe for concurrent use, like Send: the SDK makes one
+// SendBatch call per host call and channel, each on its own goroutine, and
+// the host makes several calls for one channel at once (a channel has
+// several fetchers when its concurrency exceeds its batch_size or it has
+// partitions, a suspect message goes alone next to a batch, and a batch over
+// half the protocol's message bound is split into calls sent together).
+// The messages of one call are distinct notifications.
+//
 // Group and split as the provider needs (by template, by its maximum
 // request size) and run the requests concurrently if it allows; ctx carries
 // the latest of the messages' deadlines, and a message whose own deadline
 // passes first is settled TRANSIENT by the SDK whatever SendBatch later says
 // for it. A wrong number of verdicts, or a panic, makes every message of the
 // call TRANSIENT. Send is still used by `notifyd plugins check` and tests,
-// so keep it working (one message: a batch of one).
+// so keep it working (one message: a batch of one). sdktest.FakeBatchAPI is
+// a fake batch provider that answers in shuffled order, for its tests.
 type BatchSender interface {
 	SendBatch(ctx context.Context, ms []Message) []Verdict
 }
@@ -115,6 +132,11 @@ func (r ConfigureRequest) Log() hclog.Logger {
 
 // Message is one notification to deliver.
 type Message struct {
+	// ID is the notification's id: the same on every attempt, and distinct
+	// among the messages of one Send or SendBatch call. It is the key to
+	// match a provider's per-recipient answers to messages by (see
+	// BatchSender) and, sent to a provider that deduplicates, a key for its
+	// idempotency.
 	ID        int64
 	Channel   string
 	Recipient string
@@ -123,6 +145,8 @@ type Message struct {
 	Attempt int
 	// IdempotencyKey is the same on every attempt: a provider that honours
 	// one can drop the duplicate that at-least-once delivery may produce.
+	// It is the key the application gave when it enqueued the notification,
+	// or "notifyd-<ID>" when it gave none.
 	IdempotencyKey string
 	CreatedAt      time.Time
 	// Deadline is also ctx's deadline.

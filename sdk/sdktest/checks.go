@@ -50,6 +50,9 @@ func (s *suite) checks() []check {
 	if s.f.Permanent != nil || s.f.Transient != nil {
 		cs = append(cs, check{"Send/mixed batch", false, s.sendMixed})
 	}
+	if s.f.BatchAPI != nil {
+		cs = append(cs, check{"Send/batch answered out of order", false, s.sendShuffled})
+	}
 	return append(cs,
 		check{"Send/batch", false, s.sendBatch},
 		check{"Send/concurrent batches", false, s.sendConcurrent},
@@ -237,6 +240,64 @@ func (s *suite) sendMixed() error {
 	}
 	s.rep.Sent = append(s.rep.Sent, sent...)
 	return errors.Join(errs...)
+}
+
+// sendShuffled sends one batch through Features.BatchAPI in which every
+// third recipient is refused by the fake, which answers in shuffled order:
+// exactly those must come back PERMANENT, the others SUCCESS, and the fake
+// must have seen each message once.
+func (s *suite) sendShuffled() error {
+	fake := s.f.BatchAPI
+	fake.mu.Lock()
+	inOrder := fake.inOrder
+	fake.mu.Unlock()
+	if inOrder {
+		return errors.New("Features.BatchAPI answers in order (InOrder(true)); this check needs it shuffled")
+	}
+	n := max(s.batch(), 12)
+	ms := make([]sdk.Message, n)
+	wants := make([]sdk.Outcome, n)
+	rejects := 0
+	for i := range ms {
+		ms[i], wants[i] = s.msg(s.f.Succeed), sdk.OutcomeSuccess
+		if i%3 == 1 {
+			ms[i].Recipient, wants[i] = RejectPrefix+ms[i].Recipient, sdk.OutcomePermanent
+			rejects++
+		}
+	}
+	before := len(fake.Items())
+	vs, err := s.send(ms)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var sent []sdk.Message
+	wrong := 0
+	for i, v := range vs {
+		if v.Outcome == sdk.OutcomeSuccess {
+			sent = append(sent, ms[i])
+		}
+		if v.Outcome == wants[i] {
+			continue
+		}
+		if wrong++; wrong <= 5 { // a bounded summary
+			errs = append(errs, fmt.Errorf("message %d of %d (ID %d, recipient %q): got %v %q, want %v", i+1, n, ms[i].ID, ms[i].Recipient, v.Outcome, v.Detail, wants[i]))
+		}
+	}
+	s.rep.Sent = append(s.rep.Sent, sent...)
+	if wrong > 0 {
+		return fmt.Errorf("%d of %d messages got another message's verdict or none; match the provider's results by the key you sent (Message.ID), never by position (%s):\n%w",
+			wrong, n, fake.seedNote(), errors.Join(errs...))
+	}
+	got := map[string]int{}
+	for _, it := range fake.Items()[before:] {
+		got[it.Status]++
+	}
+	if got[FakeAccepted] != n-rejects || got[FakeRejected] != rejects {
+		return fmt.Errorf("Features.BatchAPI accepted %d and rejected %d items of this batch, want %d and %d: point Features.Config at BatchAPI.URL and send each message, recipient as given, once",
+			got[FakeAccepted], got[FakeRejected], n-rejects, rejects)
+	}
+	return nil
 }
 
 func (s *suite) sendBatch() error { return s.sendN(s.batch(), &sync.Mutex{}) }

@@ -25,6 +25,7 @@ type fixture struct {
 	transientMiss bool // a provider's 5xx as PERMANENT
 	noRetryAfter  bool // a 429 without its Retry-After
 	batchLikeHead bool // a BatchSender that gives every message the first one's verdict
+	rejectPrefix  bool // refuses RejectPrefix recipients itself, never asking a provider
 
 	mu   sync.Mutex
 	seen map[int64]bool
@@ -79,6 +80,9 @@ func (f *fixture) Send(_ context.Context, m sdk.Message) sdk.Verdict {
 	}
 	if f.alwaysRetry {
 		return sdk.Transient("try later")
+	}
+	if f.rejectPrefix && strings.HasPrefix(m.Recipient, RejectPrefix) {
+		return sdk.Permanent("refused here")
 	}
 	if m.Recipient == "nobody" && !f.permanentMiss {
 		return sdk.Permanent("no such recipient")

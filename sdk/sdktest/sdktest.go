@@ -14,6 +14,10 @@
 //		})
 //	}
 //
+// A BatchSender's test uses FakeBatchAPI, a fake batch provider that answers
+// in shuffled order, and sets it as Features.BatchAPI: the suite then fails a
+// sender that matches the provider's results to messages by position.
+//
 // Run with -race: the concurrency checks are meant to surface data races in
 // your Sender.
 package sdktest
@@ -62,6 +66,14 @@ type Features struct {
 	// Retry-After header, a quota reset).
 	RetryAfter    *sdk.Message
 	RetryAfterMin time.Duration
+	// BatchAPI, if set, is the FakeBatchAPI that Config points the plugin
+	// at (a BatchSender's own fake): the suite then sends a batch in which
+	// some recipients carry RejectPrefix, which the fake refuses and answers
+	// in shuffled order, and wants exactly those PERMANENT and the others
+	// SUCCESS ("Send/batch answered out of order") — what a BatchSender
+	// matching answers by position instead of by key gets wrong. Succeed's
+	// Recipient, with the prefix put in front, must reach the fake as it is.
+	BatchAPI *FakeBatchAPI
 	// Batch is how many messages the batch checks send at once; 0 means 32.
 	Batch int
 	// Timeout bounds each call; 0 means 10 s.
