@@ -35,8 +35,11 @@ const (
 
 type codeInfo struct {
 	transient bool
-	quota     quota
-	reason    string
+	// unknown: the code says the outcome is not known (the message may
+	// have gone out); never sent again.
+	unknown bool
+	quota   quota
+	reason  string
 }
 
 // kakaoCodes is read-only after init.

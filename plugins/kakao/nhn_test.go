@@ -946,7 +946,8 @@ func TestNHN_delivery(t *testing.T) {
 		{"FAILED", "3019", "RSC05", true, sdk.OutcomePermanent},
 		{"FAILED", "3005", "RSC01", true, sdk.OutcomeSuccess},
 		{"FAILED", "9999", "RSC01", true, sdk.OutcomeTransient},
-		{"FAILED", "7777", "RSC01", true, sdk.OutcomeTransient},
+		{"FAILED", "7777", "RSC01", true, sdk.OutcomeSuccess}, // an unknown code: sent, unconfirmed, never sent again
+		{"FAILED", "4001", "RSC01", true, sdk.OutcomeSuccess}, // status unknown
 		{"CANCEL", "", "RSC01", true, sdk.OutcomePermanent},
 	} {
 		v, decided := nhnDelivery(c.status, c.code, "name", c.resend)
