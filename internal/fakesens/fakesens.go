@@ -18,7 +18,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +56,13 @@ type Server struct {
 	// Script answers the next send requests as given, in order, after the
 	// signature check.
 	Script []Answer
+	// AcceptThenFail: the next sends are accepted (sent, listed) and then
+	// answered HTTP 500, as when the gateway fails after SENS took them.
+	AcceptThenFail int
+	// Failover numbers, when Kakao does not deliver their AlimTalk and the
+	// message asked for useSmsFailover, get this failover outcome in the
+	// result list: "success", "fail", or "" (not reported yet).
+	Failover map[string]string
 
 	srv *http.Server
 	ln  net.Listener
@@ -97,13 +106,24 @@ type Message struct {
 }
 
 type item struct {
+	RequestID         string `json:"requestId"`
+	RequestTime       string `json:"requestTime"`
+	TemplateCode      string `json:"templateCode"`
+	PlusFriendID      string `json:"plusFriendId"`
+	Content           string `json:"content"`
 	MessageID         string `json:"messageId"`
 	To                string `json:"to"`
 	RequestStatusCode string `json:"requestStatusCode"`
 	MessageStatusCode string `json:"messageStatusCode"`
 	MessageStatusName string `json:"messageStatusName"`
 	MessageStatusDesc string `json:"messageStatusDesc"`
+	UseSmsFailover    bool   `json:"useSmsFailover"`
+	FailoverStatus    string `json:"failoverStatusName,omitempty"`
+	requested         time.Time
 }
+
+// kst is the time zone of the result list's requestStartTime/EndTime.
+var kst = time.FixedZone("KST", 9*60*60)
 
 // Start listens on a free loopback port.
 func Start() (*Server, error) {
@@ -112,7 +132,7 @@ func Start() (*Server, error) {
 		return nil, fmt.Errorf("fakesens: listen on loopback: %w", err)
 	}
 	s := &Server{
-		Templates: map[string]string{}, Undeliverable: map[string]string{}, Flaky: map[string]bool{},
+		Templates: map[string]string{}, Undeliverable: map[string]string{}, Flaky: map[string]bool{}, Failover: map[string]string{},
 		ln: ln, requests: map[string][]item{}, polled: map[string]int{}, delivered: map[string]int{}, attempts: map[string]int{},
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
@@ -264,8 +284,10 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.attempts[m.To]++
-		it := item{MessageID: fmt.Sprintf("%s-%03d", id, k), To: m.To, RequestStatusCode: "A000",
-			MessageStatusCode: "0000", MessageStatusName: "success", MessageStatusDesc: "수신 완료"}
+		it := item{RequestID: id, RequestTime: now.In(kst).Format("2006-01-02 15:04:05"), TemplateCode: body.TemplateCode, PlusFriendID: body.PlusFriendID,
+			Content: m.Content, MessageID: fmt.Sprintf("%s-%03d", id, k), To: m.To, RequestStatusCode: "A000",
+			MessageStatusCode: "0000", MessageStatusName: "success", MessageStatusDesc: "수신 완료", requested: now,
+			UseSmsFailover: m.UseSmsFailover != nil && *m.UseSmsFailover}
 		switch {
 		case !pattern.MatchString(m.Content):
 			it.MessageStatusCode = "3016"
@@ -278,6 +300,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			s.delivered[m.To]++
 		} else {
 			it.MessageStatusName, it.MessageStatusDesc = "fail", "발송 실패"
+			if it.UseSmsFailover {
+				it.FailoverStatus = s.Failover[m.To]
+			}
 		}
 		s.requests[id] = append(s.requests[id], it)
 		answers[k] = map[string]any{"messageId": it.MessageID, "countryCode": m.CountryCode, "to": m.To, "content": m.Content,
@@ -285,6 +310,11 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		if s.OnAccept != nil {
 			s.OnAccept(m.To, now)
 		}
+	}
+	if s.AcceptThenFail > 0 {
+		s.AcceptThenFail--
+		gatewayError(w, http.StatusInternalServerError, "900", "Unexpected Error")
+		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{
 		"requestId": id, "requestTime": now.Format("2006-01-02T15:04:05.000"),
@@ -320,7 +350,12 @@ func (s *Server) template(code string) (*regexp.Regexp, bool) {
 // list is the result list of one request: each message processing for
 // ProcessingPolls polls (forever with Never), then decided.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("requestId")
+	q := r.URL.Query()
+	id := q.Get("requestId")
+	if id == "" {
+		s.listByTime(w, q)
+		return
+	}
 	s.mu.Lock()
 	s.polls++
 	items, ok := s.requests[id]
@@ -338,5 +373,33 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		items = pending
 	}
+	writeJSON(w, http.StatusOK, map[string]any{"statusCode": "200", "statusName": "success", "messages": items, "pageSize": MaxMessages, "itemCount": len(items)})
+}
+
+// listByTime is the result list by request time: plusFriendId and
+// requestStartTime+requestEndTime ("YYYY-MM-DD HH:mm:ss") required,
+// templateCode and to narrowing it. Its entries show their result as they
+// would by requestId (this fake decides them at once).
+func (s *Server) listByTime(w http.ResponseWriter, q url.Values) {
+	start, err1 := time.ParseInLocation("2006-01-02 15:04:05", q.Get("requestStartTime"), kst)
+	end, err2 := time.ParseInLocation("2006-01-02 15:04:05", q.Get("requestEndTime"), kst)
+	if q.Get("plusFriendId") == "" || err1 != nil || err2 != nil || end.Sub(start) > 31*24*time.Hour {
+		sensError(w, http.StatusBadRequest, "requestId, or plusFriendId with requestStartTime and requestEndTime, is required")
+		return
+	}
+	s.mu.Lock()
+	s.polls++
+	var items []item
+	for _, its := range s.requests {
+		for _, it := range its {
+			if it.PlusFriendID != q.Get("plusFriendId") || it.requested.Before(start) || it.requested.After(end.Add(time.Second)) ||
+				(q.Get("templateCode") != "" && it.TemplateCode != q.Get("templateCode")) || (q.Get("to") != "" && it.To != q.Get("to")) {
+				continue
+			}
+			items = append(items, it)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(items, func(i, j int) bool { return items[i].MessageID < items[j].MessageID })
 	writeJSON(w, http.StatusOK, map[string]any{"statusCode": "200", "statusName": "success", "messages": items, "pageSize": MaxMessages, "itemCount": len(items)})
 }

@@ -280,6 +280,7 @@ type atButton struct {
 // atMessage is one validated message of a batch.
 type atMessage struct {
 	idx     int
+	id      int64 // the notification id (sdk.Message.ID): the same on every attempt
 	country string
 	to      string // national number, digits only
 	p       atPayload
@@ -439,7 +440,7 @@ func (s *alimtalkSender) message(i int, m sdk.Message) (*atMessage, error) {
 			return nil, fmt.Errorf("buttons[%d] needs a type (WL, AL, DS, BK, MD, …) and a name", k)
 		}
 	}
-	return &atMessage{idx: i, country: cc, to: to, p: p}, nil
+	return &atMessage{idx: i, id: m.ID, country: cc, to: to, p: p}, nil
 }
 
 // matchAnswers pairs each message with its entry in a partner's per-message

@@ -407,3 +407,89 @@ func TestSENS_verdictsMatchByNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestSENS_Failover: a message whose AlimTalk Kakao did not deliver and
+// whose SMS/LMS failover SENS reports delivered is SENT with the failover
+// named; while the failover's outcome is unknown it is SENT unconfirmed;
+// only a failover that failed lets a transient code retry. An unknown or
+// "status unknown" delivery code is never sent again.
+func TestSENS_Failover(t *testing.T) {
+	t.Parallel()
+	f := newFakeSENS(t)
+	s, logs := atSetup(t, f, map[string]any{"failover": map[string]any{"type": "LMS", "from": "0212345678"}}, quizTemplate)
+	ms := quizMessages(7, phone)
+	f.Undeliverable["01000000000"] = "1030" // a code the plugin does not know…
+	f.Failover["01000000000"] = "success"   // …and the LMS went out
+	f.Flaky["01000000001"] = true           // 9999 (transient)…
+	f.Failover["01000000001"] = "success"   // …and the LMS went out
+	f.Flaky["01000000002"] = true           // 9999, the failover not reported yet
+	f.Flaky["01000000003"] = true           // 9999, the failover failed too
+	f.Failover["01000000003"] = "fail"
+	f.Undeliverable["01000000004"] = "4001" // status unknown
+	f.Failover["01000000004"] = "fail"
+	f.Undeliverable["01000000005"] = "3019" // not a KakaoTalk user: final, the failover failed
+	f.Failover["01000000005"] = "fail"
+	vs := s.SendBatch(t.Context(), ms)
+	want := []struct {
+		outcome sdk.Outcome
+		result  string
+	}{
+		{sdk.OutcomeSuccess, `"failover":"delivered"`},
+		{sdk.OutcomeSuccess, `"failover":"delivered"`},
+		{sdk.OutcomeSuccess, `"delivery":"unconfirmed"`},
+		{sdk.OutcomeTransient, `"failover":"failed"`},
+		{sdk.OutcomeSuccess, `"delivery":"unconfirmed"`},
+		{sdk.OutcomePermanent, `"failover":"failed"`},
+		{sdk.OutcomeSuccess, `"message_status_code":"0000"`},
+	}
+	for i, v := range vs {
+		if v.Outcome != want[i].outcome || !strings.Contains(string(v.Result), want[i].result) {
+			t.Errorf("%s: got %v %q %s, want %v with %s", ms[i].Recipient, v.Outcome, v.Detail, v.Result, want[i].outcome, want[i].result)
+		}
+	}
+	if n := len(f.Requests()); n != 1 {
+		t.Errorf("%d send requests, want 1", n)
+	}
+	noSecrets(t, logs, vs)
+}
+
+// TestSENS_AcceptedThen500: SENS took the request and the gateway answered
+// 500: the plugin finds the messages in the result list and reports them
+// SENT; none is sent a second time.
+func TestSENS_AcceptedThen500(t *testing.T) {
+	t.Parallel()
+	for _, confirm := range []string{"accepted", "delivered"} {
+		t.Run(confirm, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSENS(t)
+			s, logs := atSetup(t, f, map[string]any{"confirm": confirm}, quizTemplate)
+			f.AcceptThenFail = 1
+			ms := quizMessages(5, phone)
+			ms = append(ms, sdk.Message{ID: 99, Recipient: phone(0), Payload: json.RawMessage(`{"name":"다른","quiz":"수도는?"}`), Attempt: 1})
+			vs := s.SendBatch(t.Context(), ms)
+			for i, v := range vs {
+				if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "reconciled") {
+					t.Errorf("message %d: %v %q %s, want SENT, reconciled", ms[i].ID, v.Outcome, v.Detail, v.Result)
+				}
+			}
+			if n := len(f.Requests()); n != 1 {
+				t.Errorf("%d send requests, want 1 (nothing sent twice)", n)
+			}
+			if d := f.Delivered(); d["01000000000"] != 2 || d["01000000001"] != 1 {
+				t.Errorf("deliveries %v, want 2 for the number with two messages, 1 for the others", d)
+			}
+			noSecrets(t, logs, vs)
+		})
+	}
+	t.Run("not accepted", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeSENS(t)
+		s, _ := atSetup(t, f, nil, quizTemplate)
+		f.Script = []fakesens.Answer{{Status: 503, Body: `{"error":{"errorCode":"500","message":"Endpoint Error"}}`}}
+		for i, v := range s.SendBatch(t.Context(), quizMessages(2, phone)) {
+			if v.Outcome != sdk.OutcomeTransient {
+				t.Errorf("message %d after a 503 SENS did not accept: %v %q, want TRANSIENT", i, v.Outcome, v.Detail)
+			}
+		}
+	})
+}

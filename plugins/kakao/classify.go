@@ -35,8 +35,11 @@ const (
 
 type codeInfo struct {
 	transient bool
-	quota     quota
-	reason    string
+	// unknown: the code says the outcome is not known (the message may
+	// have gone out); never sent again.
+	unknown bool
+	quota   quota
+	reason  string
 }
 
 // kakaoCodes is read-only after init.
@@ -51,9 +54,11 @@ var kakaoCodes = map[int]codeInfo{
 	-8:  {reason: "invalid request header"},
 	-9:  {reason: "the API has been discontinued"},
 	-10: {transient: true, quota: quotaDaily, reason: "app's API quota exceeded"},
-	// -11 is not lifted by the calendar: a person must raise the app's paid
-	// spending limit in Kakao Developers, so retrying only burns attempts.
-	-11:   {reason: "paid API spending limit reached: a person must raise it in Kakao Developers (app settings, paid API limit)"},
+	// -11 is the paid API's daily *or* monthly spending limit (Kakao's
+	// common error codes): the daily one clears at 00:00 KST, so the sender's
+	// spendCap retries once after that reset and makes it final if the limit
+	// outlasts it (the monthly one, or one nobody raised).
+	-11:   {transient: true, quota: quotaDaily, reason: "paid API daily or monthly spending limit reached (Kakao Developers, app settings, paid API limit)"},
 	-12:   {reason: "the Kakao Developers app or developer account is suspended"},
 	-101:  {reason: "the user is not linked to the app"},
 	-401:  {reason: "invalid or expired access token, or app key mismatch"},

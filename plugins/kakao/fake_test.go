@@ -39,6 +39,10 @@ type fakeKakao struct {
 	// refuse lists friends a send fails for, with the failure_info code
 	// Kakao answers for them (-530: the user refused messages).
 	refuse map[string]int
+	// refuseRequest lists friends for whom Kakao refuses the whole request
+	// they are in with this code (-2: "Not allowed to send a message to
+	// some of receivers"), sending it to no one.
+	refuseRequest map[string]int
 }
 
 type cannedAnswer struct {
@@ -179,6 +183,13 @@ func (f *fakeKakao) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 
 	f.mu.Lock()
+	for _, u := range uuids {
+		if code, ok := f.refuseRequest[u]; ok {
+			f.mu.Unlock()
+			writeJSON(w, http.StatusBadRequest, fmt.Sprintf(`{"msg":"Constraints on the parameter [receiver_uuids] are unsatisfied. Not allowed to send a message to some of receivers.","code":%d}`, code))
+			return
+		}
+	}
 	var canned *cannedAnswer
 	if len(f.script) > 0 {
 		canned = &f.script[0]

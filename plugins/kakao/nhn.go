@@ -16,10 +16,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,9 +72,12 @@ func (p *nhn) secrets() []string { return []string{p.c.secretKey, p.c.appKey} }
 // nhnRequest is the documented raw-messages body (the fields the plugin
 // sends).
 type nhnRequest struct {
-	SenderKey     string         `json:"senderKey"`
-	TemplateCode  string         `json:"templateCode"`
-	RecipientList []nhnRecipient `json:"recipientList"`
+	SenderKey    string `json:"senderKey"`
+	TemplateCode string `json:"templateCode"`
+	// SenderGroupingKey is the request's idempotency key: the list finds
+	// the request by it when its answer was lost.
+	SenderGroupingKey string         `json:"senderGroupingKey,omitempty"`
+	RecipientList     []nhnRecipient `json:"recipientList"`
 }
 
 type nhnRecipient struct {
@@ -81,6 +87,9 @@ type nhnRecipient struct {
 	TemplateHeader  string      `json:"templateHeader,omitempty"`
 	Buttons         []nhnButton `json:"buttons,omitempty"`
 	ResendParameter *nhnResend  `json:"resendParameter,omitempty"`
+	// RecipientGroupingKey is the notification id: the list credits an
+	// entry to its message by it.
+	RecipientGroupingKey string `json:"recipientGroupingKey,omitempty"`
 }
 
 type nhnButton struct {
@@ -126,10 +135,40 @@ type nhnSendResult struct {
 	ResultMessage string `json:"resultMessage"`
 }
 
-func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []sdk.Verdict {
-	body := nhnRequest{SenderKey: p.c.senderKey, TemplateCode: templateCode, RecipientList: make([]nhnRecipient, len(ms))}
+// nhnIdempotencyKey is a request's X-NC-API-IDEMPOTENCY-KEY (and its
+// senderGroupingKey): a hash of the template code and the sorted
+// notification ids, so a request rebuilt from the same messages on a later
+// attempt carries the same key, and NHN Cloud refuses it (-1005) within 10
+// minutes of the first instead of sending it twice. A retry that groups
+// the messages differently gets another key (README: the duplicate window).
+func nhnIdempotencyKey(templateCode string, ms []*atMessage) string {
+	ids := make([]int64, len(ms))
 	for i, m := range ms {
-		r := nhnRecipient{RecipientNo: m.to, Content: m.p.Content, TemplateTitle: m.p.Title, TemplateHeader: m.p.Header}
+		ids[i] = m.id
+	}
+	slices.Sort(ids)
+	h := sha256.New()
+	h.Write([]byte(templateCode))
+	for _, id := range ids {
+		h.Write([]byte("\x00" + strconv.FormatInt(id, 10)))
+	}
+	return "notifyd-" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// nhnKeyUsed is the answer to a request whose idempotency key was used
+// within the last 10 minutes: the request went out before.
+const nhnKeyUsed = -1005
+
+// nhnKeyWindow is how long NHN Cloud refuses a used idempotency key.
+const nhnKeyWindow = 10 * time.Minute
+
+func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []sdk.Verdict {
+	key := nhnIdempotencyKey(templateCode, ms)
+	started := p.now()
+	body := nhnRequest{SenderKey: p.c.senderKey, TemplateCode: templateCode, SenderGroupingKey: key, RecipientList: make([]nhnRecipient, len(ms))}
+	for i, m := range ms {
+		r := nhnRecipient{RecipientNo: m.to, Content: m.p.Content, TemplateTitle: m.p.Title, TemplateHeader: m.p.Header,
+			RecipientGroupingKey: strconv.FormatInt(m.id, 10)}
 		for k, b := range m.p.Buttons {
 			r.Buttons = append(r.Buttons, nhnButton{
 				Ordering: k + 1, Type: b.Type, Name: b.Name, LinkMo: b.LinkMobile, LinkPc: b.LinkPc,
@@ -147,13 +186,28 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 	resp, answer, fail := postAnswer(ctx, p.client, "NHN Cloud", p.sendURL, body, func(h http.Header) {
 		h.Set("Content-Type", "application/json;charset=UTF-8")
 		h.Set("X-Secret-Key", p.c.secretKey)
+		h.Set("X-NC-API-IDEMPOTENCY-KEY", key)
 	})
 	if fail != nil {
-		return everyone(len(ms), *fail)
+		// The request may have reached NHN Cloud before it failed.
+		return p.reconcile(ctx, key, started, ms, everyone(len(ms), *fail))
 	}
 	var a nhnAnswer
 	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil {
-		return everyone(len(ms), p.notAnswer(resp, answer))
+		v := p.notAnswer(resp, answer)
+		if resp.StatusCode >= 500 || resp.StatusCode/100 == 2 {
+			// A 5xx or a garbled 2xx may follow an accepted request.
+			return p.reconcile(ctx, key, started, ms, everyone(len(ms), v))
+		}
+		return everyone(len(ms), v)
+	}
+	if c := a.Header.ResultCode; !*a.Header.IsSuccessful && c != nil && *c == nhnKeyUsed {
+		// The same messages went out in a request of the last 10 minutes
+		// (an answer lost, a timeout): credit each from the list, never
+		// send again.
+		v := sdk.Transient(fmt.Sprintf("NHN Cloud refused the request as a repeat (resultCode %d, the X-NC-API-IDEMPOTENCY-KEY was used within 10 minutes), and its list does not show the message yet", nhnKeyUsed)).
+			WithStatus(resp.StatusCode).WithCode(strconv.Itoa(nhnKeyUsed)).WithRetryAfter(time.Minute)
+		return p.reconcile(ctx, key, started.Add(-nhnKeyWindow), ms, everyone(len(ms), v))
 	}
 	requestID := ""
 	var results []nhnSendResult
@@ -245,18 +299,73 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 	return vs
 }
 
-// nhnList is a page of the message list (GET …/messages?requestId=).
+// reconcile looks the request up in the list by its idempotency key (its
+// senderGroupingKey), sent since `since`, and credits each message whose
+// notification id (its recipientGroupingKey) is listed: NHN Cloud accepted
+// it, so it is SENT — and with confirm, judged by its delivery result like
+// any other (a delivery that failed transiently waits out the key's 10
+// minutes). A message not listed keeps failed, its verdict so far.
+func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*atMessage, failed []sdk.Verdict) []sdk.Verdict {
+	vs := slices.Clone(failed)
+	byID := make(map[string]int, len(ms))
+	for i, m := range ms {
+		byID[strconv.FormatInt(m.id, 10)] = i
+	}
+	q := url.Values{
+		"senderGroupingKey": {key},
+		"startRequestDate":  {since.Add(-time.Minute).In(kst).Format("2006-01-02 15:04")},
+		"endRequestDate":    {p.now().Add(2 * time.Minute).In(kst).Format("2006-01-02 15:04")},
+		"pageSize":          {strconv.Itoa(nhnPageSize)},
+	}
+	requestID, found := "", 0
+	for page := 1; page <= nhnMaxRecipients/nhnPageSize+1; page++ {
+		q.Set("pageNum", strconv.Itoa(page))
+		var l nhnList
+		if !p.get(ctx, "?"+q.Encode(), &l) || l.Body == nil {
+			break
+		}
+		for _, r := range l.Body.Messages {
+			i, ok := byID[r.RecipientGroupingKey]
+			if !ok || r.RecipientSeq == nil || (r.SenderGroupingKey != "" && r.SenderGroupingKey != key) ||
+				(r.RecipientNo != "" && digitsOf(r.RecipientNo) != ms[i].to) || vs[i].Outcome == sdk.OutcomeSuccess {
+				continue // not this request's message: never credit another's
+			}
+			raw, _ := json.Marshal(map[string]any{"partner": "nhn", "request_id": r.RequestID, "recipient_seq": *r.RecipientSeq, "reconciled": "listed by its idempotency key"})
+			vs[i] = sdk.Success(raw).WithStatus(http.StatusOK)
+			requestID = r.RequestID
+			found++
+		}
+		if len(l.Body.Messages) < nhnPageSize || page*nhnPageSize >= l.Body.TotalCount {
+			break
+		}
+	}
+	if found > 0 && p.c.confirm {
+		p.confirm(ctx, requestID, ms, vs)
+		for i, v := range vs {
+			if v.Outcome == sdk.OutcomeTransient && failed[i].ProviderCode == strconv.Itoa(nhnKeyUsed) {
+				// Sent again now, it would meet -1005 again.
+				vs[i].RetryAfter = max(v.RetryAfter, nhnKeyWindow)
+			}
+		}
+	}
+	return vs
+}
+
+// nhnList is a page of the message list (GET …/messages?requestId=, or by
+// senderGroupingKey over a request date range).
 type nhnList struct {
 	Header *nhnHeader `json:"header"`
 	Body   *struct {
 		Messages []struct {
-			RequestID      string `json:"requestId"`
-			RecipientSeq   *int   `json:"recipientSeq"`
-			RecipientNo    string `json:"recipientNo"`
-			MessageStatus  string `json:"messageStatus"`
-			ResultCode     string `json:"resultCode"`
-			ResultCodeName string `json:"resultCodeName"`
-			ResendStatus   string `json:"resendStatus"`
+			RequestID            string `json:"requestId"`
+			SenderGroupingKey    string `json:"senderGroupingKey"`
+			RecipientGroupingKey string `json:"recipientGroupingKey"`
+			RecipientSeq         *int   `json:"recipientSeq"`
+			RecipientNo          string `json:"recipientNo"`
+			MessageStatus        string `json:"messageStatus"`
+			ResultCode           string `json:"resultCode"`
+			ResultCodeName       string `json:"resultCodeName"`
+			ResendStatus         string `json:"resendStatus"`
 		} `json:"messages"`
 		TotalCount int `json:"totalCount"`
 	} `json:"messageSearchResultResponse"`
@@ -427,10 +536,15 @@ var nhnCodes = map[int]nhnCode{
 	-1001: {reason: "invalid secret key", check: "alimtalk.secret_key"},
 	-1002: {reason: "invalid SMS appkey (the SMS service used for failover)", check: "the SMS service linked for alimtalk.failover"},
 	-1003: {reason: "invalid SMS sender number", check: "alimtalk.failover.from: it must be registered in NHN Cloud's SMS service"},
+	// -1005 answers a request whose X-NC-API-IDEMPOTENCY-KEY was used in
+	// the last 10 minutes: send reconciles it through the list (already
+	// sent). Met per recipient, it is retried after the key's window.
+	-1005: {transient: true, reason: "the X-NC-API-IDEMPOTENCY-KEY was used within the last 10 minutes: the request went out before"},
 	-1006: {reason: "the sender profile has no senderKey", check: "alimtalk.sender_key"},
 	-1014: {reason: "the sender profile is not activated", check: "alimtalk.sender_key"},
 	-1017: {transient: true, reason: "the daily sending volume is exceeded"},
 	-1019: {reason: "invalid 080 opt-out number for the failover", check: "alimtalk.failover"},
+	-1020: {reason: "invalid UUID"},
 	-1024: {reason: "a sender profile group cannot send messages", check: "alimtalk.sender_key"},
 	-1027: {reason: "the sender profile is blocked", check: "alimtalk.sender_key"},
 	-1028: {reason: "a template variable differs from the template by more than 14 characters (first-time user limit)"},
@@ -445,7 +559,21 @@ var nhnCodes = map[int]nhnCode{
 	-2018: {reason: "invalid button parameter"},
 	-2019: {reason: "the content is over 1,300 characters"},
 	-2032: {reason: "the title is over 50 characters"},
+	-2033: {reason: "invalid template item parameter"},
+	// The current table's codes below were read only in part (README, NHN
+	// Cloud's codes): they sit in its field-validation (-2000…) and
+	// template-check (-3000…) and failover-setting (-2500…) families, which
+	// the request as built always meets again; NHN Cloud's resultMessage
+	// says which field.
+	-2034: {reason: "a field is invalid (field validation, NHN Cloud's error table)"},
 	-2035: {reason: "the header is over 16 characters"},
+	-2036: {reason: "a field is invalid (field validation, NHN Cloud's error table)"},
+	-2504: {reason: "the failover (resend) request is invalid (NHN Cloud's error table)", check: "alimtalk.failover and the console's failover setting"},
+	-3048: {reason: "the message does not match the template (template check, NHN Cloud's error table)"},
+	-3051: {reason: "the message does not match the template (template check, NHN Cloud's error table)"},
+	-3052: {reason: "the message does not match the template (template check, NHN Cloud's error table)"},
+	-3053: {reason: "the message does not match the template (template check, NHN Cloud's error table)"},
+	-3324: {reason: "the recipient or template cannot be sent to (NHN Cloud's error table)"},
 	-2502: {reason: "failover was requested but the sender profile has no failover (resend) setting", check: "the failover setting in NHN Cloud's console, or alimtalk.failover"},
 	-3000: {reason: "a WL button needs linkMo"},
 	-3002: {reason: "the request body cannot be read"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,6 +62,13 @@ type fakeNHN struct {
 	// path and secret checks; ListScript the next list requests.
 	Script     []nhnFakeAnswer
 	ListScript []nhnFakeAnswer
+	// AcceptThenFail: the next sends are accepted (sent, listed) and then
+	// answered HTTP 500, as when a gateway fails after NHN Cloud took the
+	// request.
+	AcceptThenFail int
+
+	keys map[string]bool // X-NC-API-IDEMPOTENCY-KEYs of accepted requests
+	sent []string        // each accepted request's key, in order
 
 	mu         sync.Mutex
 	sends      []nhnSent
@@ -113,6 +121,8 @@ type nhnSentRecipient struct {
 }
 
 type nhnFakeItem struct {
+	requestID, senderKey string
+	recipientKey         string
 	seq                  int
 	no, code, resend     string
 	cancelled, isResend  bool
@@ -128,7 +138,7 @@ func newFakeNHN(t *testing.T) *fakeNHN {
 		Templates: map[string]string{"daily_quiz": "#{name}님, 오늘의 퀴즈가 도착했어요: #{quiz}"},
 		Refuse:    map[string]int{}, Undeliverable: map[string]string{}, Flaky: map[string]bool{},
 		FailoverDelivers: map[string]bool{}, Cancelled: map[string]bool{},
-		requests: map[string][]nhnFakeItem{}, polled: map[string]int{}, attempts: map[string]int{},
+		requests: map[string][]nhnFakeItem{}, polled: map[string]int{}, attempts: map[string]int{}, keys: map[string]bool{},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -298,6 +308,17 @@ func (f *fakeNHN) send(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	key := r.Header.Get("X-NC-API-IDEMPOTENCY-KEY")
+	if key != "" && f.keys[key] {
+		// The fake's tests run within 10 minutes: a key used before is
+		// refused (error codes: -1005).
+		nhnFail(w, -1005, "The same 'X-NC-API-IDEMPOTENCY-KEY' was used within the last 10 minute.")
+		return
+	}
+	if key != "" {
+		f.keys[key] = true
+		f.sent = append(f.sent, key)
+	}
 	f.seq++
 	id := fmt.Sprintf("20260101000000nhn%05d", f.seq)
 	results := make([]map[string]any, len(body.RecipientList))
@@ -316,7 +337,8 @@ func (f *fakeNHN) send(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		f.attempts[rc.RecipientNo]++
-		it := nhnFakeItem{seq: k + 1, no: rc.RecipientNo, code: "1000", resend: "RSC01", cancelled: f.Cancelled[rc.RecipientNo]}
+		it := nhnFakeItem{requestID: id, senderKey: body.SenderGroupingKey, recipientKey: rc.RecipientGroupingKey,
+			seq: k + 1, no: rc.RecipientNo, code: "1000", resend: "RSC01", cancelled: f.Cancelled[rc.RecipientNo]}
 		if rc.ResendParameter != nil && rc.ResendParameter.IsResend {
 			it.isResend, it.resend = true, "RSC02"
 		}
@@ -334,10 +356,23 @@ func (f *fakeNHN) send(w http.ResponseWriter, r *http.Request) {
 		}
 		f.requests[id] = append(f.requests[id], it)
 	}
+	if f.AcceptThenFail > 0 {
+		f.AcceptThenFail--
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "<html>500 Internal Server Error</html>")
+		return
+	}
 	nhnWrite(w, http.StatusOK, map[string]any{
 		"header":  nhnHeaderJSON(true, 0, "SUCCESS"),
-		"message": map[string]any{"requestId": id, "senderGroupingKey": nil, "sendResults": results},
+		"message": map[string]any{"requestId": id, "senderGroupingKey": body.SenderGroupingKey, "sendResults": results},
 	})
+}
+
+// Keys are the idempotency keys of the accepted requests, in order.
+func (f *fakeNHN) Keys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.sent)
 }
 
 func (f *fakeNHN) list(w http.ResponseWriter, r *http.Request) {
@@ -345,7 +380,9 @@ func (f *fakeNHN) list(w http.ResponseWriter, r *http.Request) {
 	id := q.Get("requestId")
 	page, _ := strconv.Atoi(q.Get("pageNum"))
 	size, _ := strconv.Atoi(q.Get("pageSize"))
-	if id == "" || page < 1 || size < 1 || size > 1000 {
+	_, errStart := time.Parse("2006-01-02 15:04", q.Get("startRequestDate"))
+	_, errEnd := time.Parse("2006-01-02 15:04", q.Get("endRequestDate"))
+	if (id == "" && (errStart != nil || errEnd != nil)) || page < 1 || size < 1 || size > 1000 {
 		f.violate("list query %q", r.URL.RawQuery)
 		nhnFail(w, -4000, "Invalid parameter")
 		return
@@ -357,14 +394,32 @@ func (f *fakeNHN) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	f.polled[id]++
-	items := f.requests[id]
-	decided := !f.Never && f.polled[id] > f.ProcessingPolls
+	var items []nhnFakeItem
+	if id != "" {
+		f.polled[id]++
+		items = f.requests[id]
+	} else {
+		for rid, its := range f.requests {
+			for _, it := range its {
+				if key := q.Get("senderGroupingKey"); key == "" || key == it.senderKey {
+					items = append(items, it)
+				}
+			}
+			_ = rid
+		}
+		slices.SortFunc(items, func(a, b nhnFakeItem) int {
+			return cmp.Or(strings.Compare(a.requestID, b.requestID), a.seq-b.seq)
+		})
+	}
 	f.mu.Unlock()
 	var msgs []map[string]any
 	for i := (page - 1) * size; i < len(items) && i < page*size; i++ {
 		it := items[i]
-		m := map[string]any{"requestId": id, "recipientSeq": it.seq, "recipientNo": it.no, "senderKey": nhnTestSenderKey,
+		f.mu.Lock()
+		decided := !f.Never && f.polled[it.requestID] > f.ProcessingPolls
+		f.mu.Unlock()
+		m := map[string]any{"requestId": it.requestID, "recipientSeq": it.seq, "recipientNo": it.no, "senderKey": nhnTestSenderKey,
+			"senderGroupingKey": it.senderKey, "recipientGroupingKey": it.recipientKey,
 			"templateCode": "daily_quiz", "messageStatus": "READY", "resultCode": nil, "resultCodeName": nil, "resendStatus": "RSC01"}
 		if it.isResend {
 			m["resendStatus"] = "RSC02"
@@ -891,7 +946,8 @@ func TestNHN_delivery(t *testing.T) {
 		{"FAILED", "3019", "RSC05", true, sdk.OutcomePermanent},
 		{"FAILED", "3005", "RSC01", true, sdk.OutcomeSuccess},
 		{"FAILED", "9999", "RSC01", true, sdk.OutcomeTransient},
-		{"FAILED", "7777", "RSC01", true, sdk.OutcomeTransient},
+		{"FAILED", "7777", "RSC01", true, sdk.OutcomeSuccess}, // an unknown code: sent, unconfirmed, never sent again
+		{"FAILED", "4001", "RSC01", true, sdk.OutcomeSuccess}, // status unknown
 		{"CANCEL", "", "RSC01", true, sdk.OutcomePermanent},
 	} {
 		v, decided := nhnDelivery(c.status, c.code, "name", c.resend)
@@ -899,4 +955,104 @@ func TestNHN_delivery(t *testing.T) {
 			t.Errorf("%s %s %s: got %v decided %v (%q), want %v decided %v", c.status, c.code, c.resend, v.Outcome, decided, v.Detail, c.outcome, c.decided)
 		}
 	}
+}
+
+// TestNHN_Idempotency: every request carries X-NC-API-IDEMPOTENCY-KEY (and
+// senderGroupingKey) derived from its notification ids, the same on every
+// attempt, and each recipient its notification id as recipientGroupingKey;
+// a request NHN Cloud accepted and then answered 500, or refused as a
+// repeat (-1005), is credited from the list, never sent twice.
+func TestNHN_Idempotency(t *testing.T) {
+	t.Parallel()
+	attempt := func(ms []sdk.Message, n int) []sdk.Message {
+		out := slices.Clone(ms)
+		for i := range out {
+			out[i].Attempt = n
+		}
+		return out
+	}
+	t.Run("stable key", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeNHN(t)
+		s, _ := nhnSetup(t, f, map[string]any{"confirm": "accepted"})
+		f.Script = []nhnFakeAnswer{{Status: 503, Body: "<html>busy</html>"}} // not accepted
+		ms := quizMessages(3, phone)
+		if vs := s.SendBatch(t.Context(), ms); vs[0].Outcome != sdk.OutcomeTransient {
+			t.Fatalf("a 503 the fake did not accept: %v %q, want TRANSIENT", vs[0].Outcome, vs[0].Detail)
+		}
+		slices.Reverse(ms) // the host may hand the same messages in another order
+		for i, v := range s.SendBatch(t.Context(), attempt(ms, 2)) {
+			if v.Outcome != sdk.OutcomeSuccess {
+				t.Errorf("attempt 2, message %d: %v %q", ms[i].ID, v.Outcome, v.Detail)
+			}
+		}
+		sends := f.Sends()
+		if len(sends) != 2 || sends[0].SenderGroupingKey == "" || sends[0].SenderGroupingKey != sends[1].SenderGroupingKey {
+			t.Fatalf("keys of the 2 attempts: %v, want one non-empty key twice", keysOf(sends))
+		}
+		if k := f.Keys(); len(k) != 1 || k[0] != sends[0].SenderGroupingKey {
+			t.Errorf("X-NC-API-IDEMPOTENCY-KEY of the accepted request %v, want the senderGroupingKey %s", k, sends[0].SenderGroupingKey)
+		}
+		for _, rc := range sends[1].RecipientList {
+			if id, _ := strconv.ParseInt(rc.RecipientGroupingKey, 10, 64); byID(ms, id) < 0 {
+				t.Errorf("recipientGroupingKey %q is not a notification id of the request", rc.RecipientGroupingKey)
+			}
+		}
+		// Other messages, another key.
+		s.SendBatch(t.Context(), quizMessages(2, phone))
+		if k := f.Keys(); len(k) != 2 || k[1] == k[0] {
+			t.Errorf("a request of other messages reused key %v", k)
+		}
+	})
+	for _, confirm := range []string{"accepted", "delivered"} {
+		t.Run("500 after acceptance, confirm "+confirm, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeNHN(t)
+			s, _ := nhnSetup(t, f, map[string]any{"confirm": confirm})
+			f.AcceptThenFail = 1
+			ms := quizMessages(3, phone)
+			for i, v := range s.SendBatch(t.Context(), ms) {
+				if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "reconciled") {
+					t.Errorf("message %d accepted then answered 500: %v %q %s, want SENT, reconciled", ms[i].ID, v.Outcome, v.Detail, v.Result)
+				}
+			}
+			if n := len(f.Keys()); n != 1 {
+				t.Errorf("%d accepted requests, want 1", n)
+			}
+		})
+	}
+	t.Run("key already used", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeNHN(t)
+		s, _ := nhnSetup(t, f, nil)
+		f.Flaky["01000000002"] = true // its AlimTalk fails once (9999)
+		ms := quizMessages(3, phone)
+		first := s.SendBatch(t.Context(), ms)
+		if first[0].Outcome != sdk.OutcomeSuccess || first[2].Outcome != sdk.OutcomeTransient {
+			t.Fatalf("first attempt: %v, %v; want SENT, and TRANSIENT for the flaky one", first[0].Outcome, first[2].Outcome)
+		}
+		// The host sends all three again (say the first answer was lost):
+		// NHN Cloud refuses the repeat with -1005.
+		vs := s.SendBatch(t.Context(), attempt(ms, 2))
+		for i, v := range vs[:2] {
+			if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "reconciled") {
+				t.Errorf("message %d after -1005: %v %q %s, want SENT from the list", ms[i].ID, v.Outcome, v.Detail, v.Result)
+			}
+		}
+		// The one whose delivery failed waits out the key's 10 minutes.
+		if v := vs[2]; v.Outcome != sdk.OutcomeTransient || v.RetryAfter < 10*time.Minute {
+			t.Errorf("the flaky one after -1005: %v after %v %q, want TRANSIENT after ≥ 10m", v.Outcome, v.RetryAfter, v.Detail)
+		}
+		if n := len(f.Keys()); n != 1 {
+			t.Errorf("%d accepted requests, want 1", n)
+		}
+	})
+}
+
+func keysOf(sends []nhnSent) []string {
+	var k []string
+	for _, s := range sends {
+		k = append(k, s.SenderGroupingKey)
+	}
+	return k
 }

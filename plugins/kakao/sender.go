@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,8 @@ type sender struct {
 	tokens   *tokenSource
 	endpoint string
 	now      func() time.Time
+	// spend remembers the -11 (spending limit) reset this channel waits for.
+	spend spendCap
 	// stopKeeper stops the token keeper (nil without a refresh token).
 	stopKeeper context.CancelFunc
 }
@@ -71,7 +74,23 @@ func (s *sender) send(ctx context.Context, m sdk.Message) sdk.Verdict {
 // no recipients, to the token's own user) and returns a verdict per
 // recipient (one verdict for memo). A failure of the request itself is every
 // recipient's verdict; Kakao's failure_info is classified per recipient.
+// A -11 (spending limit) is judged by the channel's spendCap; a success
+// tells it the limit is lifted.
 func (s *sender) sendTo(ctx context.Context, obj json.RawMessage, recipients []string) []sdk.Verdict {
+	vs := s.sendOnce(ctx, obj, recipients)
+	now := s.now()
+	for i, v := range vs {
+		switch {
+		case v.Outcome == sdk.OutcomeSuccess:
+			s.spend.lifted()
+		case v.ProviderCode == strconv.Itoa(codeSpendingLimit):
+			vs[i] = s.spend.judge(now, v)
+		}
+	}
+	return vs
+}
+
+func (s *sender) sendOnce(ctx context.Context, obj json.RawMessage, recipients []string) []sdk.Verdict {
 	all := func(v sdk.Verdict) []sdk.Verdict {
 		vs := make([]sdk.Verdict, max(1, len(recipients)))
 		for i := range vs {
@@ -346,7 +365,20 @@ func (f friendsSender) SendBatch(ctx context.Context, ms []sdk.Message) []sdk.Ve
 			for k, i := range r.idxs {
 				recipients[k] = ms[i].Recipient
 			}
-			for k, v := range f.sendTo(ctx, r.obj, recipients) {
+			got := f.sendTo(ctx, r.obj, recipients)
+			if code, ok := refusedForSome(got); ok && len(recipients) > 1 {
+				// Kakao refused the whole request for what one receiver may
+				// have caused (-2 "not allowed to send to some of the
+				// receivers", -502, -530, …) and sent it to no one: send
+				// each receiver alone, so only the ones at fault fail.
+				for k, rc := range recipients {
+					got[k] = f.sendTo(ctx, r.obj, []string{rc})[0]
+					if got[k].Outcome != sdk.OutcomeSuccess {
+						got[k].Detail += fmt.Sprintf(" (sent alone after Kakao refused its request of %d receivers with %s)", len(recipients), code)
+					}
+				}
+			}
+			for k, v := range got {
 				v.Detail = f.tokens.redact(v.Detail)
 				vs[r.idxs[k]] = v
 			}
@@ -358,3 +390,62 @@ func (f friendsSender) SendBatch(ctx context.Context, ms []sdk.Message) []sdk.Ve
 
 // maxGroupRequests bounds one batch's concurrent requests to Kakao.
 const maxGroupRequests = 16
+
+// receiverCodes are Kakao's codes that refuse a whole friends request for
+// what one receiver can cause (Kakao Talk Message error codes: -2 "Not
+// allowed to send a message to some of receivers", -502 not a friend, -530
+// refuses messages, -533/-536 a receiver's daily quota; REST API error
+// codes: -501 not a KakaoTalk user). Answered for the request, they name no
+// receiver and nothing was sent.
+var receiverCodes = map[string]bool{"-2": true, "-501": true, "-502": true, "-530": true, "-533": true, "-536": true}
+
+// refusedForSome reports whether vs is one request-level refusal (no
+// failure_info, so no result) with a code one receiver can cause.
+func refusedForSome(vs []sdk.Verdict) (code string, ok bool) {
+	for _, v := range vs {
+		if v.Outcome == sdk.OutcomeSuccess || v.Result != nil || !receiverCodes[v.ProviderCode] || v.ProviderCode != vs[0].ProviderCode {
+			return "", false
+		}
+	}
+	return vs[0].ProviderCode, len(vs) > 0
+}
+
+// codeSpendingLimit is Kakao's -11: the paid API's daily or monthly
+// spending limit is reached.
+const codeSpendingLimit = -11
+
+// spendCap tells a daily spending limit (-11 clears at 00:00 KST) from a
+// monthly one. The first -11 is retried after the next 00:00 KST; a -11
+// answered after that reset with no success in between is final: the limit
+// outlasted the day, so a person must raise it. It is the channel's, not
+// the message's (the limit is the app's): a message that meets a limit
+// which already outlasted a reset is final at once. A restart forgets it,
+// which costs at most one more day of retries.
+type spendCap struct {
+	mu    sync.Mutex
+	reset time.Time // the 00:00 KST the first -11 waits for; zero: none
+}
+
+func (c *spendCap) judge(now time.Time, v sdk.Verdict) sdk.Verdict {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reset.IsZero() {
+		c.reset = now.Add(untilQuotaReset(now, quotaDaily))
+	}
+	if now.Before(c.reset) {
+		v.Outcome, v.RetryAfter = sdk.OutcomeTransient, c.reset.Sub(now)
+		v.Detail += "; retried once after 00:00 KST, when a daily limit resets"
+		return v
+	}
+	v.Outcome, v.RetryAfter = sdk.OutcomePermanent, 0
+	v.Detail += fmt.Sprintf("; final: the limit outlasted the %s reset (a monthly limit, or a daily one nobody raised): a person must raise it in Kakao Developers, then replay the dead letters",
+		c.reset.In(kst).Format("2006-01-02 15:04 KST"))
+	return v
+}
+
+// lifted forgets the limit: a send went through.
+func (c *spendCap) lifted() {
+	c.mu.Lock()
+	c.reset = time.Time{}
+	c.mu.Unlock()
+}

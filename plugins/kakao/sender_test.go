@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +166,7 @@ func TestSender_Send_ErrorCodes(t *testing.T) {
 		{"-603 internal timeout", 400, `{"msg":"timeout","code":-603}`, sdk.OutcomeTransient, "-603", 0, "timeout"},
 		{"-9798 maintenance 503", 503, `{"msg":"service check","code":-9798}`, sdk.OutcomeTransient, "-9798", 0, "maintenance"},
 		{"-10 quota", 400, `{"msg":"API limit has been exceeded.","code":-10}`, sdk.OutcomeTransient, "-10", daily, "quota"},
-		{"-11 paid limit: a person must raise it", 400, `{"msg":"paid API limit exceeded","code":-11}`, sdk.OutcomePermanent, "-11", 0, "a person must raise it"},
+		{"-11 paid limit: retried after the daily reset", 400, `{"msg":"paid API limit exceeded","code":-11}`, sdk.OutcomeTransient, "-11", daily, "daily or monthly spending limit"},
 		{"-532 sender daily", 400, `{"msg":"daily limit exceeded","code":-532}`, sdk.OutcomeTransient, "-532", daily, "sender's daily"},
 		{"-533 recipient daily", 400, `{"msg":"daily limit exceeded","code":-533}`, sdk.OutcomeTransient, "-533", daily, "recipient's daily"},
 		{"-536 pair daily", 400, `{"msg":"daily limit exceeded","code":-536}`, sdk.OutcomeTransient, "-536", daily, "pair"},
@@ -348,5 +349,92 @@ func TestFriends_SendBatch(t *testing.T) {
 		if v.Outcome != sdk.OutcomeTransient || v.ProviderCode != "-7" {
 			t.Errorf("message %d after a -7 answer: got %v %q code %q, want TRANSIENT -7", i+1, v.Outcome, v.Detail, v.ProviderCode)
 		}
+	}
+}
+
+// TestSender_Send_SpendingLimit: -11 is the daily or the monthly spending
+// limit. The first is retried after the next 00:00 KST; a -11 after that
+// reset is final; a success in between forgets it.
+func TestSender_Send_SpendingLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]any{"mode": "friends"})
+	limit := `{"msg":"paid API limit exceeded","code":-11}`
+	b.fake.answer(400, limit)
+	v := b.send(b.sender, testUUID, textPayload)
+	wantVerdict(t, v, sdk.OutcomeTransient, 400, "-11")
+	if v.RetryAfter != 30*time.Minute { // 23:30 KST → 00:00 KST
+		t.Errorf("first -11: retry after %v, want 30m (the next 00:00 KST)", v.RetryAfter)
+	}
+	b.clock.Advance(10 * time.Minute)
+	b.fake.answer(400, limit)
+	if v := b.send(b.sender, testUUID, textPayload); v.Outcome != sdk.OutcomeTransient || v.RetryAfter != 20*time.Minute {
+		t.Errorf("-11 before the reset: got %v after %v, want TRANSIENT after 20m", v.Outcome, v.RetryAfter)
+	}
+	b.clock.Advance(21 * time.Minute) // 00:01 KST: the reset has passed
+	b.fake.answer(400, limit)
+	v = b.send(b.sender, testUUID, textPayload)
+	wantVerdict(t, v, sdk.OutcomePermanent, 400, "-11")
+	if v.RetryAfter != 0 || !strings.Contains(v.Detail, "outlasted") {
+		t.Errorf("-11 after the reset: retry after %v, detail %q; want final, saying the limit outlasted the reset", v.RetryAfter, v.Detail)
+	}
+	// The limit is raised: a send goes through, and a later -11 is a new
+	// day's limit again.
+	if v := b.send(b.sender, testUUID, textPayload); v.Outcome != sdk.OutcomeSuccess {
+		t.Fatalf("send after the limit was raised: %v %q", v.Outcome, v.Detail)
+	}
+	b.fake.answer(400, limit)
+	if v := b.send(b.sender, testUUID, textPayload); v.Outcome != sdk.OutcomeTransient || v.RetryAfter != 23*time.Hour+59*time.Minute {
+		t.Errorf("-11 after a success: got %v after %v, want TRANSIENT until the next 00:00 KST", v.Outcome, v.RetryAfter)
+	}
+}
+
+// TestFriends_SendBatch_Isolate: Kakao refuses a request of 5 receivers
+// with -2 ("not allowed to send to some of the receivers") because of one:
+// each is sent again alone, only that one fails, the 4 others are sent
+// once each.
+func TestFriends_SendBatch_Isolate(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{-2, -502, -530} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, map[string]any{"mode": "friends"})
+			bs := b.sender.(sdk.BatchSender)
+			b.fake.set(func(f *fakeKakao) { f.refuseRequest = map[string]int{"friend-2": code} })
+			var ms []sdk.Message
+			for i := range 5 {
+				ms = append(ms, sdk.Message{ID: int64(i + 1), Recipient: fmt.Sprintf("friend-%d", i), Payload: json.RawMessage(textPayload), Attempt: 1})
+			}
+			vs := bs.SendBatch(t.Context(), ms)
+			for i, v := range vs {
+				want := sdk.OutcomeSuccess
+				if ms[i].Recipient == "friend-2" {
+					want = sdk.OutcomePermanent
+				}
+				if v.Outcome != want {
+					t.Errorf("%s: got %v %q, want %v", ms[i].Recipient, v.Outcome, v.Detail, want)
+				}
+			}
+			if v := vs[2]; v.ProviderCode != strconv.Itoa(code) || !strings.Contains(v.Detail, "sent alone") {
+				t.Errorf("the receiver at fault: code %q detail %q, want %d, sent alone", v.ProviderCode, v.Detail, code)
+			}
+			// Kakao sent the refused request to no one; each receiver went
+			// out in exactly one accepted request.
+			accepted := map[string]int{}
+			for _, r := range b.fake.sendRequests() {
+				var uuids []string
+				_ = json.Unmarshal([]byte(r.Form.Get("receiver_uuids")), &uuids)
+				if len(uuids) == 1 && uuids[0] != "friend-2" {
+					accepted[uuids[0]]++
+				}
+			}
+			for i := range 5 {
+				if u := fmt.Sprintf("friend-%d", i); u != "friend-2" && accepted[u] != 1 {
+					t.Errorf("%s was sent in %d accepted requests, want 1", u, accepted[u])
+				}
+			}
+			if n := len(b.fake.sendRequests()); n != 6 {
+				t.Errorf("%d requests, want 6 (the refused one, then each receiver alone)", n)
+			}
+		})
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +143,7 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 		}
 		body.Messages[i] = sm
 	}
+	started := p.now()
 	resp, answer, fail := postAnswer(ctx, p.client, "SENS", p.url, body, func(h http.Header) {
 		ts := strconv.FormatInt(p.now().UnixMilli(), 10)
 		h.Set("Content-Type", "application/json; charset=utf-8")
@@ -149,19 +152,78 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 		h.Set("x-ncp-apigw-signature-v2", sign(p.c.secretKey, http.MethodPost, p.uri, ts, p.c.accessKey))
 	})
 	if fail != nil {
-		return everyone(len(ms), *fail)
+		// The request may have reached SENS before it failed.
+		return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), *fail))
 	}
 	if resp.StatusCode/100 != 2 {
-		return everyone(len(ms), p.failed(resp, answer))
+		v := p.failed(resp, answer)
+		if resp.StatusCode >= 500 {
+			return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), v))
+		}
+		return everyone(len(ms), v)
 	}
 	var a sensAnswer
 	if err := json.Unmarshal(answer, &a); err != nil || a.Messages == nil {
-		return everyone(len(ms), sdk.Transient(fmt.Sprintf("SENS answered HTTP %d with a body that is not its send result: %s",
-			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode))
+		return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), sdk.Transient(fmt.Sprintf("SENS answered HTTP %d with a body that is not its send result: %s",
+			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode)))
 	}
 	vs := p.verdicts(resp.StatusCode, &a, ms)
 	if p.c.confirm {
 		p.confirm(ctx, a.RequestID, ms, vs)
+	}
+	return vs
+}
+
+// reconcile asks the result list, before a request that failed without an
+// answer (a timeout, a 5xx, a garbled 2xx) is retried, whether SENS took
+// it anyway. SENS returns no requestId then, and echoes no field of the
+// caller's choosing, so the list is read by channel, template and request
+// time (from a minute before the POST, in KST) and a listed message is
+// credited to a message of the request only by the same number and the
+// same content, each listed message once. A credited message is SENT (and
+// with confirm, judged by its delivery result); the rest keep failed.
+func (p *sens) reconcile(ctx context.Context, templateCode string, started time.Time, ms []*atMessage, failed []sdk.Verdict) []sdk.Verdict {
+	vs := slices.Clone(failed)
+	q := url.Values{
+		"plusFriendId":     {p.c.channelID},
+		"templateCode":     {templateCode},
+		"requestStartTime": {started.Add(-time.Minute).In(kst).Format("2006-01-02 15:04:05")},
+		"requestEndTime":   {p.now().Add(time.Minute).In(kst).Format("2006-01-02 15:04:05")},
+		"pageSize":         {"100"},
+	}
+	used := map[string]bool{}
+	requestID, found, next := "", 0, ""
+	for page := 0; page < 20 && found < len(ms); page++ {
+		if next != "" {
+			q.Set("nextToken", next)
+		}
+		var res sensResults
+		if !p.get(ctx, "?"+q.Encode(), &res) {
+			break
+		}
+		for _, r := range res.Messages {
+			if r.MessageID == "" || used[r.MessageID] || r.Content == "" {
+				continue
+			}
+			for i, m := range ms {
+				if vs[i].Outcome == sdk.OutcomeSuccess || r.To != m.to || r.Content != m.p.Content {
+					continue
+				}
+				used[r.MessageID] = true
+				raw, _ := json.Marshal(map[string]any{"partner": "sens", "request_id": r.RequestID, "message_id": r.MessageID,
+					"reconciled": "listed with the same number and content after the request failed"})
+				vs[i] = sdk.Success(raw).WithStatus(http.StatusAccepted)
+				requestID = r.RequestID
+				found++
+				break
+			}
+		}
+		if next = res.NextToken; next == "" {
+			break
+		}
+	}
+	if found > 0 && p.c.confirm {
+		p.confirm(ctx, requestID, ms, vs)
 	}
 	return vs
 }
@@ -203,8 +265,33 @@ type sensResults struct {
 		MessageStatusCode string `json:"messageStatusCode"`
 		MessageStatusName string `json:"messageStatusName"`
 		MessageStatusDesc string `json:"messageStatusDesc"`
+		RequestID         string `json:"requestId"`
+		Content           string `json:"content"`
+		// The SMS/LMS failover of a message Kakao did not deliver.
+		UseSmsFailover     bool   `json:"useSmsFailover"`
+		FailoverStatus     string `json:"failoverStatus"`
+		FailoverStatusName string `json:"failoverStatusName"`
+		FailoverStatusDesc string `json:"failoverStatusDesc"`
 	} `json:"messages"`
 	NextToken string `json:"nextToken"`
+}
+
+// failover is what the result list says of a message's SMS/LMS failover:
+// "delivered", "failed", or "" (none asked for, or not known yet).
+func failoverOutcome(status, name string) string {
+	switch strings.ToUpper(strings.TrimSpace(status + " " + name)) {
+	case "":
+		return ""
+	}
+	for _, f := range []string{status, name} {
+		switch strings.ToLower(f) {
+		case "success", "0000", "completed", "delivered":
+			return "delivered"
+		case "fail", "failed", "failure":
+			return "failed"
+		}
+	}
+	return ""
 }
 
 // confirm waits, within confirm_wait and the batch's deadline, for Kakao's
@@ -276,6 +363,32 @@ func (p *sens) poll(ctx context.Context, requestID string, pending map[string]in
 				continue
 			}
 			v := classifyDelivery(r.MessageStatusCode, strings.TrimSpace(r.MessageStatusName+" "+r.MessageStatusDesc))
+			if r.UseSmsFailover {
+				// AlimTalk failed and SENS sends the SMS/LMS instead: only a
+				// failover that failed lets the message be sent again.
+				switch failoverOutcome(r.FailoverStatus, r.FailoverStatusName) {
+				case "delivered":
+					result["failover"] = "delivered"
+					vs[i].Result, _ = json.Marshal(result)
+					continue
+				case "failed":
+					v.Detail += "; the SMS/LMS failover failed too"
+					result["failover"] = "failed"
+					raw, _ = json.Marshal(result)
+				default:
+					if v.Outcome == sdk.OutcomeSuccess {
+						break
+					}
+					result["failover"], result["delivery"] = "unknown", "unconfirmed"
+					vs[i].Result, _ = json.Marshal(result)
+					continue
+				}
+			}
+			if v.Outcome == sdk.OutcomeSuccess {
+				maps.Copy(result, resultOf(v))
+				vs[i].Result, _ = json.Marshal(result)
+				continue
+			}
 			vs[i] = v.WithStatus(vs[i].ProviderStatus).WithCode(r.MessageStatusCode).WithResult(raw)
 		}
 		if next = res.NextToken; next == "" {
@@ -381,6 +494,10 @@ var deliveryCodes = map[string]codeInfo{
 	"3030": {reason: "the message type does not match the template"},
 	"3031": {reason: "the header does not match the template"},
 	"3032": {reason: "the header is over 16 characters"},
+	// The result of a message that may have gone out is unknown: never
+	// sent again (README, "status unknown").
+	"4000": {unknown: true, reason: "the delivery result was not found"},
+	"4001": {unknown: true, reason: "the delivery status is unknown"},
 	"9998": {transient: true, reason: "Kakao system problem"},
 	"9999": {transient: true, reason: "Kakao system problem"},
 }
@@ -393,8 +510,17 @@ func classifyDelivery(code, desc string) sdk.Verdict {
 	case !known && code >= "3033" && code <= "3058":
 		// The item-list and highlight checks of the same table.
 		return sdk.Permanent(fmt.Sprintf("Kakao did not deliver the message: %s: the message does not match the template (%s)", code, desc))
-	case !known:
-		return sdk.Transient(fmt.Sprintf("Kakao did not deliver the message: messageStatusCode %s (%s), not one this plugin knows", code, desc))
+	case !known || info.unknown:
+		// Kakao did not say it failed to send: sending it again could
+		// deliver it twice, so it stays sent, unconfirmed.
+		what := "not one this plugin knows"
+		if known {
+			what = info.reason
+		}
+		r, _ := json.Marshal(map[string]any{"delivery": "unconfirmed"})
+		v := sdk.Success(r)
+		v.Detail = fmt.Sprintf("Kakao's delivery result %s (%s) is %s: kept as sent, unconfirmed (sending again could deliver it twice)", code, desc, what)
+		return v
 	case info.transient:
 		return sdk.Transient(fmt.Sprintf("Kakao did not deliver the message: %s: %s (%s)", code, info.reason, desc))
 	}
