@@ -95,9 +95,11 @@ func checkJSON(b json.RawMessage) (readBack int, err error) {
 	return n, nil
 }
 
-// CheckPayload is CheckJSON, and holds b to limit bytes both as written and
-// as it reads back from jsonb (JSONReadBack): what the pipeline carries to a
-// plugin is the read-back form.
+// CheckPayload is CheckJSON, and holds b to limit bytes as written and to
+// MaxPayloadBytes as it reads back from jsonb (JSONReadBack: numbers in
+// decimal, a space after each ':' and ','): the read-back form is what the
+// pipeline carries to a plugin, and what the claim reads only within
+// MaxPayloadBytes.
 func CheckPayload(b json.RawMessage, limit int) error {
 	if len(b) > limit {
 		return fmt.Errorf("is %d bytes, at most %d", len(b), limit)
@@ -106,8 +108,8 @@ func CheckPayload(b json.RawMessage, limit int) error {
 	if err != nil {
 		return err
 	}
-	if n > limit {
-		return fmt.Errorf("reads back as %d bytes, at most %d (jsonb writes numbers in decimal and a space after each ':' and ',')", n, limit)
+	if n > MaxPayloadBytes {
+		return fmt.Errorf("reads back as %d bytes, at most %d (jsonb writes numbers in decimal and a space after each ':' and ',')", n, MaxPayloadBytes)
 	}
 	return nil
 }

@@ -57,7 +57,8 @@ func TestCheckPayload(t *testing.T) {
 	}{
 		{`{"a":1}`, 100, ""},
 		{`{"a":1e100000}`, 100, "reads back as 100001 characters, at most 100"},
-		{`[1,1,1,1,1,1,1,1,1,1]`, 25, "reads back as 30 bytes, at most 25"},
+		{`[1,1,1,1,1,1,1,1,1,1]`, 25, ""}, // 21 written, 30 read back: within MaxPayloadBytes
+		{`[` + strings.Repeat(`1e99,`, 20000) + `1]`, 1 << 20, "reads back as 2040003 bytes, at most 1048576"},
 		{`{"a":1,}`, 100, "is not valid JSON (at byte 8)"},
 		{`{"a":"\u0000"}`, 100, `contains \u0000`},
 		{strings.Repeat(" ", 200) + `{}`, 100, "is 202 bytes, at most 100"},
