@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Receipt outcomes (migration 00013).
 const (
-	ReceiptDelivered       = "DELIVERED"
-	ReceiptFailedAfterSend = "FAILED_AFTER_SEND"
+	ReceiptDelivered       = wire.ReceiptDelivered
+	ReceiptFailedAfterSend = wire.ReceiptFailedAfterSend
 )
 
 // Receipt is what a provider reported of a SENT notification after it was
@@ -29,11 +31,11 @@ type Receipt struct {
 
 // Why a receipt was not recorded.
 const (
-	ReceiptUnknown  = "unknown"   // no such notification on the channel
-	ReceiptNotSent  = "not_sent"  // PENDING, FAILED or CANCELLED: it was never sent, or not delivered by this route
-	ReceiptInFlight = "in_flight" // QUEUED or PROCESSING: not SENT yet; the provider should call again
-	ReceiptHasOne   = "duplicate" // it has its receipt already (the first report wins)
-	ReceiptRepeated = "repeated"  // the same notification earlier in the same callback
+	ReceiptUnknown  = wire.ReceiptIgnoredUnknown   // no such notification on the channel
+	ReceiptNotSent  = wire.ReceiptIgnoredNotSent   // PENDING, FAILED or CANCELLED
+	ReceiptInFlight = wire.ReceiptIgnoredInFlight  // QUEUED or PROCESSING: not SENT yet
+	ReceiptHasOne   = wire.ReceiptIgnoredDuplicate // it has its receipt already (the first report wins)
+	ReceiptRepeated = wire.ReceiptIgnoredRepeated  // the same notification earlier in the same callback
 )
 
 // ReceiptApplied is the fate of one receipt given to ApplyReceipts.
