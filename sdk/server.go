@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
 )
@@ -256,4 +260,74 @@ func toProto(v Verdict) *providerv1.Verdict {
 		Detail:         v.Detail,
 		Result:         v.Result,
 	}
+}
+
+// Callback hands a provider's callback to the channel's Sender when it is a
+// CallbackHandler; otherwise it answers UNIMPLEMENTED, as a plugin built
+// before callbacks existed does, and the host tells the caller the channel
+// takes none. A handler's error is the caller's answer (inside the
+// response); a panic is logged and answered as an error.
+func (s *server) Callback(ctx context.Context, req *providerv1.CallbackRequest) (*providerv1.CallbackResponse, error) {
+	sender := s.sender(req.Channel)
+	if sender == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "channel %s is not configured in this plugin", req.Channel)
+	}
+	h, ok := sender.(CallbackHandler)
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented, "plugin %s takes no callbacks (its Sender is not a CallbackHandler)", s.info.Name)
+	}
+	ans, err := s.callback(ctx, h, callbackFromProto(req))
+	if err != nil {
+		return &providerv1.CallbackResponse{Error: CutText(err.Error(), MaxReceiptDetail)}, nil
+	}
+	if len(ans.Updates) > MaxCallbackUpdates {
+		return &providerv1.CallbackResponse{Error: fmt.Sprintf("the plugin read %d updates from one callback; at most %d are taken (send fewer per callback)",
+			len(ans.Updates), MaxCallbackUpdates)}, nil
+	}
+	return callbackAnswerToProto(ans), nil
+}
+
+func (s *server) callback(ctx context.Context, h CallbackHandler, req CallbackRequest) (ans CallbackAnswer, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("HandleCallback panicked", "channel", req.Channel, "panic", r, "stack", string(debug.Stack()))
+			ans, err = CallbackAnswer{}, fmt.Errorf("plugin panicked reading the callback")
+		}
+	}()
+	return h.HandleCallback(ctx, req)
+}
+
+func callbackFromProto(req *providerv1.CallbackRequest) CallbackRequest {
+	out := CallbackRequest{Channel: req.Channel, Headers: http.Header{}, Body: req.Body}
+	for _, h := range req.Headers {
+		out.Headers[http.CanonicalHeaderKey(h.Name)] = append(out.Headers[http.CanonicalHeaderKey(h.Name)], h.Values...)
+	}
+	out.Query, _ = url.ParseQuery(req.Query) // what parses; the raw form is the host's to bound
+	return out
+}
+
+// callbackAnswerToProto converts an answer, holding every field to its bound
+// (the host checks again: a plugin need not use this SDK).
+func callbackAnswerToProto(a CallbackAnswer) *providerv1.CallbackResponse {
+	out := &providerv1.CallbackResponse{
+		Updates:          make([]*providerv1.ReceiptUpdate, len(a.Updates)),
+		ReplyStatus:      int32(a.ReplyStatus),
+		ReplyContentType: CutText(a.ReplyContentType, 200),
+	}
+	if len(a.ReplyBody) <= MaxReplyBody {
+		out.ReplyBody = a.ReplyBody
+	}
+	for i, u := range a.Updates {
+		w := &providerv1.ReceiptUpdate{
+			NotificationId: u.NotificationID,
+			Outcome:        providerv1.ReceiptOutcome(u.Outcome),
+			Detail:         CutText(u.Detail, MaxReceiptDetail),
+			ProviderCode:   CutText(u.ProviderCode, MaxReceiptCode),
+		}
+		if !u.At.IsZero() {
+			w.AtUnixNano = u.At.UnixNano()
+		}
+		out.Updates[i] = w
+	}
+	return out
 }

@@ -130,6 +130,9 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 				fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", a.Attempt, a.FinishedAt.Local().Format(time.TimeOnly), a.Outcome, a.ProviderStatus, a.Error)
 			}
 		}
+		if r := n.Receipt; r != nil {
+			receiptLine(tw, r.Outcome, r.ProviderCode, r.Detail, r.ReceivedAt.Local())
+		}
 	}
 	return tw.Flush()
 }

@@ -158,6 +158,22 @@ func TestCLI_NotificationsOverAPI(t *testing.T) {
 
 	wantLines(t, b.ok("cancel", fmt.Sprint(id)), fmt.Sprintf("%d CANCELLED", id))
 	b.failed("is not a notification id", "status", "nope")
+
+	// A delivery receipt shows under its notification, through the API and
+	// with --config, with or without --history.
+	rid, err := strconv.ParseInt(strings.TrimSpace(b.ok("send", "--channel", "quiz", "--recipient", "ann", "--payload", `{}`, "--at", "1h")), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Pool().Exec(context.Background(), `UPDATE notifications SET status = 'SENT', attempts = 1 WHERE id = $1`, rid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.ApplyReceipts(context.Background(), "quiz", []outbox.Receipt{{NotificationID: rid, Outcome: outbox.ReceiptFailedAfterSend, ProviderCode: "E-9", Detail: "unreachable"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status", fmt.Sprint(rid)}, {"status", "--history", fmt.Sprint(rid)}, {"status", "--config", b.path, fmt.Sprint(rid)}} {
+		wantLines(t, b.ok(args...), "SENT", "receipt", "FAILED_AFTER_SEND", "E-9", "unreachable")
+	}
 	out, _, err = b.run("cancel", fmt.Sprint(got.ID), "987654321")
 	if !strings.Contains(out, fmt.Sprintf("%d CANCELLED", got.ID)) || err == nil || !strings.Contains(err.Error(), "notification 987654321") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("cancel of one good and one unknown id: %q, %v; want the good one cancelled and a 404 for the other", out, err)

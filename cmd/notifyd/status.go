@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -62,6 +64,9 @@ func newStatusCmd() *cobra.Command {
 						fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", at.Attempt, at.FinishedAt.Format("15:04:05.000"), at.Outcome, at.ProviderStatus, at.Error)
 					}
 				}
+				if r := n.Receipt; r != nil {
+					receiptLine(tw, r.Outcome, r.ProviderCode, r.Detail, r.ReceivedAt)
+				}
 			}
 			return tw.Flush()
 		},
@@ -71,6 +76,12 @@ func newStatusCmd() *cobra.Command {
 	addAPIFlags(cmd.Flags(), &af)
 	af.direct = true // this command also takes --config
 	return cmd
+}
+
+// receiptLine is a notification's delivery receipt under its row, with or
+// without --history: the provider's last word on a SENT notification.
+func receiptLine(w io.Writer, outcome, code, detail string, at time.Time) {
+	fmt.Fprintf(w, "\t  receipt\t%s\t%s\t%s\t%s\n", at.Format(time.TimeOnly), outcome, code, detail)
 }
 
 // lastErrorCell is the LAST ERROR column: on a SENT row the error is an

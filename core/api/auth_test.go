@@ -26,12 +26,26 @@ func bodyFor(method string) string {
 func TestServer_Auth(t *testing.T) {
 	t.Parallel()
 	// Every route gets several bad tokens from one address: past the throttle.
-	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.AuthFailuresPerMinute = 1000 }})
+	b := setup(t, setupOptions{edit: func(c *config.Config) {
+		c.HTTP.AuthFailuresPerMinute = 1000
+		ch := c.Channels["orders"]
+		ch.Callback = config.Callback{Secret: "cb-secret-0123456789abcdef", Header: config.DefaultCallbackHeader, MaxBodyBytes: 1024}
+		c.Channels["orders"] = ch
+	}})
 	for _, pattern := range api.Routes() {
 		method, path := concrete(pattern)
 		body := bodyFor(method)
 		protected := strings.HasPrefix(path, "/v1/") || path == "/metrics"
 		t.Run(pattern, func(t *testing.T) {
+			if pattern == "POST /v1/channels/{name}/callback" {
+				// A partner's route: its channel's secret, never an
+				// operator's token (callback_test.go tests the secret).
+				for _, h := range []string{"", "Bearer " + tokenA, "Bearer token-x-0123456789abcdef"} {
+					wantError(t, b.doAuth(method, "/v1/channels/orders/callback", h, body), 401, wire.CodeUnauthorized, config.DefaultCallbackHeader)
+					wantError(t, b.doAuth(method, "/v1/channels/alerts/callback", h, body), 404, wire.CodeNotFound, "takes no callbacks")
+				}
+				return
+			}
 			if !protected {
 				if a := b.doAuth(method, path, "", body); a.status == 401 {
 					t.Errorf("open route answered 401 without a token: %s", a.body)

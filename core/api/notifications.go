@@ -115,6 +115,12 @@ func notificationInfo(n *outbox.Notification, history bool) wire.NotificationInf
 				ProviderStatus: a.ProviderStatus, ProviderCode: a.ProviderCode, Error: a.Error,
 			}
 		}
+		if r := n.Receipt; r != nil {
+			out.Receipt = &wire.Receipt{
+				Outcome: r.Outcome, Attempt: r.Attempt, Detail: r.Detail, ProviderCode: r.ProviderCode,
+				ReportedAt: r.ReportedAt, ReceivedAt: r.ReceivedAt,
+			}
+		}
 	}
 	return out
 }

@@ -2,7 +2,9 @@
 // Go's pattern routing, served by `notifyd serve` on http.listen.
 //
 // Every /v1 route needs a bearer token from http.tokens (compared in
-// constant time against every configured token); /metrics needs one too
+// constant time against every configured token) but a channel's callback
+// route, which a provider calls with the channel's own callback secret and
+// which is off unless the channel sets one (callback.go); /metrics needs one too
 // unless http.public_metrics is set; /healthz and /readyz are open, for load
 // balancers and orchestrators, and say nothing secret. With no tokens
 // configured the API refuses every /v1 request with 401 (and New logs a
@@ -145,6 +147,8 @@ type Server struct {
 	// metricsHandler serves s.metrics, built once.
 	metricsHandler http.Handler
 	ui             http.Handler
+	// callbacks are the channels that take callbacks, by name.
+	callbacks map[string]callbackDoor
 
 	srv   *http.Server
 	ln    net.Listener
@@ -167,6 +171,7 @@ func New(o Options) (*Server, error) {
 		s.metrics = metrics.New(version.Version)
 	}
 	s.tokens = newTokens(o.Config.HTTP.Tokens)
+	s.callbacks = newCallbackDoors(o.Config)
 	proxies, err := httpguard.ParseProxies(o.Config.HTTP.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -260,6 +265,7 @@ type access int
 const (
 	open      access = iota // /healthz, /readyz
 	token                   // /v1/...
+	partner                 // a channel's callback: its own secret, checked by the route
 	metricsAc               // /metrics: a token unless http.public_metrics
 )
 
@@ -289,6 +295,7 @@ var routeTable = []route{
 	{"GET /v1/jobs/{id}", token, (*Server).getJob},
 	{"POST /v1/channels/{name}/pause", token, (*Server).pauseChannel},
 	{"POST /v1/channels/{name}/resume", token, (*Server).resumeChannel},
+	{"POST /v1/channels/{name}/callback", partner, (*Server).callback},
 	{"GET /metrics", metricsAc, (*Server).serveMetrics},
 	{"GET /healthz", open, (*Server).healthz},
 	{"GET /readyz", open, (*Server).readyz},

@@ -195,7 +195,30 @@ type Channel struct {
 	Partitions int `koanf:"partitions"`
 	// DeadLetterHook tells another channel of this channel's dead letters.
 	DeadLetterHook DeadLetterHook `koanf:"dead_letter_hook"`
+	// Callback lets the channel's provider report delivery later, on
+	// POST /v1/channels/{name}/callback (docs/design.md §7, Receipts).
+	Callback Callback `koanf:"callback"`
 }
+
+// Callback is a channel's delivery-report route. It is off unless Secret is
+// set: a request is taken only when its Header carries exactly Secret
+// (compared in constant time); its body is at most MaxBodyBytes.
+type Callback struct {
+	Secret       string `koanf:"secret"`
+	Header       string `koanf:"header"`
+	MaxBodyBytes int64  `koanf:"max_body_bytes"`
+}
+
+// Enabled reports whether the channel takes callbacks.
+func (c Callback) Enabled() bool { return c.Secret != "" }
+
+// Callback defaults and bounds.
+const (
+	DefaultCallbackHeader       = "X-Notifyd-Callback-Secret"
+	DefaultCallbackMaxBodyBytes = 64 << 10
+	MinCallbackSecretLen        = 16
+	MaxCallbackSecretLen        = 1024
+)
 
 // DeadLetterHook names a channel (a webhook to the on-call tool, say) that
 // is told of each dead letter of the channel it is set on, in batches: every
@@ -433,6 +456,12 @@ func fillChannel(c Channel) Channel {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 1
+	}
+	if c.Callback.Header == "" {
+		c.Callback.Header = DefaultCallbackHeader
+	}
+	if c.Callback.MaxBodyBytes == 0 {
+		c.Callback.MaxBodyBytes = DefaultCallbackMaxBodyBytes
 	}
 	return c
 }

@@ -222,7 +222,49 @@ func validateChannel(name string, ch Channel) error {
 	if ch.Partitions < 1 || ch.Partitions > 256 {
 		return &Error{Key: key + ".partitions", Reason: "must be between 1 and 256"}
 	}
+	return validateCallback(key+".callback", ch.Callback)
+}
+
+// validateCallback never quotes the secret, only its length.
+func validateCallback(key string, cb Callback) error {
+	switch {
+	case cb.Secret != "" && (len(cb.Secret) < MinCallbackSecretLen || len(cb.Secret) > MaxCallbackSecretLen):
+		return &Error{Key: key + ".secret", Reason: fmt.Sprintf("is %d bytes; want %d to %d (a random token: anyone who has it can record receipts)",
+			len(cb.Secret), MinCallbackSecretLen, MaxCallbackSecretLen)}
+	case cb.Secret != "" && !headerValue(cb.Secret):
+		return &Error{Key: key + ".secret", Reason: "holds a character an HTTP header cannot carry (a control character or non-ASCII byte)"}
+	case !headerName(cb.Header):
+		return &Error{Key: key + ".header", Reason: fmt.Sprintf("%q is not an HTTP header name", cb.Header)}
+	case cb.MaxBodyBytes < 1 || cb.MaxBodyBytes > MaxCallbackBodyCeiling:
+		return &Error{Key: key + ".max_body_bytes", Reason: fmt.Sprintf("must be between 1 and %d", MaxCallbackBodyCeiling)}
+	}
 	return nil
+}
+
+// MaxCallbackBodyCeiling is the most channels.<c>.callback.max_body_bytes
+// may be: a callback body travels to the plugin in one gRPC message.
+const MaxCallbackBodyCeiling = 1 << 20
+
+func headerName(s string) bool {
+	if s == "" || len(s) > 100 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func headerValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // validateDeadLetterHook: the hook's channel is configured, is not the

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,4 +137,44 @@ func (r *inProcess) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
 		out[i] = sdk.Transient(fmt.Sprintf("%s: %v", detail, err))
 	}
 	return out
+}
+
+func (r *inProcess) Callback(ctx context.Context, req sdk.CallbackRequest) (sdk.CallbackAnswer, error) {
+	return r.c.Callback(ctx, req)
+}
+
+// CallbackProvider is a Provider that can hand a provider's callback to its
+// plugin: the plugin host's and InProcess's both are. Whether the plugin
+// itself takes callbacks is its own answer (providerclient.ErrCallbackUnsupported).
+type CallbackProvider interface {
+	Callback(ctx context.Context, req sdk.CallbackRequest) (sdk.CallbackAnswer, error)
+}
+
+// ErrCallbackUnsupported: the channel's plugin takes no callbacks.
+var ErrCallbackUnsupported = providerclient.ErrCallbackUnsupported
+
+// ErrChannelStopped: the channel is configured but not running here (its
+// plugin failed to start or refused its config).
+var ErrChannelStopped = errors.New("delivery: channel not running")
+
+// Callback hands a provider's callback to channel's plugin and returns the
+// updates it read (docs/design.md §7, Receipts). It records nothing: the
+// caller applies the updates to the outbox.
+func (e *Engine) Callback(ctx context.Context, channel string, req sdk.CallbackRequest) (sdk.CallbackAnswer, error) {
+	ch, ok := e.channels[channel]
+	if !ok {
+		return sdk.CallbackAnswer{}, fmt.Errorf("%w %q", ErrUnknownChannel, channel)
+	}
+	ch.mu.Lock()
+	p, running, why := ch.plugin, ch.ok, ch.err
+	ch.mu.Unlock()
+	if !running || p == nil {
+		return sdk.CallbackAnswer{}, fmt.Errorf("%w: channel %s: %s", ErrChannelStopped, channel, cmp.Or(why, "not started"))
+	}
+	cp, ok := p.(CallbackProvider)
+	if !ok {
+		return sdk.CallbackAnswer{}, fmt.Errorf("channel %s: %w", channel, ErrCallbackUnsupported)
+	}
+	req.Channel = channel
+	return cp.Callback(ctx, req)
 }

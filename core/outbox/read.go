@@ -31,6 +31,9 @@ type Notification struct {
 	// Attempts is the attempt log, oldest first (Get and
 	// GetByIdempotencyKey only; nil from ListFailed).
 	Attempts []Attempt
+	// Receipt is the provider's later report, nil when none (Get and
+	// GetByIdempotencyKey only).
+	Receipt *Receipt
 }
 
 // Attempt is one settled attempt from the attempt log.
@@ -106,6 +109,9 @@ func (s *Store) getOne(ctx context.Context, sql string, arg any) (*Notification,
 	}
 	n := &ns[0]
 	if n.Attempts, err = s.attempts(ctx, n.ID); err != nil {
+		return nil, err
+	}
+	if n.Receipt, err = s.receipt(ctx, n.ID); err != nil {
 		return nil, err
 	}
 	return n, nil

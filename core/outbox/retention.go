@@ -133,6 +133,8 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (Retenti
 					RETURNING n.id),
 				attempts AS (
 					DELETE FROM notification_attempts a USING gone g WHERE a.notification_id = g.id),
+				receipts AS (
+					DELETE FROM notification_receipts r USING gone g WHERE r.notification_id = g.id),
 				moved AS (
 					UPDATE retention_state SET cursor = greatest(cursor, coalesce((SELECT max(id) FROM walked), cursor))
 					WHERE name = 'notifications' RETURNING cursor)

@@ -119,11 +119,28 @@ func TestRetain(t *testing.T) {
 	midSent, midFailed := mk("SENT", mid, 300), mk("FAILED", mid, 20)
 	freshSent, freshQueued := mk("SENT", fresh, 100), mk("PENDING", fresh, 50)
 	r := outbox.Retention{Sent: 7 * day, Cancelled: 7 * day, Failed: 30 * day, Batch: 1000, Rescan: day}
+	// Receipts go with their notification, and stay with a kept one.
+	for _, id := range []int64{oldSent[0], midSent[0]} {
+		if _, err := b.store.ApplyReceipts(b.ctx, "ch", []outbox.Receipt{{NotificationID: id, Outcome: outbox.ReceiptDelivered}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkReceipts := func() {
+		var gone, kept int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FILTER (WHERE notification_id = $1), count(*) FILTER (WHERE notification_id = $2) FROM notification_receipts`,
+			oldSent[0], midSent[0]).Scan(&gone, &kept); err != nil {
+			t.Fatal(err)
+		}
+		if gone != 0 || kept != 1 {
+			t.Errorf("receipts after retention: %d of the deleted notification's, %d of the kept one's; want 0 and 1", gone, kept)
+		}
+	}
 
 	pass, err := b.store.Retain(b.ctx, r, now)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkReceipts()
 	if pass.Deleted != 2540 || pass.Batches < 3 {
 		t.Errorf("pass = %+v, want 2,540 deleted (old SENT and CANCELLED) in several batches", pass)
 	}

@@ -324,3 +324,19 @@ func (p *Plugin) kill(graceful bool) {
 		inst.stop(graceful)
 	}
 }
+
+// Callback hands a provider's callback for one of the plugin's channels to
+// the plugin (docs/design.md §7, Receipts). A plugin that takes none answers
+// providerclient.ErrCallbackUnsupported; one that is down is waited for
+// until ctx ends.
+func (p *Plugin) Callback(ctx context.Context, req sdk.CallbackRequest) (sdk.CallbackAnswer, error) {
+	inst, err := p.await(ctx)
+	if err != nil {
+		return sdk.CallbackAnswer{}, fmt.Errorf("plugin %s: %w", p.name, err)
+	}
+	ans, err := inst.rpc.Callback(ctx, req)
+	if err != nil {
+		return sdk.CallbackAnswer{}, fmt.Errorf("plugin %s: %w", p.name, err)
+	}
+	return ans, nil
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/notifyd/notifyd/core/delivery"
 	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/sdk"
 )
 
 // Engine is what the operations use of the delivery engine
@@ -36,6 +37,8 @@ type Engine interface {
 	DeadRemove(ctx context.Context, channel string, ids []int64) error
 	Pause(ctx context.Context, channel, reason string) error
 	Resume(ctx context.Context, channel string) error
+	// Callback hands a provider's callback to the channel's plugin.
+	Callback(ctx context.Context, channel string, req sdk.CallbackRequest) (sdk.CallbackAnswer, error)
 }
 
 // Defaults for Options.

@@ -98,6 +98,23 @@ func TestUI_Lookup(t *testing.T) {
 			t.Error("a PENDING notification's page neither refreshes nor offers Cancel")
 		}
 	})
+	t.Run("notification page shows its receipt", func(t *testing.T) {
+		if strings.Contains(c.get("/ui/n/"+strconv.FormatInt(id, 10)).body, `id="receipt"`) {
+			t.Error("the page shows a receipt before there is one")
+		}
+		_, err := b.store.ApplyReceipts(b.ctx, testChannel, []outbox.Receipt{{
+			NotificationID: id, Outcome: outbox.ReceiptFailedAfterSend, Detail: "handset <off>", ProviderCode: "E-9",
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := c.get("/ui/n/" + strconv.FormatInt(id, 10))
+		for _, want := range []string{`id="receipt"`, `data-outcome="FAILED_AFTER_SEND"`, "handset &lt;off&gt;", "E-9", `id="receipt-row"`, `data-status="SENT"`} {
+			if !strings.Contains(res.body, want) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+	})
 	t.Run("a replayed notification's history says where attempts start again", func(t *testing.T) {
 		// A channel no engine runs here: the test claims and settles by hand.
 		res, err := b.store.Insert(b.ctx, []outbox.NewNotification{{Channel: "offline", Recipient: "dan", Payload: json.RawMessage(`{}`)}})

@@ -92,7 +92,7 @@ func (p *provider) Describe() sdk.Info {
 	return sdk.Info{
 		Name:           "webhook",
 		Version:        Version,
-		Capabilities:   []string{"standard-webhooks", "idempotency-key"},
+		Capabilities:   []string{"standard-webhooks", "idempotency-key", "receipts"},
 		ConfigSchema:   configSchema,
 		MaxConcurrency: 256,
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
@@ -259,4 +261,73 @@ func Attach(attach *plugin.ReattachConfig, log hclog.Logger) (*plugin.Client, *C
 		return nil, nil, fmt.Errorf("attach to in-process provider: %w", err)
 	}
 	return pc, c, nil
+}
+
+// ErrCallbackUnsupported: the plugin does not take callbacks (it answered
+// UNIMPLEMENTED: its Sender is not an sdk.CallbackHandler, or it was built
+// before the Callback RPC).
+var ErrCallbackUnsupported = errors.New("the plugin takes no callbacks")
+
+// CallbackRefused is a callback the plugin could not read; Message is its
+// reason, for the caller.
+type CallbackRefused struct{ Message string }
+
+func (e *CallbackRefused) Error() string { return "callback refused by the plugin: " + e.Message }
+
+// Callback hands a provider's callback to the plugin and returns its
+// updates, each held to the SDK's bounds (cut, never trusted: a plugin need
+// not be built with this SDK). An answer with more than
+// sdk.MaxCallbackUpdates updates, or an update with an unknown outcome, is
+// an error: the plugin broke the contract.
+func (c *Client) Callback(ctx context.Context, req sdk.CallbackRequest) (sdk.CallbackAnswer, error) {
+	w := &providerv1.CallbackRequest{Channel: req.Channel, Query: req.Query.Encode(), Body: req.Body}
+	names := make([]string, 0, len(req.Headers))
+	for name := range req.Headers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		w.Headers = append(w.Headers, &providerv1.CallbackHeader{Name: name, Values: req.Headers[name]})
+	}
+	r, err := c.rpc.Callback(ctx, w)
+	if status.Code(err) == codes.Unimplemented {
+		return sdk.CallbackAnswer{}, ErrCallbackUnsupported
+	}
+	if err != nil {
+		return sdk.CallbackAnswer{}, fmt.Errorf("callback of channel %s: %w", req.Channel, err)
+	}
+	if r.Error != "" {
+		return sdk.CallbackAnswer{}, &CallbackRefused{Message: sdk.CutText(r.Error, sdk.MaxReceiptDetail)}
+	}
+	if len(r.Updates) > sdk.MaxCallbackUpdates {
+		return sdk.CallbackAnswer{}, fmt.Errorf("callback of channel %s: the plugin returned %d updates, over the bound of %d", req.Channel, len(r.Updates), sdk.MaxCallbackUpdates)
+	}
+	ans := sdk.CallbackAnswer{
+		Updates:          make([]sdk.ReceiptUpdate, len(r.Updates)),
+		ReplyStatus:      int(r.ReplyStatus),
+		ReplyContentType: sdk.CutText(r.ReplyContentType, 200),
+	}
+	if len(r.ReplyBody) <= sdk.MaxReplyBody {
+		ans.ReplyBody = r.ReplyBody
+	}
+	if ans.ReplyStatus != 0 && (ans.ReplyStatus < 200 || ans.ReplyStatus > 599) {
+		return sdk.CallbackAnswer{}, fmt.Errorf("callback of channel %s: the plugin asked for reply status %d, not an HTTP status", req.Channel, ans.ReplyStatus)
+	}
+	for i, u := range r.Updates {
+		out := sdk.ReceiptUpdate{
+			NotificationID: u.NotificationId,
+			Outcome:        sdk.ReceiptOutcome(u.Outcome),
+			Detail:         sdk.CutText(u.Detail, sdk.MaxReceiptDetail),
+			ProviderCode:   sdk.CutText(u.ProviderCode, sdk.MaxReceiptCode),
+		}
+		if out.Outcome != sdk.Delivered && out.Outcome != sdk.FailedAfterSend {
+			return sdk.CallbackAnswer{}, fmt.Errorf("callback of channel %s: update %d (notification %d) has outcome %d, neither DELIVERED nor FAILED_AFTER_SEND",
+				req.Channel, i, u.NotificationId, u.Outcome)
+		}
+		if u.AtUnixNano != 0 {
+			out.At = time.Unix(0, u.AtUnixNano).UTC()
+		}
+		ans.Updates[i] = out
+	}
+	return ans, nil
 }

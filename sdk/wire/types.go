@@ -82,6 +82,60 @@ type NotificationInfo struct {
 	// History is the attempt log, oldest first (GET /v1/notifications/{id}
 	// only).
 	History []Attempt `json:"history,omitempty"`
+	// Receipt is what the provider reported after the notification was SENT
+	// (a delivery report by callback), when it did (GET
+	// /v1/notifications/{id} only).
+	Receipt *Receipt `json:"receipt,omitempty"`
+}
+
+// Receipt outcomes: what a provider reported of a SENT notification. A
+// FAILED_AFTER_SEND notification stays SENT (notifyd's part succeeded; a
+// replay would only send it to the same failure): its receipt says so.
+const (
+	ReceiptDelivered       = "DELIVERED"
+	ReceiptFailedAfterSend = "FAILED_AFTER_SEND"
+)
+
+// Receipt is a provider's report of a SENT notification, received by
+// callback (POST /v1/channels/{name}/callback). A notification has at most
+// one: the first report wins.
+type Receipt struct {
+	Outcome string `json:"outcome"` // DELIVERED | FAILED_AFTER_SEND
+	// Attempt is the attempt the report is about (the notification's
+	// attempts when it came).
+	Attempt      int       `json:"attempt"`
+	Detail       string    `json:"detail,omitempty"`
+	ProviderCode string    `json:"provider_code,omitempty"`
+	ReportedAt   time.Time `json:"reported_at,omitzero"` // when the provider says it happened
+	ReceivedAt   time.Time `json:"received_at"`          // when notifyd heard of it
+}
+
+// Why a callback's update was not recorded (CallbackUpdate.Reason).
+const (
+	ReceiptIgnoredUnknown   = "unknown"   // no such notification on the channel
+	ReceiptIgnoredNotSent   = "not_sent"  // PENDING, FAILED or CANCELLED: not a SENT notification
+	ReceiptIgnoredInFlight  = "in_flight" // QUEUED or PROCESSING: not SENT yet; call again (the answer is 503)
+	ReceiptIgnoredDuplicate = "duplicate" // it has its receipt already: the first report wins
+	ReceiptIgnoredRepeated  = "repeated"  // the same notification earlier in this callback
+)
+
+// CallbackResult answers POST /v1/channels/{name}/callback: how many of the
+// updates the channel's plugin read from the callback were recorded, and
+// why each other one was not.
+type CallbackResult struct {
+	Channel string           `json:"channel"`
+	Applied int              `json:"applied"`
+	Ignored int              `json:"ignored"`
+	Updates []CallbackUpdate `json:"updates"`
+}
+
+// CallbackUpdate is one update of a callback and its fate.
+type CallbackUpdate struct {
+	ID      int64  `json:"id"`
+	Outcome string `json:"outcome"` // DELIVERED | FAILED_AFTER_SEND
+	Applied bool   `json:"applied"`
+	Reason  string `json:"reason,omitempty"`  // a ReceiptIgnored* code when not applied
+	Message string `json:"message,omitempty"` // the reason in words
 }
 
 // Attempt is one settled attempt.
@@ -365,7 +419,7 @@ type ErrorDetail struct {
 // Error codes, one per HTTP status the API answers with.
 const (
 	CodeBadRequest       = "bad_request"        // 400: unparseable body, wrong JSON type, unknown field, bad query or path parameter
-	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token (or callback secret)
 	CodeNotFound         = "not_found"          // 404: no such notification, subscriber, schedule, job or route
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeConflict         = "conflict"           // 409: the notification is in a state that forbids the action
@@ -373,6 +427,7 @@ const (
 	CodeInvalid          = "invalid"            // 422: well-formed, but a value is not acceptable
 	CodeTooManyRequests  = "too_many_requests"  // 429: too many bad tokens or logins from this client
 	CodeInternal         = "internal"           // 500
+	CodeNotImplemented   = "not_implemented"    // 501: the channel's plugin takes no callbacks
 	CodeUnavailable      = "unavailable"        // 503
 )
 

@@ -81,6 +81,58 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{0}
 }
 
+// What the provider reported of one notification after it was sent.
+type ReceiptOutcome int32
+
+const (
+	ReceiptOutcome_RECEIPT_OUTCOME_UNSPECIFIED ReceiptOutcome = 0
+	// The provider delivered it (to the handset, the inbox, the endpoint).
+	ReceiptOutcome_RECEIPT_OUTCOME_DELIVERED ReceiptOutcome = 1
+	// The provider accepted it, then could not deliver it.
+	ReceiptOutcome_RECEIPT_OUTCOME_FAILED_AFTER_SEND ReceiptOutcome = 2
+)
+
+// Enum value maps for ReceiptOutcome.
+var (
+	ReceiptOutcome_name = map[int32]string{
+		0: "RECEIPT_OUTCOME_UNSPECIFIED",
+		1: "RECEIPT_OUTCOME_DELIVERED",
+		2: "RECEIPT_OUTCOME_FAILED_AFTER_SEND",
+	}
+	ReceiptOutcome_value = map[string]int32{
+		"RECEIPT_OUTCOME_UNSPECIFIED":       0,
+		"RECEIPT_OUTCOME_DELIVERED":         1,
+		"RECEIPT_OUTCOME_FAILED_AFTER_SEND": 2,
+	}
+)
+
+func (x ReceiptOutcome) Enum() *ReceiptOutcome {
+	p := new(ReceiptOutcome)
+	*p = x
+	return p
+}
+
+func (x ReceiptOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReceiptOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_sdk_proto_providerv1_provider_proto_enumTypes[1].Descriptor()
+}
+
+func (ReceiptOutcome) Type() protoreflect.EnumType {
+	return &file_sdk_proto_providerv1_provider_proto_enumTypes[1]
+}
+
+func (x ReceiptOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReceiptOutcome.Descriptor instead.
+func (ReceiptOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{1}
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -724,6 +776,289 @@ func (x *HealthResponse) GetChannels() []*ChannelHealth {
 	return nil
 }
 
+// A header of the provider's callback request. The host leaves out the
+// header that carries the channel's callback secret.
+type CallbackHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallbackHeader) Reset() {
+	*x = CallbackHeader{}
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallbackHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallbackHeader) ProtoMessage() {}
+
+func (x *CallbackHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallbackHeader.ProtoReflect.Descriptor instead.
+func (*CallbackHeader) Descriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CallbackHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CallbackHeader) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type CallbackRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Channel string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// Bounded by the host (docs/config.md, Bounds).
+	Headers []*CallbackHeader `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty"`
+	// The request's raw query string, without the "?".
+	Query string `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	// The request body, at most channels.<c>.callback.max_body_bytes.
+	Body          []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallbackRequest) Reset() {
+	*x = CallbackRequest{}
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallbackRequest) ProtoMessage() {}
+
+func (x *CallbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallbackRequest.ProtoReflect.Descriptor instead.
+func (*CallbackRequest) Descriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CallbackRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *CallbackRequest) GetHeaders() []*CallbackHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *CallbackRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *CallbackRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type ReceiptUpdate struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	NotificationId int64                  `protobuf:"varint,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
+	Outcome        ReceiptOutcome         `protobuf:"varint,2,opt,name=outcome,proto3,enum=notifyd.provider.v1.ReceiptOutcome" json:"outcome,omitempty"`
+	Detail         string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The provider's own result code.
+	ProviderCode string `protobuf:"bytes,4,opt,name=provider_code,json=providerCode,proto3" json:"provider_code,omitempty"`
+	// When the provider says it happened; 0 when it does not say.
+	AtUnixNano    int64 `protobuf:"varint,5,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiptUpdate) Reset() {
+	*x = ReceiptUpdate{}
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiptUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiptUpdate) ProtoMessage() {}
+
+func (x *ReceiptUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiptUpdate.ProtoReflect.Descriptor instead.
+func (*ReceiptUpdate) Descriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReceiptUpdate) GetNotificationId() int64 {
+	if x != nil {
+		return x.NotificationId
+	}
+	return 0
+}
+
+func (x *ReceiptUpdate) GetOutcome() ReceiptOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ReceiptOutcome_RECEIPT_OUTCOME_UNSPECIFIED
+}
+
+func (x *ReceiptUpdate) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ReceiptUpdate) GetProviderCode() string {
+	if x != nil {
+		return x.ProviderCode
+	}
+	return ""
+}
+
+func (x *ReceiptUpdate) GetAtUnixNano() int64 {
+	if x != nil {
+		return x.AtUnixNano
+	}
+	return 0
+}
+
+type CallbackResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Updates []*ReceiptUpdate       `protobuf:"bytes,1,rep,name=updates,proto3" json:"updates,omitempty"`
+	// The plugin's reason for refusing the callback as a whole (a body it
+	// cannot read), for the caller; empty when it was read.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// An answer the provider expects instead of the host's JSON summary
+	// (some want a fixed body): 0 leaves the host's own answer.
+	ReplyStatus      int32  `protobuf:"varint,3,opt,name=reply_status,json=replyStatus,proto3" json:"reply_status,omitempty"`
+	ReplyBody        []byte `protobuf:"bytes,4,opt,name=reply_body,json=replyBody,proto3" json:"reply_body,omitempty"`
+	ReplyContentType string `protobuf:"bytes,5,opt,name=reply_content_type,json=replyContentType,proto3" json:"reply_content_type,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CallbackResponse) Reset() {
+	*x = CallbackResponse{}
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallbackResponse) ProtoMessage() {}
+
+func (x *CallbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallbackResponse.ProtoReflect.Descriptor instead.
+func (*CallbackResponse) Descriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CallbackResponse) GetUpdates() []*ReceiptUpdate {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+func (x *CallbackResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CallbackResponse) GetReplyStatus() int32 {
+	if x != nil {
+		return x.ReplyStatus
+	}
+	return 0
+}
+
+func (x *CallbackResponse) GetReplyBody() []byte {
+	if x != nil {
+		return x.ReplyBody
+	}
+	return nil
+}
+
+func (x *CallbackResponse) GetReplyContentType() string {
+	if x != nil {
+		return x.ReplyContentType
+	}
+	return ""
+}
+
 var File_sdk_proto_providerv1_provider_proto protoreflect.FileDescriptor
 
 const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
@@ -768,17 +1103,44 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"P\n" +
 	"\x0eHealthResponse\x12>\n" +
-	"\bchannels\x18\x01 \x03(\v2\".notifyd.provider.v1.ChannelHealthR\bchannels*e\n" +
+	"\bchannels\x18\x01 \x03(\v2\".notifyd.provider.v1.ChannelHealthR\bchannels\"<\n" +
+	"\x0eCallbackHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"\x94\x01\n" +
+	"\x0fCallbackRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12=\n" +
+	"\aheaders\x18\x02 \x03(\v2#.notifyd.provider.v1.CallbackHeaderR\aheaders\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\"\xd6\x01\n" +
+	"\rReceiptUpdate\x12'\n" +
+	"\x0fnotification_id\x18\x01 \x01(\x03R\x0enotificationId\x12=\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2#.notifyd.provider.v1.ReceiptOutcomeR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12#\n" +
+	"\rprovider_code\x18\x04 \x01(\tR\fproviderCode\x12 \n" +
+	"\fat_unix_nano\x18\x05 \x01(\x03R\n" +
+	"atUnixNano\"\xd6\x01\n" +
+	"\x10CallbackResponse\x12<\n" +
+	"\aupdates\x18\x01 \x03(\v2\".notifyd.provider.v1.ReceiptUpdateR\aupdates\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12!\n" +
+	"\freply_status\x18\x03 \x01(\x05R\vreplyStatus\x12\x1d\n" +
+	"\n" +
+	"reply_body\x18\x04 \x01(\fR\treplyBody\x12,\n" +
+	"\x12reply_content_type\x18\x05 \x01(\tR\x10replyContentType*e\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_TRANSIENT\x10\x02\x12\x15\n" +
-	"\x11OUTCOME_PERMANENT\x10\x032\xdf\x02\n" +
+	"\x11OUTCOME_PERMANENT\x10\x03*w\n" +
+	"\x0eReceiptOutcome\x12\x1f\n" +
+	"\x1bRECEIPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19RECEIPT_OUTCOME_DELIVERED\x10\x01\x12%\n" +
+	"!RECEIPT_OUTCOME_FAILED_AFTER_SEND\x10\x022\xb8\x03\n" +
 	"\bProvider\x12W\n" +
 	"\bDescribe\x12$.notifyd.provider.v1.DescribeRequest\x1a%.notifyd.provider.v1.DescribeResponse\x12Z\n" +
 	"\tConfigure\x12%.notifyd.provider.v1.ConfigureRequest\x1a&.notifyd.provider.v1.ConfigureResponse\x12K\n" +
 	"\x04Send\x12 .notifyd.provider.v1.SendRequest\x1a!.notifyd.provider.v1.SendResponse\x12Q\n" +
-	"\x06Health\x12\".notifyd.provider.v1.HealthRequest\x1a#.notifyd.provider.v1.HealthResponseB<Z:github.com/notifyd/notifyd/sdk/proto/providerv1;providerv1b\x06proto3"
+	"\x06Health\x12\".notifyd.provider.v1.HealthRequest\x1a#.notifyd.provider.v1.HealthResponse\x12W\n" +
+	"\bCallback\x12$.notifyd.provider.v1.CallbackRequest\x1a%.notifyd.provider.v1.CallbackResponseB<Z:github.com/notifyd/notifyd/sdk/proto/providerv1;providerv1b\x06proto3"
 
 var (
 	file_sdk_proto_providerv1_provider_proto_rawDescOnce sync.Once
@@ -792,40 +1154,50 @@ func file_sdk_proto_providerv1_provider_proto_rawDescGZIP() []byte {
 	return file_sdk_proto_providerv1_provider_proto_rawDescData
 }
 
-var file_sdk_proto_providerv1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sdk_proto_providerv1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_sdk_proto_providerv1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sdk_proto_providerv1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sdk_proto_providerv1_provider_proto_goTypes = []any{
 	(Outcome)(0),              // 0: notifyd.provider.v1.Outcome
-	(*DescribeRequest)(nil),   // 1: notifyd.provider.v1.DescribeRequest
-	(*DescribeResponse)(nil),  // 2: notifyd.provider.v1.DescribeResponse
-	(*ConfigureRequest)(nil),  // 3: notifyd.provider.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 4: notifyd.provider.v1.ConfigureResponse
-	(*Message)(nil),           // 5: notifyd.provider.v1.Message
-	(*SendRequest)(nil),       // 6: notifyd.provider.v1.SendRequest
-	(*Verdict)(nil),           // 7: notifyd.provider.v1.Verdict
-	(*SendResponse)(nil),      // 8: notifyd.provider.v1.SendResponse
-	(*HealthRequest)(nil),     // 9: notifyd.provider.v1.HealthRequest
-	(*ChannelHealth)(nil),     // 10: notifyd.provider.v1.ChannelHealth
-	(*HealthResponse)(nil),    // 11: notifyd.provider.v1.HealthResponse
+	(ReceiptOutcome)(0),       // 1: notifyd.provider.v1.ReceiptOutcome
+	(*DescribeRequest)(nil),   // 2: notifyd.provider.v1.DescribeRequest
+	(*DescribeResponse)(nil),  // 3: notifyd.provider.v1.DescribeResponse
+	(*ConfigureRequest)(nil),  // 4: notifyd.provider.v1.ConfigureRequest
+	(*ConfigureResponse)(nil), // 5: notifyd.provider.v1.ConfigureResponse
+	(*Message)(nil),           // 6: notifyd.provider.v1.Message
+	(*SendRequest)(nil),       // 7: notifyd.provider.v1.SendRequest
+	(*Verdict)(nil),           // 8: notifyd.provider.v1.Verdict
+	(*SendResponse)(nil),      // 9: notifyd.provider.v1.SendResponse
+	(*HealthRequest)(nil),     // 10: notifyd.provider.v1.HealthRequest
+	(*ChannelHealth)(nil),     // 11: notifyd.provider.v1.ChannelHealth
+	(*HealthResponse)(nil),    // 12: notifyd.provider.v1.HealthResponse
+	(*CallbackHeader)(nil),    // 13: notifyd.provider.v1.CallbackHeader
+	(*CallbackRequest)(nil),   // 14: notifyd.provider.v1.CallbackRequest
+	(*ReceiptUpdate)(nil),     // 15: notifyd.provider.v1.ReceiptUpdate
+	(*CallbackResponse)(nil),  // 16: notifyd.provider.v1.CallbackResponse
 }
 var file_sdk_proto_providerv1_provider_proto_depIdxs = []int32{
-	5,  // 0: notifyd.provider.v1.SendRequest.messages:type_name -> notifyd.provider.v1.Message
+	6,  // 0: notifyd.provider.v1.SendRequest.messages:type_name -> notifyd.provider.v1.Message
 	0,  // 1: notifyd.provider.v1.Verdict.outcome:type_name -> notifyd.provider.v1.Outcome
-	7,  // 2: notifyd.provider.v1.SendResponse.verdicts:type_name -> notifyd.provider.v1.Verdict
-	10, // 3: notifyd.provider.v1.HealthResponse.channels:type_name -> notifyd.provider.v1.ChannelHealth
-	1,  // 4: notifyd.provider.v1.Provider.Describe:input_type -> notifyd.provider.v1.DescribeRequest
-	3,  // 5: notifyd.provider.v1.Provider.Configure:input_type -> notifyd.provider.v1.ConfigureRequest
-	6,  // 6: notifyd.provider.v1.Provider.Send:input_type -> notifyd.provider.v1.SendRequest
-	9,  // 7: notifyd.provider.v1.Provider.Health:input_type -> notifyd.provider.v1.HealthRequest
-	2,  // 8: notifyd.provider.v1.Provider.Describe:output_type -> notifyd.provider.v1.DescribeResponse
-	4,  // 9: notifyd.provider.v1.Provider.Configure:output_type -> notifyd.provider.v1.ConfigureResponse
-	8,  // 10: notifyd.provider.v1.Provider.Send:output_type -> notifyd.provider.v1.SendResponse
-	11, // 11: notifyd.provider.v1.Provider.Health:output_type -> notifyd.provider.v1.HealthResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	8,  // 2: notifyd.provider.v1.SendResponse.verdicts:type_name -> notifyd.provider.v1.Verdict
+	11, // 3: notifyd.provider.v1.HealthResponse.channels:type_name -> notifyd.provider.v1.ChannelHealth
+	13, // 4: notifyd.provider.v1.CallbackRequest.headers:type_name -> notifyd.provider.v1.CallbackHeader
+	1,  // 5: notifyd.provider.v1.ReceiptUpdate.outcome:type_name -> notifyd.provider.v1.ReceiptOutcome
+	15, // 6: notifyd.provider.v1.CallbackResponse.updates:type_name -> notifyd.provider.v1.ReceiptUpdate
+	2,  // 7: notifyd.provider.v1.Provider.Describe:input_type -> notifyd.provider.v1.DescribeRequest
+	4,  // 8: notifyd.provider.v1.Provider.Configure:input_type -> notifyd.provider.v1.ConfigureRequest
+	7,  // 9: notifyd.provider.v1.Provider.Send:input_type -> notifyd.provider.v1.SendRequest
+	10, // 10: notifyd.provider.v1.Provider.Health:input_type -> notifyd.provider.v1.HealthRequest
+	14, // 11: notifyd.provider.v1.Provider.Callback:input_type -> notifyd.provider.v1.CallbackRequest
+	3,  // 12: notifyd.provider.v1.Provider.Describe:output_type -> notifyd.provider.v1.DescribeResponse
+	5,  // 13: notifyd.provider.v1.Provider.Configure:output_type -> notifyd.provider.v1.ConfigureResponse
+	9,  // 14: notifyd.provider.v1.Provider.Send:output_type -> notifyd.provider.v1.SendResponse
+	12, // 15: notifyd.provider.v1.Provider.Health:output_type -> notifyd.provider.v1.HealthResponse
+	16, // 16: notifyd.provider.v1.Provider.Callback:output_type -> notifyd.provider.v1.CallbackResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sdk_proto_providerv1_provider_proto_init() }
@@ -838,8 +1210,8 @@ func file_sdk_proto_providerv1_provider_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sdk_proto_providerv1_provider_proto_rawDesc), len(file_sdk_proto_providerv1_provider_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Provider_Configure_FullMethodName = "/notifyd.provider.v1.Provider/Configure"
 	Provider_Send_FullMethodName      = "/notifyd.provider.v1.Provider/Send"
 	Provider_Health_FullMethodName    = "/notifyd.provider.v1.Provider/Health"
+	Provider_Callback_FullMethodName  = "/notifyd.provider.v1.Provider/Callback"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -45,6 +46,13 @@ type ProviderClient interface {
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
 	// Health answers while the process is alive, with per-channel detail.
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// Callback hands a provider's delivery report, which the provider POSTed
+	// to notifyd's API (POST /v1/channels/{channel}/callback, authenticated
+	// by the host), to the channel's plugin; the plugin reads it and answers
+	// with an update per notification it names. Optional: a plugin that does
+	// not take callbacks answers UNIMPLEMENTED (what a plugin built before
+	// this RPC existed answers too), and the host says so to the caller.
+	Callback(ctx context.Context, in *CallbackRequest, opts ...grpc.CallOption) (*CallbackResponse, error)
 }
 
 type providerClient struct {
@@ -95,6 +103,16 @@ func (c *providerClient) Health(ctx context.Context, in *HealthRequest, opts ...
 	return out, nil
 }
 
+func (c *providerClient) Callback(ctx context.Context, in *CallbackRequest, opts ...grpc.CallOption) (*CallbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallbackResponse)
+	err := c.cc.Invoke(ctx, Provider_Callback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -107,6 +125,13 @@ type ProviderServer interface {
 	Send(context.Context, *SendRequest) (*SendResponse, error)
 	// Health answers while the process is alive, with per-channel detail.
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// Callback hands a provider's delivery report, which the provider POSTed
+	// to notifyd's API (POST /v1/channels/{channel}/callback, authenticated
+	// by the host), to the channel's plugin; the plugin reads it and answers
+	// with an update per notification it names. Optional: a plugin that does
+	// not take callbacks answers UNIMPLEMENTED (what a plugin built before
+	// this RPC existed answers too), and the host says so to the caller.
+	Callback(context.Context, *CallbackRequest) (*CallbackResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -128,6 +153,9 @@ func (UnimplementedProviderServer) Send(context.Context, *SendRequest) (*SendRes
 }
 func (UnimplementedProviderServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedProviderServer) Callback(context.Context, *CallbackRequest) (*CallbackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Callback not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -222,6 +250,24 @@ func _Provider_Health_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_Callback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).Callback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_Callback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).Callback(ctx, req.(*CallbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -244,6 +290,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Provider_Health_Handler,
+		},
+		{
+			MethodName: "Callback",
+			Handler:    _Provider_Callback_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
