@@ -212,6 +212,7 @@ postgres: {url: %q}
 redis: {url: %q, prefix: %q}
 plugins: {dir: %q}
 instance: {id: victim}
+http: {listen: "127.0.0.1:0"}
 delivery: {lease_ttl: 2s}
 channels:
   %s:
