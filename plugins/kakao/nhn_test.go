@@ -880,6 +880,9 @@ func TestNHN_Conformance(t *testing.T) {
 		Succeed:   sdk.Message{Recipient: "010-1234-0001", Payload: payload},
 		Permanent: &sdk.Message{Recipient: "010-9999-0019", Payload: payload},
 		Batch:     1100,
+		// Four batches of this size at once against the fake: on a busy
+		// machine that took past the 10 s default once (issue 28).
+		Timeout: time.Minute,
 	})
 	if len(rep.Sent) == 0 {
 		t.Fatal("nothing delivered")

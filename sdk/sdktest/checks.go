@@ -186,13 +186,13 @@ func (s *suite) sendN(n int, mu *sync.Mutex) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var wrong []string
 	for i, v := range vs {
 		if v.Outcome != sdk.OutcomeSuccess {
-			errs = append(errs, fmt.Errorf("message %d of %d: got %v %q, want SUCCESS", i+1, n, v.Outcome, v.Detail))
+			wrong = append(wrong, fmt.Sprintf("message %d of %d: got %v %q, want SUCCESS", i+1, n, v.Outcome, v.Detail))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := summarize(wrong, n); err != nil {
 		return err
 	}
 	mu.Lock()
@@ -228,18 +228,18 @@ func (s *suite) sendMixed() error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var wrong []string
 	var sent []sdk.Message
 	for i, v := range vs {
 		if v.Outcome != wants[i] {
-			errs = append(errs, fmt.Errorf("message %d of %d (recipient %q): got %v %q, want %v", i+1, n, ms[i].Recipient, v.Outcome, v.Detail, wants[i]))
+			wrong = append(wrong, fmt.Sprintf("message %d of %d (recipient %q): got %v %q, want %v", i+1, n, ms[i].Recipient, v.Outcome, v.Detail, wants[i]))
 		}
 		if v.Outcome == sdk.OutcomeSuccess {
 			sent = append(sent, ms[i])
 		}
 	}
 	s.rep.Sent = append(s.rep.Sent, sent...)
-	return errors.Join(errs...)
+	return summarize(wrong, n)
 }
 
 // sendShuffled sends one batch through Features.BatchAPI in which every
@@ -378,4 +378,18 @@ func (s *suite) health() error {
 		return fmt.Errorf("Health: %w", err)
 	}
 	return nil
+}
+
+// summarize is one error for the messages that got the wrong verdict, bounded
+// whatever the batch size: how many, and the first few (a batch of 1,000
+// once printed 3,298 lines).
+func summarize(wrong []string, n int) error {
+	const shown = 5
+	switch {
+	case len(wrong) == 0:
+		return nil
+	case len(wrong) <= shown:
+		return errors.New(strings.Join(wrong, "\n"))
+	}
+	return fmt.Errorf("%d of %d messages got the wrong verdict; the first %d:\n%s", len(wrong), n, shown, strings.Join(wrong[:shown], "\n"))
 }
