@@ -133,7 +133,8 @@ func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over
 // sendAlone handles a suspect — a row in flight when the process that had
 // claimed it died — with no other suspect of this instance in flight, and
 // waits until its verdict is committed: should the process die meanwhile,
-// the crash is counted against that row alone (§10). It owns one slot.
+// the crash is counted against that row alone (§10). It owns one slot (for a
+// batching plugin too: it is one plugin call).
 func (c *channel) sendAlone(ctx context.Context, id int64) {
 	e := c.e
 	select {
@@ -149,7 +150,7 @@ func (c *channel) sendAlone(ctx context.Context, id int64) {
 }
 
 // handle claims ids that sit in this instance's backup list and sends the
-// claimed ones; it owns one slot per id.
+// claimed ones; it owns their slots (slotsFor(len(ids))).
 func (c *channel) handle(ctx context.Context, ids []int64) { c.handleClaim(ctx, ids, false) }
 
 // handleClaim is handle; alone is sendAlone's: one id, taken over if stale,
@@ -160,9 +161,10 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 	if e.tracer != nil {
 		claimedAt = e.now()
 	}
+	slots := batchSlots{c: c, left: len(ids)}
 	c.track(ids)
 	if hookCrashed(e.hooks.AfterFetch, c.name, ids) {
-		c.release(len(ids))
+		slots.leave(len(ids))
 		return
 	}
 	claimed, err := c.claim(ctx, ids, alone)
@@ -182,7 +184,7 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 			}
 		}
 		c.untrack(ids)
-		c.release(len(ids))
+		slots.leave(len(ids))
 		return
 	}
 	e.claimStall.ok()
@@ -229,29 +231,25 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 	}
 	if n := len(skip) + len(deferred); n > 0 {
 		c.untrack(append(skip, itemIDs(deferred)...))
-		c.release(n)
+		slots.leave(n)
 	}
-	// Each suspect keeps its slot (and its place in the backup list) while
-	// it waits for the lane.
-	for _, id := range suspects {
-		e.sendWG.Add(1)
-		go func() {
-			defer e.sendWG.Done()
-			c.sendAlone(ctx, id)
-		}()
-	}
+	c.sendSuspects(ctx, suspects, &slots)
 	send, over := c.unsendable(send)
 	if len(over) > 0 {
-		c.release(len(over))
+		slots.leave(len(over))
 		e.settler.add(over)
 	}
-	send = c.capRecipients(ctx, send)
+	send, over = c.capRecipients(ctx, send)
+	if len(over) > 0 {
+		slots.leave(len(over))
+		e.settler.add(over)
+	}
 	if len(send) == 0 {
 		return
 	}
 	sendIDs := claimedIDs(send)
 	if hookCrashed(e.hooks.AfterClaim, c.name, sendIDs) {
-		c.release(len(send))
+		slots.leave(len(send))
 		return
 	}
 	if alone {
@@ -267,5 +265,42 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, alone bool) {
 	go func() {
 		defer e.sendWG.Done()
 		c.send(e.runCtx, send, claimedAt, nil)
+	}()
+}
+
+// sendSuspects sends each suspect alone (sendAlone), each with a slot. For a
+// plain plugin each keeps the slot it was fetched with (and its place in the
+// backup list) while it waits for the lane. For a batching plugin the batch's
+// one slot stays with the batch's other messages, and the suspects take a
+// slot each in turn: the lane sends them one at a time anyway, so they wait
+// on one goroutine instead of holding a call's slot apiece.
+func (c *channel) sendSuspects(ctx context.Context, suspects []int64, slots *batchSlots) {
+	if len(suspects) == 0 {
+		return
+	}
+	e := c.e
+	if !c.batching {
+		slots.left -= len(suspects) // their slots go with them
+		for _, id := range suspects {
+			e.sendWG.Add(1)
+			go func() {
+				defer e.sendWG.Done()
+				c.sendAlone(ctx, id)
+			}()
+		}
+		return
+	}
+	slots.leave(len(suspects))
+	e.sendWG.Add(1)
+	go func() {
+		defer e.sendWG.Done()
+		for i, id := range suspects {
+			if c.acquire(ctx, 1) == 0 {
+				// Stopping: the ids stay in the backup list, for the next start.
+				c.untrack(suspects[i:])
+				return
+			}
+			c.sendAlone(ctx, id)
+		}
 	}()
 }
