@@ -105,7 +105,7 @@ func (s *server) Configure(ctx context.Context, req *providerv1.ConfigureRequest
 		return &providerv1.ConfigureResponse{Error: err.Error()}, nil
 	}
 	s.log.Debug("channel configured", "channel", req.Channel)
-	return &providerv1.ConfigureResponse{}, nil
+	return &providerv1.ConfigureResponse{Batches: isBatchSender(sender)}, nil
 }
 
 func (s *server) configure(ctx context.Context, req *providerv1.ConfigureRequest) (sender Sender, err error) {

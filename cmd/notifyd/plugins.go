@@ -159,7 +159,7 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 			fmt.Fprintf(out, "  channel %s: FAILED: %v\n", ch, err)
 			continue
 		}
-		fmt.Fprintf(out, "  channel %s: configured\n", ch)
+		fmt.Fprintf(out, "  channel %s: configured; %s\n", ch, sendRule(cfg.Channels[ch], p.Batches(ch)))
 	}
 	if err := p.Health(sctx); err != nil {
 		failures++
@@ -171,6 +171,21 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 		return &exitError{code: 1, err: fmt.Errorf("plugin %s: %d check(s) failed", name, failures)}
 	}
 	return nil
+}
+
+// sendRule says what a channel's concurrency counts and how many messages a
+// plugin call carries, as the engine applies them (core/delivery, slotsFor).
+func sendRule(c config.Channel, batches bool) string {
+	if batches {
+		rule := fmt.Sprintf("batches (sdk.BatchSender): concurrency %d counts plugin calls in flight, each of up to batch_size %d messages",
+			c.Concurrency, c.BatchSize)
+		if n := c.Slots(true); n < c.Concurrency {
+			rule += fmt.Sprintf(" (%d calls at most: %d messages in flight is the bound)", n, config.MaxConcurrency)
+		}
+		return rule
+	}
+	return fmt.Sprintf("one message per Send: concurrency %d counts messages in flight, so a plugin call carries at most %d (the smaller of batch_size %d and concurrency)",
+		c.Concurrency, min(c.BatchSize, c.Concurrency), c.BatchSize)
 }
 
 func closeHost(h *pluginhost.Host) {

@@ -84,7 +84,7 @@ channels:
 	for _, want := range []string{
 		"plugin hello: started hello 1.0.0",
 		"channel broken: FAILED: plugin hello: channel broken: config rejected: config.path is required",
-		"channel good: configured",
+		"channel good: configured; one message per Send: concurrency 16 counts messages in flight, so a plugin call carries at most 16 (the smaller of batch_size 64 and concurrency)",
 		"health: ok",
 	} {
 		if !strings.Contains(got, want) {
@@ -97,5 +97,35 @@ channels:
 	var ex *exitError
 	if !errors.As(err, &ex) || ex.code != 1 {
 		t.Errorf("plugins check: got %v, want exit code 1 (one channel failed)", err)
+	}
+}
+
+// A batching plugin's channel is reported with the rule that applies to it:
+// its concurrency counts plugin calls, each of up to batch_size messages.
+func TestPluginsCheck_Batching(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "batchhook", "../../core/delivery/testdata/batchhook")
+	path := filepath.Join(dir, "notifyd.yaml")
+	yaml := `postgres: {url: "postgres://127.0.0.1:5432/notifyd"}
+redis: {url: "redis://127.0.0.1:6379/0"}
+plugins: {dir: ` + dir + `}
+channels:
+  bulk: {plugin: batchhook, batch_size: 50, config: {url: "http://127.0.0.1:1/"}}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := pluginsCheck(testenv.Context(t), &buf, cfg, hclog.NewNullLogger(), "batchhook"); err != nil {
+		t.Fatalf("plugins check: %v\n%s", err, buf.String())
+	}
+	want := "channel bulk: configured; batches (sdk.BatchSender): concurrency 16 counts plugin calls in flight, each of up to batch_size 50 messages"
+	if got := buf.String(); !strings.Contains(got, want) {
+		t.Errorf("plugins check output:\n%s\nwant a line with %q", got, want)
 	}
 }

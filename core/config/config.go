@@ -488,6 +488,23 @@ func FillDelivery(d Delivery) Delivery {
 // (tests, notifyd-bench); Load does this for every configured channel.
 func FillChannel(c Channel) Channel { return fillChannel(c) }
 
+// MaxConcurrency bounds a channel's concurrency, and so the messages one
+// instance has in flight on it (Slots).
+const MaxConcurrency = 10000
+
+// Slots is how many sends a channel may have in flight on one instance: for
+// a plain plugin (its Sender called once per message) concurrency messages,
+// so a plugin call carries at most min(batch_size, concurrency); for a
+// batching plugin (an sdk.BatchSender) concurrency plugin calls, each of up
+// to batch_size messages — but no more calls than keep the messages in
+// flight within MaxConcurrency.
+func (c Channel) Slots(batches bool) int {
+	if !batches {
+		return c.Concurrency
+	}
+	return max(1, min(c.Concurrency, MaxConcurrency/max(1, c.BatchSize)))
+}
+
 func fillSchedule(s Schedule, jobs Jobs) Schedule {
 	if s.Lead == 0 {
 		s.Lead = DefaultScheduleLead

@@ -204,3 +204,22 @@ func TestLoad_MissingFile(t *testing.T) {
 		t.Errorf("a missing file is not a key error: %v", err)
 	}
 }
+
+func TestChannel_Slots(t *testing.T) {
+	for _, tc := range []struct {
+		concurrency, batch int
+		batches            bool
+		want               int
+	}{
+		{16, 64, false, 16},     // messages in flight
+		{16, 50, true, 16},      // calls in flight, 800 messages
+		{10000, 1000, true, 10}, // 10,000 messages in flight at most
+		{10000, 1000, false, 10000},
+		{7, 1000, true, 7},
+	} {
+		ch := Channel{Concurrency: tc.concurrency, BatchSize: tc.batch}
+		if got := ch.Slots(tc.batches); got != tc.want {
+			t.Errorf("concurrency %d, batch_size %d, batching %v: Slots %d, want %d", tc.concurrency, tc.batch, tc.batches, got, tc.want)
+		}
+	}
+}

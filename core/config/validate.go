@@ -168,8 +168,8 @@ func validateChannel(name string, ch Channel) error {
 	if !NameRE.MatchString(ch.Plugin) {
 		return &Error{Key: key + ".plugin", Reason: "must match " + NameRE.String()}
 	}
-	if ch.Concurrency < 1 || ch.Concurrency > 10000 {
-		return &Error{Key: key + ".concurrency", Reason: "must be between 1 and 10000"}
+	if ch.Concurrency < 1 || ch.Concurrency > MaxConcurrency {
+		return &Error{Key: key + ".concurrency", Reason: fmt.Sprintf("must be between 1 and %d", MaxConcurrency)}
 	}
 	if ch.BatchSize < 1 || ch.BatchSize > 1000 {
 		return &Error{Key: key + ".batch_size", Reason: "must be between 1 and 1000"}

@@ -23,8 +23,12 @@ type channel struct {
 	policy backoff.Policy
 	plugin Provider
 	log    hclog.Logger
-	// slots bounds the messages this instance has in flight on the channel.
+	// slots bounds what this instance has in flight on the channel: messages,
+	// or plugin calls when batching (fetch.go, slotsFor).
 	slots chan struct{}
+	// batching: the plugin's Sender for this channel takes a batch in one
+	// call (sdk.BatchSender), as it said when configured.
+	batching bool
 	// queues are the channel's Redis queues: its name, or name#k for each of
 	// its partitions; a notification lives in queues[id mod K].
 	queues []string
@@ -49,8 +53,13 @@ func (c *channel) configure(ctx context.Context) error {
 	if err := p.Configure(ctx, c.name, raw); err != nil {
 		return err
 	}
+	b, ok := p.(batcher)
 	c.mu.Lock()
 	c.plugin, c.ok, c.inflight = p, true, map[int64]struct{}{}
+	if c.batching = ok && b.Batches(c.name); c.batching {
+		// Configured before the channel starts: nothing holds a slot yet.
+		c.slots = make(chan struct{}, c.cfg.Slots(true))
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -92,9 +101,14 @@ func (c *channel) state(ctx context.Context) ChannelState {
 func (c *channel) staleAfter() time.Duration { return c.cfg.Timeout + c.e.cfg.Delivery.LeaseTTL }
 
 // fetchers is how many fetch loops keep the channel's slots busy: one per
-// batch of concurrency (at most four), and at least one per partition.
+// batch that fits in concurrency (at most four), and at least one per
+// partition.
 func (c *channel) fetchers() int {
-	return max(len(c.queues), min(4, max(1, c.cfg.Concurrency/c.cfg.BatchSize)))
+	batches := c.cfg.Concurrency / c.cfg.BatchSize
+	if c.batching {
+		batches = cap(c.slots) // a slot is a batch
+	}
+	return max(len(c.queues), min(4, max(1, batches)))
 }
 
 // queueOf is the queue (partition) notification id lives in.
@@ -158,7 +172,9 @@ func (c *channel) resumeBackupList(ctx context.Context, q string) {
 	own := context.WithValue(ctx, resumingOwn{}, true)
 	for len(ids) > 0 && ctx.Err() == nil {
 		n := min(len(ids), c.cfg.BatchSize)
-		c.acquire(ctx, n)
+		if c.acquire(ctx, c.slotsFor(n)) == 0 {
+			return // stopping: the ids stay in the backup list
+		}
 		c.handle(own, ids[:n])
 		ids = ids[n:]
 	}

@@ -132,29 +132,29 @@ func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over
 // After a second crash in a row each goes alone.
 const suspectGroup = 16
 
-// sendSuspects handles suspects — rows in flight when the process that had
-// claimed them died — with no other suspect of this instance in flight, and
-// waits until their verdicts are committed: should the process die meanwhile,
-// the crash is theirs (§10). Rows taken over for the first time go out in
-// groups of suspectGroup, so a restart resumes its work quickly; from the
-// second crash in a row, one at a time, so a crash then is the row's own. It
-// owns one slot per id.
-func (c *channel) sendSuspects(ctx context.Context, ids []int64) {
+// sendLane handles a group of suspects — rows in flight when the process that
+// had claimed them died — with no other suspect of this instance in flight,
+// and waits until their verdicts are committed: should the process die
+// meanwhile, the crash is theirs (§10). It owns the group's slots
+// (slotsFor(len(ids)): one a message, or one for a batching plugin's call).
+func (c *channel) sendLane(ctx context.Context, ids []int64) {
 	e := c.e
 	select {
 	case e.lane <- struct{}{}:
 	case <-ctx.Done():
 		// Stopping: the ids stay in the backup list, for the next start.
 		c.untrack(ids)
-		c.release(len(ids))
+		c.release(c.slotsFor(len(ids)))
 		return
 	}
 	defer func() { <-e.lane }()
 	c.handleClaim(ctx, ids, true)
 }
 
-// laneGroups splits suspects into what goes out together: first-time ones in
-// groups of suspectGroup, the others alone.
+// laneGroups splits suspects into what goes out together: rows taken over
+// for the first time in groups of suspectGroup, so a restart resumes its
+// in-flight work quickly; from the second crash in a row each alone, so a
+// crash then is the row's own.
 func laneGroups(suspects []outbox.Claimed) [][]int64 {
 	var groups [][]int64
 	var first []int64
@@ -174,10 +174,10 @@ func laneGroups(suspects []outbox.Claimed) [][]int64 {
 }
 
 // handle claims ids that sit in this instance's backup list and sends the
-// claimed ones; it owns one slot per id.
+// claimed ones; it owns their slots (slotsFor(len(ids))).
 func (c *channel) handle(ctx context.Context, ids []int64) { c.handleClaim(ctx, ids, false) }
 
-// handleClaim is handle; suspects is sendSuspects': the ids are taken over if
+// handleClaim is handle; suspects is sendLane's: the ids are taken over if
 // stale, and sent before it returns.
 func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 	e := c.e
@@ -185,9 +185,10 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 	if e.tracer != nil {
 		claimedAt = e.now()
 	}
+	slots := batchSlots{c: c, left: len(ids)}
 	c.track(ids)
 	if hookCrashed(e.hooks.AfterFetch, c.name, ids) {
-		c.release(len(ids))
+		slots.leave(len(ids))
 		return
 	}
 	claimed, err := c.claim(ctx, ids, suspects)
@@ -207,7 +208,7 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 			}
 		}
 		c.untrack(ids)
-		c.release(len(ids))
+		slots.leave(len(ids))
 		return
 	}
 	e.claimStall.ok()
@@ -254,29 +255,25 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 	}
 	if n := len(skip) + len(deferred); n > 0 {
 		c.untrack(append(skip, itemIDs(deferred)...))
-		c.release(n)
+		slots.leave(n)
 	}
-	// Each suspect keeps its slot (and its place in the backup list) while
-	// it waits for the lane.
-	for _, group := range laneGroups(suspect) {
-		e.sendWG.Add(1)
-		go func() {
-			defer e.sendWG.Done()
-			c.sendSuspects(ctx, group)
-		}()
-	}
+	c.sendSuspects(ctx, suspect, &slots)
 	send, over := c.unsendable(send)
 	if len(over) > 0 {
-		c.release(len(over))
+		slots.leave(len(over))
 		e.settler.add(over)
 	}
-	send = c.capRecipients(ctx, send)
+	send, over = c.capRecipients(ctx, send)
+	if len(over) > 0 {
+		slots.leave(len(over))
+		e.settler.add(over)
+	}
 	if len(send) == 0 {
 		return
 	}
 	sendIDs := claimedIDs(send)
 	if hookCrashed(e.hooks.AfterClaim, c.name, sendIDs) {
-		c.release(len(send))
+		slots.leave(len(send))
 		return
 	}
 	if suspects {
@@ -292,5 +289,46 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 	go func() {
 		defer e.sendWG.Done()
 		c.send(e.runCtx, send, claimedAt, nil)
+	}()
+}
+
+// sendSuspects sends suspects through the lane, in laneGroups. For a plain
+// plugin each group keeps the slots its messages were fetched with (and
+// their places in the backup list) while it waits for the lane. For a
+// batching plugin the batch's one slot stays with the batch's other
+// messages, and the groups take a slot each in turn: the lane sends them one
+// at a time anyway, so they wait on one goroutine instead of holding a
+// call's slot apiece.
+func (c *channel) sendSuspects(ctx context.Context, suspects []outbox.Claimed, slots *batchSlots) {
+	if len(suspects) == 0 {
+		return
+	}
+	e := c.e
+	groups := laneGroups(suspects)
+	if !c.batching {
+		slots.left -= len(suspects) // their slots go with them
+		for _, g := range groups {
+			e.sendWG.Add(1)
+			go func() {
+				defer e.sendWG.Done()
+				c.sendLane(ctx, g)
+			}()
+		}
+		return
+	}
+	slots.leave(len(suspects))
+	e.sendWG.Add(1)
+	go func() {
+		defer e.sendWG.Done()
+		for i, g := range groups {
+			if c.acquire(ctx, 1) == 0 {
+				// Stopping: the ids stay in the backup list, for the next start.
+				for _, rest := range groups[i:] {
+					c.untrack(rest)
+				}
+				return
+			}
+			c.sendLane(ctx, g)
+		}
 	}()
 }

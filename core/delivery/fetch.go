@@ -10,6 +10,22 @@ import (
 	"github.com/notifyd/notifyd/core/queue"
 )
 
+// slotsFor is how many send slots n fetched messages hold. A channel's
+// concurrency bounds its slots, so it counts what a slot stands for:
+//   - a plain plugin (the SDK calls its Sender once per message): one slot
+//     per message, and concurrency is messages in flight;
+//   - a batching plugin (an sdk.BatchSender, which takes a channel's whole
+//     batch in one call): one slot per batch, however many messages it
+//     carries, and concurrency is plugin calls in flight — so a fetch takes
+//     up to batch_size messages whatever the concurrency. A lone suspect
+//     (sendAlone) is a call of its own, with a slot of its own.
+func (c *channel) slotsFor(n int) int {
+	if c.batching {
+		return min(n, 1)
+	}
+	return n
+}
+
 // acquire takes n slots, blocking until they are free.
 func (c *channel) acquire(ctx context.Context, n int) int {
 	for i := range n {
@@ -63,13 +79,13 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			sleepCtx(ctx, wait)
 			continue
 		}
-		n := c.acquireUpTo(ctx, allowed)
+		n := c.acquireUpTo(ctx, c.slotsFor(allowed))
 		if n == 0 {
 			c.refund(allowed)
 			return
 		}
 		ids, held, err := c.fetch(ctx, q, n, allowed)
-		c.release(held - len(ids))
+		c.release(held - c.slotsFor(len(ids)))
 		c.refund(allowed - len(ids))
 		if errors.Is(err, queue.ErrNoLease) {
 			// Redis lost the lease (a wipe, or we were presumed dead):
@@ -99,14 +115,20 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 	}
 }
 
-// fetch takes up to n ids that are ready now, holding n send slots. When
-// there are none it waits for a push (up to Options.FetchWait) holding a single slot,
-// so a fetcher idling on an empty queue - one of a channel's partitions -
-// never sits on the slots the others need; once an id arrives it takes as
-// many more as there are free slots, up to max. It returns the ids and the
-// slots it holds (at least one per id).
+// fetch takes up to max ids that are ready now, holding n send slots (n ids
+// for a plain plugin, one batch of up to max for a batching one: slotsFor).
+// When there are none it waits for a push (up to Options.FetchWait) holding
+// a single slot, so a fetcher idling on an empty queue - one of a channel's
+// partitions - never sits on the slots the others need; once an id arrives
+// it takes as many more as there are free slots (a batching plugin's batch
+// needs no more), up to max. It returns the ids and the slots it holds (at
+// least slotsFor(len(ids))).
 func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64, held int, err error) {
-	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, n, 0)
+	want := n
+	if c.batching {
+		want = max
+	}
+	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, want, 0)
 	if err != nil || len(ids) > 0 {
 		return ids, n, err
 	}
@@ -115,9 +137,11 @@ func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64,
 	if err != nil || len(ids) == 0 || max <= 1 {
 		return ids, 1, err
 	}
-	more := c.tryAcquire(max - 1)
-	if more == 0 {
-		return ids, 1, nil
+	more := max - 1
+	if !c.batching {
+		if more = c.tryAcquire(max - 1); more == 0 {
+			return ids, 1, nil
+		}
 	}
 	rest, err := c.e.queue.Fetch(ctx, q, c.e.instance, more, 0)
 	if err != nil {
@@ -125,8 +149,12 @@ func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64,
 		// fetch meets this error again and reports it.
 		c.log.Debug("fetch after wake-up", "error", err)
 	}
+	ids = append(ids, rest...)
+	if c.batching {
+		return ids, 1, nil
+	}
 	c.release(more - len(rest))
-	return append(ids, rest...), 1 + len(rest), nil
+	return ids, len(ids), nil
 }
 
 // handBack returns fetched, unclaimed ids to the front of the ready list.
@@ -138,5 +166,20 @@ func (c *channel) handBack(ctx context.Context, q string, ids []int64) {
 	if err := c.e.queue.Retry(context.WithoutCancel(ctx), q, c.e.instance, items); err != nil {
 		c.log.Warn("hand back fetched ids; the orphan check will", "error", err)
 	}
-	c.release(len(ids))
+	c.release(c.slotsFor(len(ids)))
+}
+
+// batchSlots are the send slots one fetched batch holds (slotsFor), freed
+// as its messages leave it: each message's own for a plain plugin, the
+// batch's one with its last message for a batching plugin.
+type batchSlots struct {
+	c    *channel
+	left int // messages still in the batch
+}
+
+// leave frees the slots of n messages that leave the batch.
+func (b *batchSlots) leave(n int) {
+	before := b.left
+	b.left -= n
+	b.c.release(b.c.slotsFor(before) - b.c.slotsFor(b.left))
 }

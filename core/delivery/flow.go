@@ -123,11 +123,20 @@ func (c *channel) refund(n int) {
 	}
 }
 
-// observe feeds a batch's verdicts to the breaker: a success while it is
-// not closed closes it; when the last breaker.window's transient failures
-// reach breaker.failures and breaker.ratio of its sends — or every probe
-// fails — it opens for every instance. A permanent answer counts as a send
-// that did not fail: the provider is up.
+// observe feeds one plugin call's verdicts to the breaker: a success while
+// it is not closed closes it; when the last breaker.window's transient
+// failures reach breaker.failures and breaker.ratio of its sends — or every
+// probe fails — it opens for every instance. A permanent answer counts as a
+// send that did not fail: the provider is up.
+//
+// What a send is follows what the plugin calls its provider with. A plain
+// plugin's Sender is called per message: each message is a send. A batching
+// plugin's (sdk.BatchSender) takes the call's messages at once: the call is
+// one send, failed when something in it failed transiently and nothing
+// succeeded — a request-level failure (a 503, a timeout) is every message's
+// verdict, so one failed request of 50 is one failure, not 50; a request
+// that got some messages through says the provider is up, whatever a few
+// recipients' own verdicts.
 func (c *channel) observe(ctx context.Context, vs []sdk.Verdict) {
 	f := &c.flow
 	if f.breaker == nil {
@@ -145,8 +154,15 @@ func (c *channel) observe(ctx context.Context, vs []sdk.Verdict) {
 			failed++
 		}
 	}
+	sends := len(vs)
+	if c.batching {
+		sends, failed = 1, 0
+		if transient && !success {
+			failed = 1
+		}
+	}
 	now := c.e.now()
-	fails, total := f.window.add(now, c.cfg.Breaker.Window, failed, len(vs))
+	fails, total := f.window.add(now, c.cfg.Breaker.Window, failed, sends)
 	st, _ := c.breakerState(ctx)
 	trip := fails >= int64(c.cfg.Breaker.Failures) && float64(fails) >= c.cfg.Breaker.Ratio*float64(total)
 	switch {
@@ -159,11 +175,20 @@ func (c *channel) observe(ctx context.Context, vs []sdk.Verdict) {
 	case transient && !success && (st == limit.HalfOpen || trip):
 		if err := f.breaker.Trip(ctx, c.cfg.Breaker.Cooldown); err == nil {
 			c.log.Warn("circuit breaker open: sending stops, messages stay queued",
-				"failed", fails, "of_sends", total, "window", c.cfg.Breaker.Window, "cooldown", c.cfg.Breaker.Cooldown)
+				"failed", fails, "of_sends", total, "sends_are", c.sendUnit(), "window", c.cfg.Breaker.Window, "cooldown", c.cfg.Breaker.Cooldown)
 		}
 		f.window.reset()
 		c.forgetBreakerState()
 	}
+}
+
+// sendUnit is what the channel's concurrency and breaker count: "messages",
+// or "plugin calls" for a batching plugin (slotsFor, observe).
+func (c *channel) sendUnit() string {
+	if c.batching {
+		return "plugin calls"
+	}
+	return "messages"
 }
 
 // failureWindow counts sends and transient failures over a sliding window,
@@ -209,12 +234,12 @@ func (w *failureWindow) reset() {
 }
 
 // capRecipients applies the per-recipient daily cap to a claimed batch: the
-// recipients over it are settled as a retry at the day's reset (never
-// dropped) and the rest returned to send. If the cap cannot be read the
-// batch is sent: the provider's own quota error is the backstop.
-func (c *channel) capRecipients(ctx context.Context, batch []outbox.Claimed) []outbox.Claimed {
+// recipients over it are returned as settlements of a retry at the day's
+// reset (never dropped) and the rest returned to send. If the cap cannot be
+// read the batch is sent: the provider's own quota error is the backstop.
+func (c *channel) capRecipients(ctx context.Context, batch []outbox.Claimed) (send []outbox.Claimed, over []settleItem) {
 	if c.flow.capper == nil || len(batch) == 0 {
-		return batch
+		return batch, nil
 	}
 	recipients := make([]string, len(batch))
 	for i, cl := range batch {
@@ -224,10 +249,9 @@ func (c *channel) capRecipients(ctx context.Context, batch []outbox.Claimed) []o
 	ok, reset, err := c.flow.capper.Allow(ctx, now, recipients)
 	if err != nil {
 		c.log.Warn("per-recipient cap unavailable; sending", "error", err)
-		return batch
+		return batch, nil
 	}
-	send := batch[:0:0]
-	var over []settleItem
+	send = batch[:0:0]
 	for i, cl := range batch {
 		if ok[i] {
 			send = append(send, cl)
@@ -240,9 +264,5 @@ func (c *channel) capRecipients(ctx context.Context, batch []outbox.Claimed) []o
 				c.cfg.RateLimit.PerRecipientDaily, reset.Format(time.RFC3339)),
 		}})
 	}
-	if len(over) > 0 {
-		c.release(len(over))
-		c.e.settler.add(over)
-	}
-	return send
+	return send, over
 }

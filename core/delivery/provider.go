@@ -35,6 +35,12 @@ type Providers interface {
 // restarter is what a provider that runs as a process reports.
 type restarter interface{ Restarts() int }
 
+// batcher is a provider that says, per configured channel, whether one Send
+// is one call of the plugin's Sender however many messages it carries (an
+// sdk.BatchSender): such a channel's concurrency counts calls (fetch.go).
+// Both the plugin host and InProcess are.
+type batcher interface{ Batches(channel string) bool }
+
 // hostProviders is the plugin host as Providers.
 type hostProviders struct{ h *pluginhost.Host }
 
@@ -75,6 +81,9 @@ type inProcess struct {
 	pc     *plugin.Client
 	c      *providerclient.Client
 	closed <-chan struct{}
+
+	mu      sync.Mutex
+	batches map[string]bool
 }
 
 // Provider starts the named provider on first use.
@@ -99,7 +108,7 @@ func (p *InProcess) Provider(ctx context.Context, name string) (Provider, error)
 	if err != nil {
 		return nil, fmt.Errorf("in-process provider %q: %w", name, err)
 	}
-	r := &inProcess{pc: pc, c: c, closed: closed}
+	r := &inProcess{pc: pc, c: c, closed: closed, batches: map[string]bool{}}
 	p.running[name] = r
 	return r, nil
 }
@@ -120,7 +129,17 @@ func (p *InProcess) Close() {
 }
 
 func (r *inProcess) Configure(ctx context.Context, channel string, cfg json.RawMessage) error {
-	return r.c.Configure(ctx, channel, cfg)
+	got, err := r.c.ConfigureChannel(ctx, channel, cfg)
+	r.mu.Lock()
+	r.batches[channel] = got.Batches
+	r.mu.Unlock()
+	return err
+}
+
+func (r *inProcess) Batches(channel string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.batches[channel]
 }
 
 func (r *inProcess) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {

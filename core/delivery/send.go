@@ -52,11 +52,10 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 	cancel()
 	finished := e.now()
 	e.metrics.SendDuration(c.name, finished.Sub(started))
-	c.observe(ctx, verdicts)
 	ids := claimedIDs(batch)
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
 		abandonAttempts(spans...)
-		c.release(len(batch))
+		c.release(c.slotsFor(len(batch)))
 		if done != nil {
 			close(done)
 		}
@@ -79,18 +78,20 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 		}
 		go func() { wg.Wait(); close(done) }()
 	}
-	c.release(len(batch))
+	c.release(c.slotsFor(len(batch)))
 	e.settler.add(items)
 }
 
 // maxCallBytes bounds the messages of one plugin call, half the protocol's
 // message bound (the rest is headroom for the framing and the verdicts): a
 // batch of large payloads goes out in several calls at once, so one
-// notification's size can never fail its batch-mates' call.
+// notification's size can never fail its batch-mates' call. (For a batching
+// plugin those calls share the batch's one send slot: a batch splits only
+// past 32 MB.)
 const maxCallBytes = providerv1.MaxMessageBytes / 2
 
 // callPlugin sends msgs in calls of at most maxCallBytes and returns their
-// verdicts in order.
+// verdicts in order; each call's verdicts go to the breaker (observe).
 func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
 	var parts [][2]int // [start, end) of each call
 	start, size := 0, 0
@@ -103,7 +104,7 @@ func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verd
 		size += n
 	}
 	if start == 0 {
-		return c.plugin.Send(ctx, msgs)
+		return c.call(ctx, msgs)
 	}
 	parts = append(parts, [2]int{start, len(msgs)})
 	verdicts := make([]sdk.Verdict, len(msgs))
@@ -112,11 +113,18 @@ func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verd
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			copy(verdicts[p[0]:p[1]], c.plugin.Send(ctx, msgs[p[0]:p[1]]))
+			copy(verdicts[p[0]:p[1]], c.call(ctx, msgs[p[0]:p[1]]))
 		}()
 	}
 	wg.Wait()
 	return verdicts
+}
+
+// call is one plugin call; the breaker judges each (observe).
+func (c *channel) call(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
+	vs := c.plugin.Send(ctx, msgs)
+	c.observe(context.WithoutCancel(ctx), vs)
+	return vs
 }
 
 // settlement turns a verdict into the outbox transition: SENT, back to

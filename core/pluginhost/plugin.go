@@ -46,6 +46,7 @@ type Plugin struct {
 	downErr  error         // why it is down
 	info     sdk.Info
 	configs  map[string]json.RawMessage // accepted, replayed after a restart
+	batches  map[string]bool            // accepted channels whose Sender takes a batch in one call
 	rejected map[string]error           // channel → the plugin's rejection
 	restarts int
 	closing  bool
@@ -63,6 +64,7 @@ func newPlugin(h *Host, name, path string) *Plugin {
 		log:      h.log.With("plugin", name),
 		up:       make(chan struct{}),
 		configs:  map[string]json.RawMessage{},
+		batches:  map[string]bool{},
 		rejected: map[string]error{},
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -116,12 +118,13 @@ func (p *Plugin) Configure(ctx context.Context, channel string, cfg json.RawMess
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.host.cfg.StartTimeout)
 	defer cancel()
-	err = inst.rpc.Configure(ctx, channel, cfg)
+	got, err := inst.rpc.ConfigureChannel(ctx, channel, cfg)
 	var ce *ConfigError
 	switch {
 	case errors.As(err, &ce):
 		p.mu.Lock()
 		delete(p.configs, channel)
+		delete(p.batches, channel)
 		p.rejected[channel] = ce
 		p.mu.Unlock()
 		return fmt.Errorf("plugin %s: %w", p.name, ce)
@@ -130,9 +133,20 @@ func (p *Plugin) Configure(ctx context.Context, channel string, cfg json.RawMess
 	}
 	p.mu.Lock()
 	p.configs[channel] = cfg
+	p.batches[channel] = got.Batches
 	delete(p.rejected, channel)
 	p.mu.Unlock()
 	return nil
+}
+
+// Batches reports whether the plugin said, when it last accepted channel's
+// config, that the channel's Sender takes a batch in one call
+// (sdk.BatchSender): one Send is then one provider call, however many
+// messages it carries.
+func (p *Plugin) Batches(channel string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.batches[channel]
 }
 
 // Send delivers ms and always returns exactly len(ms) verdicts. A crash, a

@@ -161,7 +161,7 @@ func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
 	p.mu.Unlock()
 
 	for ch, cfg := range replay {
-		err := inst.rpc.Configure(ctx, ch, cfg)
+		got, err := inst.rpc.ConfigureChannel(ctx, ch, cfg)
 		var ce *ConfigError
 		switch {
 		case errors.As(err, &ce):
@@ -170,10 +170,15 @@ func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
 			p.log.Error("channel config rejected after restart", "channel", ch, "error", ce.Message)
 			p.mu.Lock()
 			delete(p.configs, ch)
+			delete(p.batches, ch)
 			p.rejected[ch] = ce
 			p.mu.Unlock()
 		case err != nil:
 			return fmt.Errorf("plugin %s (%s): replay config of channel %s: %w", p.name, p.path, ch, p.startTimedOut(parent, ctx, err))
+		default:
+			p.mu.Lock()
+			p.batches[ch] = got.Batches
+			p.mu.Unlock()
 		}
 	}
 	return nil

@@ -60,17 +60,32 @@ func (c *Client) Describe(ctx context.Context) (sdk.Info, error) {
 // Configure sends one channel's config. A rejection is a *ConfigError; any
 // other error means the call itself failed.
 func (c *Client) Configure(ctx context.Context, channel string, cfg json.RawMessage) error {
+	_, err := c.ConfigureChannel(ctx, channel, cfg)
+	return err
+}
+
+// Configured is what the plugin says of a channel it accepted.
+type Configured struct {
+	// Batches: the channel's Sender is an sdk.BatchSender, so one Send call
+	// carries the whole batch to it (the host counts such a channel's
+	// concurrency in calls, not messages).
+	Batches bool
+}
+
+// ConfigureChannel is Configure, also returning what the plugin says of the
+// accepted channel.
+func (c *Client) ConfigureChannel(ctx context.Context, channel string, cfg json.RawMessage) (Configured, error) {
 	if len(cfg) == 0 {
 		cfg = json.RawMessage("{}")
 	}
 	r, err := c.rpc.Configure(ctx, &providerv1.ConfigureRequest{Channel: channel, Config: cfg})
 	if err != nil {
-		return fmt.Errorf("configure channel %s: %w", channel, err)
+		return Configured{}, fmt.Errorf("configure channel %s: %w", channel, err)
 	}
 	if r.Error != "" {
-		return &ConfigError{Channel: channel, Message: r.Error}
+		return Configured{}, &ConfigError{Channel: channel, Message: r.Error}
 	}
-	return nil
+	return Configured{Batches: r.Batches}, nil
 }
 
 // Send delivers a batch and returns exactly one verdict per message, or an

@@ -302,7 +302,12 @@ func (x *ConfigureRequest) GetConfig() []byte {
 type ConfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The plugin's own message when the config is rejected; empty on success.
-	Error         string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// The channel's sender takes a batch in one call (sdk.BatchSender): the
+	// host then counts a channel's concurrency in calls, not messages, so a
+	// call can carry the whole batch_size. Per channel, not in Describe: one
+	// plugin may batch some channels and not others (kakao's memo does not).
+	Batches       bool `protobuf:"varint,2,opt,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +347,13 @@ func (x *ConfigureResponse) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ConfigureResponse) GetBatches() bool {
+	if x != nil {
+		return x.Batches
+	}
+	return false
 }
 
 type Message struct {
@@ -1073,9 +1085,10 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\x0fmax_concurrency\x18\x05 \x01(\x05R\x0emaxConcurrency\"D\n" +
 	"\x10ConfigureRequest\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x16\n" +
-	"\x06config\x18\x02 \x01(\fR\x06config\")\n" +
+	"\x06config\x18\x02 \x01(\fR\x06config\"C\n" +
 	"\x11ConfigureResponse\x12\x14\n" +
-	"\x05error\x18\x01 \x01(\tR\x05error\"\xb0\x02\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\x18\n" +
+	"\abatches\x18\x02 \x01(\bR\abatches\"\xb0\x02\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x1c\n" +
