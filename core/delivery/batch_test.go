@@ -343,10 +343,12 @@ func watchBreaker(t *testing.T, breaker func(*delivery.Engine) string, e *delive
 	return seen.Load
 }
 
-// TestEngine_BatchingSuspectsAlone: for a batching plugin too, a suspect — a
-// message in flight when its process died — is sent alone, one request of its
-// own; after them the channel goes on in batches (no slot went missing).
-func TestEngine_BatchingSuspectsAlone(t *testing.T) {
+// TestEngine_BatchingSuspects: for a batching plugin too, suspects — messages
+// in flight when their process died — go out through the lane, after a first
+// crash in groups of at most 16 (a request each), never in a batch of the
+// channel's batch_size; after them the channel goes on in batches (no slot
+// went missing).
+func TestEngine_BatchingSuspects(t *testing.T) {
 	t.Parallel()
 	s := newBatchSink(t, nil, nil)
 	b := setupBatching(t, s, func(_ *config.Config, ch *config.Channel) { ch.BatchSize = 50 })
@@ -391,20 +393,21 @@ func TestEngine_BatchingSuspectsAlone(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	alone, shared := 0, 0
+	grouped, over := 0, 0
 	for _, req := range s.batches {
 		for _, id := range req {
-			if suspect[id] {
-				if len(req) == 1 {
-					alone++
-				} else if shared++; shared <= 3 {
-					t.Errorf("suspect %d sent in a request of %d, want alone", id, len(req))
-				}
+			if !suspect[id] {
+				continue
+			}
+			if len(req) <= 16 {
+				grouped++
+			} else if over++; over <= 3 {
+				t.Errorf("suspect %d sent in a request of %d, want a lane group of at most 16", id, len(req))
 			}
 		}
 	}
-	if alone != len(crashed) || shared > 0 {
-		t.Errorf("%d suspects: %d sent alone, %d in shared requests; want each alone, once", len(crashed), alone, shared)
+	if grouped != len(crashed) || over > 0 {
+		t.Errorf("%d suspects: %d sent in lane groups, %d in larger requests; want each in a group, once", len(crashed), grouped, over)
 	}
 	if after := s.sizes[before:]; len(after) != 1 || after[0] != 50 {
 		t.Errorf("after the suspects: %s; want the 50 in one request", summary(after))
@@ -416,6 +419,7 @@ func TestEngine_BatchingSuspectsAlone(t *testing.T) {
 		}
 	}
 	t.Logf("%d suspects after the crash; %s", len(crashed), summary(s.sizes))
+
 }
 
 // waitReady waits until the channel's ready list holds n ids.
