@@ -16,6 +16,10 @@ import (
 // (ClassifyHTTP's, as HTTPSender's) for every message it carried, answers
 // matched to messages by key and never by position, exactly one verdict per
 // message, redacted details and a bounded read, as HTTPSender.
+//
+// Build, Parse and KeyOf are called from several goroutines at once (the
+// requests of one call, and concurrent calls): keep them free of shared
+// mutable state, as Send and SendBatch must be.
 type HTTPBatchSender struct {
 	// Build makes the request for ms, sending each message with its key
 	// (KeyOf; Message.Key by default) for the provider to echo. An error

@@ -40,8 +40,9 @@ var ErrRetry = errors.New("retry later")
 // Every Detail is redacted: the request's header values (all but a few
 // standard ones such as Content-Type) and URL credentials, and the
 // Redactor's secrets, become Redacted wherever a provider echoes them. An
-// answer is read for Parse up to MaxAnswer bytes, never more. See the sdk
-// README, "A plain HTTP provider", for a whole plugin.
+// answer is read for Parse up to MaxAnswer bytes, never more. Build and
+// Parse run concurrently, as Send does. See the sdk README, "A plain HTTP
+// provider", for a whole plugin.
 type HTTPSender struct {
 	// Build makes the request for m; PostJSON makes the usual one. Build it
 	// with ctx (a request without a context is given ctx). An error is the
