@@ -22,6 +22,7 @@ build:
 	  $(GO) build -o $(BIN)/plugins/notifyd-plugin-$$p ./plugins/$$p || exit 1; \
 	done
 	$(GO) build -o $(BIN)/plugins/notifyd-plugin-hello ./examples/hello-provider
+	$(GO) build -o $(BIN)/plugins/notifyd-plugin-hello-batch ./examples/hello-batch
 
 services:
 	@scripts/services

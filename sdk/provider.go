@@ -10,6 +10,10 @@
 // certificate the client rejects). ClassifyHTTP turns an HTTP response into
 // the right one. A Redactor keeps the channel's credentials out of details
 // and logs.
+//
+// For a plain HTTP provider, HTTPSender (one request per message) and
+// HTTPBatchSender (many per request, answers matched by key) are the whole
+// Sender: the plugin only builds the request.
 package sdk
 
 import (

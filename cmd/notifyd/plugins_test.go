@@ -61,13 +61,12 @@ func TestPluginsCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	testenv.InstallPlugin(t, dir, "hello", "../../examples/hello-provider")
-	out := filepath.Join(dir, "out.jsonl")
 	path := filepath.Join(dir, "notifyd.yaml")
 	yaml := `postgres: {url: "postgres://127.0.0.1:5432/notifyd"}
 redis: {url: "redis://127.0.0.1:6379/0"}
 plugins: {dir: ` + dir + `}
 channels:
-  good: {plugin: hello, config: {path: ` + out + `}}
+  good: {plugin: hello, config: {url: "http://127.0.0.1:1/hook"}}
   broken: {plugin: hello, config: {}}
   other: {plugin: webhook, config: {url: "http://127.0.0.1:1/"}}
 `
@@ -83,7 +82,7 @@ channels:
 	got := buf.String()
 	for _, want := range []string{
 		"plugin hello: started hello 1.0.0",
-		"channel broken: FAILED: plugin hello: channel broken: config rejected: config.path is required",
+		"channel broken: FAILED: plugin hello: channel broken: config rejected: config.url must be an http:// or https:// URL",
 		"channel good: configured; one message per Send: concurrency 16 counts messages in flight, so a plugin call carries at most 16 (the smaller of batch_size 64 and concurrency)",
 		"health: ok",
 	} {

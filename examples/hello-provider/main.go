@@ -1,15 +1,12 @@
-// Command hello-provider is the smallest complete notifyd provider plugin:
-// it appends every message it is given to a file, one JSON line each. Build
-// it as notifyd-plugin-hello into notifyd's plugins.dir (see README.md).
+// Command hello-provider is a whole notifyd provider plugin for a plain HTTP API: one JSON
+// POST per message, 4xx final, 5xx and 429 retried. Install it as notifyd-plugin-hello.
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
+	"net/http"
 
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -17,51 +14,32 @@ import (
 type provider struct{}
 
 func (provider) Describe() sdk.Info {
-	return sdk.Info{
-		Name:         "hello",
-		Version:      "1.0.0",
-		ConfigSchema: json.RawMessage(`{"type":"object","required":["path"],"properties":{"path":{"type":"string"}}}`),
-	}
+	return sdk.Info{Name: "hello", Version: "1.0.0", ConfigSchema: json.RawMessage(
+		`{"type":"object","required":["url"],"properties":{"url":{"type":"string"},"token":{"type":"string"}}}`)}
 }
 
-// Configure is called once per channel that uses the plugin.
 func (provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Sender, error) {
 	var cfg struct {
-		Path string `json:"path"` // the file to append messages to
+		URL   string `json:"url"`   // where to POST each message
+		Token string `json:"token"` // sent as a bearer token, if set
 	}
-	if err := req.Decode(&cfg); err != nil { // unknown keys and wrong types are errors
+	if err := req.Decode(&cfg); err != nil { // an unknown key or a wrong type, named
 		return nil, err
 	}
-	if cfg.Path == "" {
-		return nil, errors.New("config.path is required: the file to append messages to")
+	if _, err := sdk.ParseHTTPURL(cfg.URL); err != nil {
+		return nil, fmt.Errorf("config.url %v", err)
 	}
-	f, err := os.OpenFile(cfg.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("config.path: %w", err)
+	if err := sdk.CheckHeaderValue(cfg.Token); err != nil {
+		return nil, fmt.Errorf("config.token %v", err)
 	}
-	req.Logger.Info("appending messages", "path", cfg.Path)
-	return &sender{f: f}, nil
-}
-
-type sender struct {
-	mu sync.Mutex // Send runs concurrently
-	f  *os.File
-}
-
-func (s *sender) Send(_ context.Context, m sdk.Message) sdk.Verdict {
-	if m.Recipient == "" {
-		return sdk.Permanent("recipient is empty") // retrying cannot fix this
+	header := http.Header{}
+	if cfg.Token != "" {
+		header.Set("Authorization", "Bearer "+cfg.Token) // redacted wherever the API echoes it
 	}
-	line, err := json.Marshal(map[string]any{"id": m.ID, "recipient": m.Recipient, "payload": m.Payload})
-	if err != nil {
-		return sdk.Permanent("payload: " + err.Error())
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.f.Write(append(line, '\n')); err != nil {
-		return sdk.Transient("append: " + err.Error()) // a full disk may clear up
-	}
-	return sdk.Success(nil)
+	return &sdk.HTTPSender{Build: func(ctx context.Context, m sdk.Message) (*http.Request, error) {
+		body := map[string]any{"id": m.ID, "recipient": m.Recipient, "attempt": m.Attempt, "payload": m.Payload}
+		return sdk.PostJSON(ctx, cfg.URL, body, header)
+	}}, nil
 }
 
 func main() { sdk.Serve(provider{}) }

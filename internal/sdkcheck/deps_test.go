@@ -23,24 +23,30 @@ var forbidden = []string{
 	"github.com/valyala/fasthttp",
 }
 
-// TestOutsideModule builds, outside this repository, the two programs the
-// SDK exists for — a provider plugin (examples/hello-provider) and an
-// application that talks to notifyd over HTTP — each as a module of its own that requires only
-// github.com/notifyd/notifyd/sdk (replaced by this checkout's sdk/, as a
-// release would be fetched). go mod tidy writes what each really needs:
-// neither go.mod may list the daemon's module or its dependencies, and
-// neither build may link any package of them. The client application may
-// not link pgx or go-plugin either: it imports the client and nothing else.
+// TestOutsideModule builds, outside this repository, the programs the SDK
+// exists for — provider plugins (examples/hello-provider on sdk.HTTPSender,
+// examples/hello-batch on sdk.HTTPBatchSender) and an application that
+// talks to notifyd over HTTP — each as a module of its own that requires
+// only github.com/notifyd/notifyd/sdk (replaced by this checkout's sdk/, as
+// a release would be fetched). go mod tidy writes what each really needs:
+// no go.mod may list the daemon's module or its dependencies, and no build
+// may link any package of them. The client application may not link pgx or
+// go-plugin either: it imports the client and nothing else. Each plugin's
+// own test runs there too: the conformance kit (sdktest) against the plugin
+// in process and as the built binary.
 func TestOutsideModule(t *testing.T) {
 	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "sdk"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	example := func(dir, file string) string { return readFile(t, filepath.Join("..", "..", "examples", dir, file)) }
 	for _, app := range []struct {
 		name, main string
+		test       string   // main_test.go, run there when set
 		extra      []string // further packages it must not link
 	}{
-		{name: "plugin", main: readFile(t, filepath.Join("..", "..", "examples", "hello-provider", "main.go"))},
+		{name: "plugin", main: example("hello-provider", "main.go"), test: example("hello-provider", "main_test.go")},
+		{name: "batchplugin", main: example("hello-batch", "main.go"), test: example("hello-batch", "main_test.go")},
 		// A plugin links OpenTelemetry (the SDK continues each message's
 		// trace, docs/design.md §11); an HTTP client application does not.
 		{name: "clientapp", main: clientMain, extra: []string{"github.com/jackc/pgx", "github.com/hashicorp/go-plugin", "google.golang.org/grpc", "go.opentelemetry.io/"}},
@@ -49,6 +55,9 @@ func TestOutsideModule(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "main.go"), app.main)
+			if app.test != "" {
+				write(t, filepath.Join(dir, "main_test.go"), app.test)
+			}
 			write(t, filepath.Join(dir, "go.mod"), "module example.com/"+app.name+"\n\ngo "+goVersion(t)+"\n\n"+
 				"require github.com/notifyd/notifyd/sdk v0.0.0-00010101000000-000000000000\n\n"+
 				"replace github.com/notifyd/notifyd/sdk => "+sdkDir+"\n")
@@ -72,6 +81,9 @@ func TestOutsideModule(t *testing.T) {
 				t.Errorf("go.mod requires the daemon's module:\n%s", mod)
 			}
 			gocmd(t, dir, "build", "-o", filepath.Join(dir, app.name), ".")
+			if app.test != "" {
+				gocmd(t, dir, "test", "-count=1", ".")
+			}
 		})
 	}
 }
@@ -125,9 +137,17 @@ func gocmd(t *testing.T, dir string, args ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, tail(string(out)+stderr.String(), 8<<10))
 	}
 	return string(out)
+}
+
+// tail is the last n bytes of s: a failing go test's output, bounded.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
 }
 
 // goVersion is the go line the SDK's go.mod asks for.

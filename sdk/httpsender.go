@@ -1,0 +1,206 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+)
+
+// Bounds of HTTPSender and HTTPBatchSender.
+const (
+	// DefaultMaxHTTPAnswer is how many bytes of a 2xx answer the helpers read
+	// for Parse when MaxAnswer is 0. A longer answer is not read past it: its
+	// messages are TRANSIENT.
+	DefaultMaxHTTPAnswer = 4 << 20
+	// HTTPBatchRequestsAtOnce bounds the requests one SendBatch call of an
+	// HTTPBatchSender has in flight.
+	HTTPBatchRequestsAtOnce = 4
+	// drainLimit is how much of an answer nobody parses is read (so the
+	// connection can be reused) before it is closed.
+	drainLimit = 64 << 10
+)
+
+// ErrRetry, wrapped in an error a Build function returns, makes the verdict
+// TRANSIENT instead of PERMANENT: nothing is wrong with the message, the
+// plugin is missing something for now (a token it could not refresh).
+var ErrRetry = errors.New("retry later")
+
+// HTTPSender is the Sender of a provider that takes one message per HTTP
+// request: Build makes the request, HTTPSender sends it and gives the
+// verdict. It is ClassifyHTTP's: 2xx SUCCESS; 429, 408, 425 and 5xx
+// TRANSIENT with the Retry-After hint; other 4xx PERMANENT; a timeout or a
+// refused connection TRANSIENT. ctx (the message's deadline) bounds the
+// request and the read of its answer.
+//
+// Every Detail is redacted: the request's header values (all but a few
+// standard ones such as Content-Type) and URL credentials, and the
+// Redactor's secrets, become Redacted wherever a provider echoes them. An
+// answer is read for Parse up to MaxAnswer bytes, never more. Build and
+// Parse run concurrently, as Send does. See the sdk README, "A plain HTTP
+// provider", for a whole plugin.
+type HTTPSender struct {
+	// Build makes the request for m; PostJSON makes the usual one. Build it
+	// with ctx (a request without a context is given ctx). An error is the
+	// message's verdict, PERMANENT (the message cannot be sent as it is: no
+	// recipient, a payload the provider does not take) or TRANSIENT when it
+	// wraps ErrRetry or ctx has ended. Required.
+	Build func(ctx context.Context, m Message) (*http.Request, error)
+	// Parse, if set, reads a 2xx answer into the verdict: the provider's
+	// message id as Result, a refusal answered with 200. body is the whole
+	// answer (at most MaxAnswer bytes). An error is TRANSIENT: the request
+	// reached the provider, so a retry may send twice but never loses the
+	// message. Without Parse a 2xx is SUCCESS with no Result.
+	Parse func(resp *http.Response, body []byte, m Message) (Verdict, error)
+	// Client sends the requests; nil is a client that follows no redirect
+	// (a 3xx is then PERMANENT). ctx sets the timeout.
+	Client *http.Client
+	// Redactor holds the channel's secrets the request does not show in its
+	// headers or URL (a key inside the body); nil is none.
+	Redactor *Redactor
+	// MaxAnswer bounds the bytes of an answer read for Parse; 0 is
+	// DefaultMaxHTTPAnswer. A longer answer is TRANSIENT.
+	MaxAnswer int64
+}
+
+// Send builds m's request, sends it and classifies the answer.
+func (s *HTTPSender) Send(ctx context.Context, m Message) Verdict {
+	if s.Build == nil {
+		return Transient("sdk.HTTPSender has no Build function")
+	}
+	req, err := s.Build(ctx, m)
+	x := newExchange(s.Client, s.Redactor, req, s.MaxAnswer)
+	if v, failed := x.built(ctx, err); failed {
+		return v
+	}
+	v, resp, body := x.do(ctx, s.Parse != nil)
+	if v.Outcome != OutcomeSuccess || s.Parse == nil {
+		return v
+	}
+	pv, err := s.Parse(resp, body, m)
+	if err != nil {
+		return x.redact(Transient("read the answer: " + err.Error()).WithStatus(resp.StatusCode))
+	}
+	if pv.ProviderStatus == 0 {
+		pv.ProviderStatus = resp.StatusCode
+	}
+	return x.redact(pv)
+}
+
+// PostJSON builds a POST of v, encoded as JSON, to url under ctx, with
+// header's fields (nil for none) replacing the defaults Content-Type and
+// Accept: application/json. It is what most providers' Build returns.
+func PostJSON(ctx context.Context, url string, v any, header http.Header) (*http.Request, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode the request as JSON: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, errors.New(RedactURLs(err.Error())) // the URL may carry a credential
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, vs := range header {
+		req.Header[textproto.CanonicalMIMEHeaderKey(k)] = append([]string(nil), vs...)
+	}
+	return req, nil
+}
+
+// noRedirects is the helpers' default client. Following a redirect would
+// resend a POST as a GET, or to a host the channel was not configured for.
+var noRedirects = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// plainHeaders are the request headers whose values are no credential, so
+// a provider quoting them is left alone. Every other header's value is
+// redacted: a list of the secret ones would miss a provider's own.
+var plainHeaders = map[string]bool{
+	"Accept": true, "Accept-Encoding": true, "Accept-Language": true, "Cache-Control": true,
+	"Connection": true, "Content-Encoding": true, "Content-Language": true, "Content-Length": true,
+	"Content-Type": true, "User-Agent": true, "Traceparent": true, "Tracestate": true,
+}
+
+// exchange is one request and what redacting its answer needs.
+type exchange struct {
+	client  *http.Client
+	req     *http.Request
+	secrets *Redactor
+	extra   []string // the request's own: header values, URL credentials
+	limit   int64
+}
+
+func newExchange(client *http.Client, r *Redactor, req *http.Request, limit int64) *exchange {
+	x := &exchange{client: client, req: req, secrets: r, limit: limit}
+	if x.client == nil {
+		x.client = noRedirects
+	}
+	if x.limit <= 0 {
+		x.limit = DefaultMaxHTTPAnswer
+	}
+	if req != nil {
+		for name, vals := range req.Header {
+			if plainHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
+				continue
+			}
+			for _, v := range vals {
+				x.extra = append(x.extra, HeaderSecrets(v)...)
+			}
+		}
+		x.extra = append(x.extra, URLSecrets(req.URL)...)
+	}
+	return x
+}
+
+func (x *exchange) redact(v Verdict) Verdict {
+	v.Detail = x.secrets.Redact(v.Detail, x.extra...)
+	return v
+}
+
+// built is the verdict of a Build that failed (failed set), or of one that
+// returned no request.
+func (x *exchange) built(ctx context.Context, err error) (v Verdict, failed bool) {
+	switch {
+	case err != nil && (errors.Is(err, ErrRetry) || ctx.Err() != nil):
+		return x.redact(Transient("build the request: " + err.Error())), true
+	case err != nil:
+		return x.redact(Permanent("build the request: " + err.Error())), true
+	case x.req == nil:
+		return Transient("build the request: Build returned no request and no error"), true
+	}
+	return Verdict{}, false
+}
+
+// do sends the request and classifies the answer (ClassifyHTTP). With read
+// set, a 2xx answer's body is read, up to the limit: past it, or when the
+// read fails, the verdict is TRANSIENT. The body is always closed; the
+// verdict's Detail is redacted.
+func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, []byte) {
+	req := x.req
+	if req.Context().Done() == nil { // built without a context: the message's deadline
+		req = req.WithContext(ctx)
+	}
+	resp, err := x.client.Do(req)
+	v := ClassifyHTTP(resp, err)
+	if resp == nil || resp.Body == nil {
+		return x.redact(v), resp, nil
+	}
+	defer resp.Body.Close()
+	if v.Outcome != OutcomeSuccess || !read {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+		return x.redact(v), resp, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, x.limit+1))
+	switch {
+	case err != nil:
+		v = Transient("read the answer: " + err.Error()).WithStatus(resp.StatusCode)
+	case int64(len(body)) > x.limit:
+		v = Transient(fmt.Sprintf("the answer is larger than %d bytes (MaxAnswer); not read further", x.limit)).WithStatus(resp.StatusCode)
+	}
+	return x.redact(v), resp, body
+}
