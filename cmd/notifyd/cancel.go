@@ -29,18 +29,14 @@ func newCancelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var (
-				out    []client.Cancelled
-				failed []error
-			)
-			for _, id := range ids {
+			var out []client.Cancelled
+			refused, err := eachID(cmd, ids, func(id int64) error {
 				res, err := c.Cancel(cmd.Context(), id)
-				if err != nil {
-					failed = append(failed, fmt.Errorf("notification %d: %w", id, err))
-					continue
+				if err == nil {
+					out = append(out, *res)
 				}
-				out = append(out, *res)
-			}
+				return err
+			})
 			if af.json() {
 				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
 					return err
@@ -50,7 +46,10 @@ func newCancelCmd() *cobra.Command {
 					fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.ID, r.Status)
 				}
 			}
-			return errors.Join(failed...)
+			if err != nil {
+				return err
+			}
+			return refusedErr(refused, len(ids), "cancelled")
 		},
 	}
 	addAPIFlags(cmd.Flags(), &af)
@@ -80,6 +79,9 @@ func sendAPI(cmd *cobra.Command, af *apiFlags, channel, recipient, payload, key,
 	if err != nil {
 		return err
 	}
+	if res.Warning != "" { // 202 all the same: the outbox keeps it
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", res.Warning)
+	}
 	w := cmd.OutOrStdout()
 	switch {
 	case af.json():
@@ -103,15 +105,21 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 		return err
 	}
 	ns := make([]*client.NotificationInfo, 0, len(ids))
-	for _, id := range ids {
+	refused, err := eachID(cmd, ids, func(id int64) error {
 		n, err := c.Notification(cmd.Context(), id)
-		if err != nil {
-			return fmt.Errorf("notification %d: %w", id, err)
+		if err == nil {
+			ns = append(ns, n)
 		}
-		ns = append(ns, n)
+		return err
+	})
+	if err == nil {
+		err = refusedErr(refused, len(ids), "found")
 	}
 	if af.json() {
-		return printJSON(cmd.OutOrStdout(), ns)
+		return errors.Join(printJSON(cmd.OutOrStdout(), ns), err)
+	}
+	if len(ns) == 0 {
+		return err
 	}
 	tw := newTable(cmd.OutOrStdout())
 	fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
@@ -134,5 +142,5 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 			receiptLine(tw, r.Outcome, r.ProviderCode, r.Detail, r.ReceivedAt.Local())
 		}
 	}
-	return tw.Flush()
+	return errors.Join(tw.Flush(), err)
 }

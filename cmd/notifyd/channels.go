@@ -45,7 +45,18 @@ func newChannelsCmd() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", ch.Name, orDash(ch.Plugin), state, orDash(ch.Breaker),
 					ch.Ready, ch.Delayed, ch.Processing, ch.Dead, ch.Counts["PENDING"], ch.Sent, ch.Failed)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// The table cuts a reason to fit; a stopped channel is a config
+			// mistake to fix, so its whole reason follows.
+			for _, ch := range res.Channels {
+				if ch.Configured && !ch.Running {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: channel %s (plugin %s) is stopped on this instance; its notifications wait in the outbox: %s\n",
+						ch.Name, ch.Plugin, ch.Error)
+				}
+			}
+			return nil
 		},
 	}
 	addAPIFlags(cmd.Flags(), &af)

@@ -65,7 +65,7 @@ func (f *apiFlags) client() (*client.Client, error) {
 		return nil, errors.New(msg)
 	}
 	return client.New(f.addr, token, client.WithHTTPClient(&http.Client{
-		Timeout: client.DefaultTimeout, Transport: traceTransport{http.DefaultTransport},
+		Timeout: client.DefaultTimeout, Transport: traceTransport{reachTransport{http.DefaultTransport}},
 	}))
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,11 +42,21 @@ type apiBundle struct {
 	svc   *schedule.Service
 }
 
-func setupAPI(t *testing.T) *apiBundle {
+// apiStarted starts the engine with the webhook plugin installed, and a
+// second channel, relay, whose plugin is missing: it stays stopped.
+const apiStarted = "started"
+
+func setupAPI(t *testing.T, opts ...string) *apiBundle {
 	t.Helper()
 	db := testenv.NewDB(t)
 	rds := testenv.NewRedis(t)
 	dir := t.TempDir()
+	started := slices.Contains(opts, apiStarted)
+	extra := ""
+	if started {
+		testenv.InstallPlugin(t, dir, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
+		extra = "  relay: {plugin: relay}\n"
+	}
 	path := filepath.Join(dir, "notifyd.yaml")
 	yaml := fmt.Sprintf(`
 postgres: {url: %q}
@@ -55,9 +66,9 @@ http: {tokens: [%q]}
 log: {level: error}
 channels:
   quiz: {plugin: webhook, config: {url: "http://127.0.0.1:9/"}}
-schedules:
+%sschedules:
   morning: {channel: quiz, cron: "0 8 * * *", audience: {topic: daily}, payload: {text: "Hi {{.data.name}}"}}
-`, db.URL, rds.URL, rds.Prefix, dir, cliToken)
+`, db.URL, rds.URL, rds.Prefix, dir, cliToken, extra)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +83,12 @@ schedules:
 	engine, err := delivery.New(delivery.Options{Config: cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if started {
+		if err := engine.Start(testenv.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = engine.Stop(context.Background()) })
 	}
 	svc, err := schedule.New(db.Pool, cfg, schedule.Options{Logger: log, InstanceID: "cli-test"})
 	if err != nil {
@@ -174,9 +191,10 @@ func TestCLI_NotificationsOverAPI(t *testing.T) {
 	for _, args := range [][]string{{"status", fmt.Sprint(rid)}, {"status", "--history", fmt.Sprint(rid)}, {"status", "--config", b.path, fmt.Sprint(rid)}} {
 		wantLines(t, b.ok(args...), "SENT", "receipt", "FAILED_AFTER_SEND", "E-9", "unreachable")
 	}
-	out, _, err = b.run("cancel", fmt.Sprint(got.ID), "987654321")
-	if !strings.Contains(out, fmt.Sprintf("%d CANCELLED", got.ID)) || err == nil || !strings.Contains(err.Error(), "notification 987654321") || !strings.Contains(err.Error(), "404") {
-		t.Errorf("cancel of one good and one unknown id: %q, %v; want the good one cancelled and a 404 for the other", out, err)
+	out, errOut, err := b.run("cancel", fmt.Sprint(got.ID), "987654321")
+	if !strings.Contains(out, fmt.Sprintf("%d CANCELLED", got.ID)) || !strings.Contains(errOut, "error: notification 987654321 does not exist") ||
+		exitCode(err) != 1 || !strings.Contains(err.Error(), "1 of 2 notification(s) not cancelled") {
+		t.Errorf("cancel of one good and one unknown id: %q, %q, %v; want the good one cancelled, an error line for the other and exit 1", out, errOut, err)
 	}
 
 	t.Run("bad input is refused before calling", func(t *testing.T) {

@@ -17,7 +17,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "notifyd:", err)
+		fmt.Fprintln(os.Stderr, "notifyd:", plainError(err))
 		var ex *exitError
 		if errors.As(err, &ex) {
 			os.Exit(ex.code)

@@ -1,10 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,17 +41,27 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
-			for _, a := range args {
-				id, err := strconv.ParseInt(a, 10, 64)
-				if err != nil {
-					return fmt.Errorf("%q is not a notification id", a)
-				}
+			ids, err := parseIDs(args, "notification")
+			if err != nil {
+				return err
+			}
+			var ns []*outbox.Notification
+			refused, err := eachID(cmd, ids, func(id int64) error {
 				n, err := ops.Notification(cmd.Context(), id)
-				if err != nil {
-					return err
+				if err == nil {
+					ns = append(ns, n)
 				}
+				return err
+			})
+			if err == nil {
+				err = refusedErr(refused, len(ids), "found")
+			}
+			if len(ns) == 0 {
+				return err
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
+			for _, n := range ns {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, lastErrorCell(n.Status, n.LastError))
 				if history {
 					prev := 0
@@ -68,7 +77,7 @@ func newStatusCmd() *cobra.Command {
 					receiptLine(tw, r.Outcome, r.ProviderCode, r.Detail, r.ReceivedAt)
 				}
 			}
-			return tw.Flush()
+			return errors.Join(tw.Flush(), err)
 		},
 	}
 	configFlag(cmd, &path)

@@ -146,11 +146,12 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, name string, 
 	return nil
 }
 
-// channelFlows feeds the channel collector: breaker and pause per channel.
+// channelFlows feeds the channel collector: running, breaker and pause per
+// channel.
 func (s *Server) channelFlows(ctx context.Context) []metrics.ChannelFlow {
 	var out []metrics.ChannelFlow
 	for _, st := range s.engine.Channels(ctx) {
-		out = append(out, metrics.ChannelFlow{Name: st.Name, Paused: st.Paused, Breaker: st.Breaker})
+		out = append(out, metrics.ChannelFlow{Name: st.Name, Up: st.Running, Paused: st.Paused, Breaker: st.Breaker})
 	}
 	return out
 }

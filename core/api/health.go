@@ -14,10 +14,13 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 }
 
 // readyz: GET /readyz, open: Postgres and Redis answer a ping, every
-// running channel's plugin answers Health, and no pipeline stage has gone
-// without progress for longer than delivery.stall_after. 200 when all do, else 503. The
-// answer says which check failed but not why (it is unauthenticated); the
-// reason goes to the log.
+// running channel's plugin answers Health, no pipeline stage has gone
+// without progress for longer than delivery.stall_after, and no configured
+// channel is stopped (unless http.ready_with_stopped_channels). 200 when all
+// hold, else 503. The answer says which check failed but not why (it is
+// unauthenticated; the reason goes to the log), except for a stopped
+// channel, whose reason is a config mistake the operator must see where the
+// orchestrator shows the probe, cut and redacted (service.Channels).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	out := wire.Readiness{Status: "ready", Checks: map[string]string{}}
 	check := func(name string, f func(ctx context.Context) error) {
@@ -51,12 +54,27 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		out.Checks["stage:"+stage] = "stalled"
 		out.Status = "unavailable"
 	}
-	for _, st := range s.channelStates(r.Context()) {
-		if !st.Running {
-			// A stopped channel is a config problem the operator sees in
-			// the log and /v1/channels; restarting the instance would not
-			// fix it, so it does not make the instance unready.
-			out.Checks["channel:"+st.Name] = "stopped"
+	// A configured channel that is stopped (its plugin could not start or
+	// refused its config) makes the instance unready unless
+	// http.ready_with_stopped_channels: a rollout whose plugin fails to start
+	// stops at its first instance, while the old ones keep delivering
+	// (docs/design.md §1). Its reason is shown fit for an open endpoint
+	// (service.Channels); the engine logged the whole error at its start.
+	states, err := s.ops.Channels(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		if st.Running {
+			continue
+		}
+		out.Checks["channel:"+st.Name] = "stopped"
+		if out.Stopped == nil {
+			out.Stopped = map[string]string{}
+		}
+		out.Stopped[st.Name] = st.Error
+		if !s.cfg.HTTP.ReadyWithStoppedChannels {
+			out.Status = "unavailable"
 		}
 	}
 	status := http.StatusOK

@@ -12,6 +12,7 @@ import (
 	"github.com/notifyd/notifyd/core/api"
 	"github.com/notifyd/notifyd/core/config"
 	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/core/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )
@@ -31,11 +32,21 @@ func TestServer_Healthz(t *testing.T) {
 func TestServer_Readyz(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ready: Postgres and Redis answer; a stopped channel is reported, not fatal", func(t *testing.T) {
+	t.Run("ready: Postgres, Redis and every channel's plugin answer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOptions{startEngine: true})
+		got := decode[client.Readiness](t, wantStatus(t, b.doAuth("GET", "/readyz", "", ""), 200))
+		if got.Status != "ready" || got.Checks["postgres"] != "ok" || got.Checks["redis"] != "ok" ||
+			got.Checks["plugin:webhook"] != "ok" || len(got.Stopped) != 0 {
+			t.Errorf("readiness %+v", got)
+		}
+	})
+
+	t.Run("an engine not started: every channel stopped, not started", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOptions{})
-		got := decode[client.Readiness](t, wantStatus(t, b.doAuth("GET", "/readyz", "", ""), 200))
-		if got.Status != "ready" || got.Checks["postgres"] != "ok" || got.Checks["redis"] != "ok" || got.Checks["channel:orders"] != "stopped" {
+		got := decode[client.Readiness](t, wantStatus(t, b.doAuth("GET", "/readyz", "", ""), 503))
+		if got.Checks["channel:orders"] != "stopped" || got.Stopped["orders"] != service.NotStarted {
 			t.Errorf("readiness %+v", got)
 		}
 	})

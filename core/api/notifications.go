@@ -1,7 +1,9 @@
 package api
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -53,6 +55,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) (err error) {
 	}
 	for ch, n := range created {
 		s.metrics.Delivery().Enqueued(ch, n)
+	}
+	// Still 202: the outbox keeps what a stopped channel cannot send yet,
+	// but the caller learns it will wait (docs/design.md §1).
+	warnings := s.ops.StoppedWarnings(ctx, slices.Collect(maps.Keys(created))...)
+	for i := range out {
+		out[i].Warning = warnings[ns[i].Channel]
 	}
 	if batch {
 		writeJSON(w, status, wire.EnqueuedBatch{Notifications: out})

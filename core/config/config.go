@@ -76,6 +76,11 @@ type HTTP struct {
 	// failed logins (dashboard) than this in a minute gets 429 until the
 	// minute ends.
 	AuthFailuresPerMinute int `koanf:"auth_failures_per_minute"`
+	// ReadyWithStoppedChannels: /readyz answers 200 while a configured
+	// channel is stopped (its plugin could not start). Off by default: a
+	// stopped channel makes the instance unready, so a rollout whose plugin
+	// fails to start stops at its first instance (docs/design.md §1).
+	ReadyWithStoppedChannels bool `koanf:"ready_with_stopped_channels"`
 }
 
 // Log sets the level and format of notifyd's own logs.

@@ -195,6 +195,30 @@ notifyd_plugin_up{plugin="webhook"} 1
 	}
 }
 
+func TestChannelCollector_Collect(t *testing.T) {
+	t.Parallel()
+	r := metrics.New("test")
+	err := r.Register(metrics.NewChannelCollector(func(context.Context) []metrics.ChannelFlow {
+		return []metrics.ChannelFlow{{Name: "orders", Up: true, Breaker: "closed"}, {Name: "relay", Up: false, Breaker: "closed", Paused: true}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP notifyd_channel_up 1 while the channel runs on this instance, 0 while it is stopped (its plugin could not start or refused its config; the reason is in /readyz and /v1/channels).
+# TYPE notifyd_channel_up gauge
+notifyd_channel_up{channel="orders"} 1
+notifyd_channel_up{channel="relay"} 0
+# HELP notifyd_channel_paused 1 while an operator has paused the channel.
+# TYPE notifyd_channel_paused gauge
+notifyd_channel_paused{channel="orders"} 0
+notifyd_channel_paused{channel="relay"} 1
+`
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(want), "notifyd_channel_up", "notifyd_channel_paused"); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestJobCollector_Collect(t *testing.T) {
 	t.Parallel()
 	r := metrics.New("test")

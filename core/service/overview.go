@@ -37,7 +37,9 @@ type ChannelOverview struct {
 	Name       string
 	Configured bool
 	Plugin     string
-	// State is the engine's view of a configured channel on this instance.
+	// State is the engine's view of a configured channel on this instance
+	// (Service.Channels: a stopped channel's Error is its reason, fit to
+	// show).
 	State delivery.ChannelState
 	// Queue is its Redis queue sizes across partitions; QueueErr the error
 	// reading them (an unconfigured channel has no queue to read).
@@ -64,7 +66,11 @@ func (s *Service) Overview(ctx context.Context, maxAge time.Duration) (Overview,
 	}
 	out := Overview{CountsAt: at, CountErr: countErr}
 	states := map[string]delivery.ChannelState{}
-	for _, st := range s.engine.Channels(ctx) {
+	chans, err := s.Channels(ctx)
+	if err != nil {
+		return Overview{}, err
+	}
+	for _, st := range chans {
 		states[st.Name] = st
 	}
 	names := s.ChannelNames()

@@ -15,7 +15,10 @@ import (
 const healthTimeout = 2 * time.Second
 
 type channelsData struct {
-	Instance  string
+	Instance string
+	// Stopped are the configured channels that do not run on this
+	// instance, named with their reason in a banner above the table.
+	Stopped   []delivery.ChannelState
 	Rows      []channelRow
 	Plugins   []pluginRow
 	CountedAt time.Time // when the Postgres counts were taken (zero = not yet)
@@ -54,7 +57,17 @@ func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *sess
 	case ov.CountErr != nil:
 		data.CountErr = ov.CountErr.Error()
 	}
-	states := s.d.Engine.Channels(ctx)
+	// The service's states: a stopped channel's reason is fit to show.
+	states, err := s.d.Service.Channels(ctx)
+	if err != nil {
+		s.failErr(w, r, "channels", err)
+		return
+	}
+	for _, st := range states {
+		if !st.Running {
+			data.Stopped = append(data.Stopped, st)
+		}
+	}
 	byName := map[string]service.ChannelOverview{}
 	for _, c := range ov.Channels {
 		byName[c.Name] = c

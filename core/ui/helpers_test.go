@@ -100,7 +100,8 @@ type options struct {
 	now      func() time.Time
 	redisURL string // a private Redis the test may stop; "" = the shared one
 	channels []string
-	schedule bool // configure a schedule
+	missing  []string // channels whose plugin is not installed: they stay stopped
+	schedule bool     // configure a schedule
 	proxies  []string
 }
 
@@ -111,6 +112,10 @@ func withNow(now func() time.Time) option { return func(o *options) { o.now = no
 func withRedis(url string) option         { return func(o *options) { o.redisURL = url } }
 func withSample(d time.Duration) option   { return func(o *options) { o.sample = d } }
 func withChannels(names ...string) option { return func(o *options) { o.channels = names } }
+
+// withMissingPlugin adds channels on the plugin "relay", which is not
+// installed: the engine starts without them.
+func withMissingPlugin(names ...string) option { return func(o *options) { o.missing = names } }
 func withSchedule() option                { return func(o *options) { o.schedule = true } }
 func withTrustedProxies(cidrs ...string) option {
 	return func(o *options) { o.proxies = cidrs }
@@ -164,6 +169,9 @@ func setup(t testing.TB, opts ...option) *bundle {
 			Concurrency: 8, BatchSize: 8, Timeout: 2 * time.Second,
 			Retry: config.Retry{MaxAttempts: 3, Base: 100 * time.Millisecond, Max: time.Second, Jitter: config.JitterWindow},
 		})
+	}
+	for _, name := range o.missing {
+		cfg.Channels[name] = config.FillChannel(config.Channel{Plugin: "relay", Concurrency: 1, BatchSize: 1, Timeout: time.Second})
 	}
 	if o.schedule {
 		cfg.Schedules = map[string]config.Schedule{"morning-quiz": {

@@ -276,3 +276,38 @@ func TestUI_Channels(t *testing.T) {
 		t.Errorf("plugin row:\n%s", p)
 	}
 }
+
+// A channel whose plugin cannot start is named with its reason in a banner
+// at the top of the front page, and its row says stopped; with none
+// stopped there is no banner.
+func TestUI_Channels_Stopped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withChannels("hooks"), withMissingPlugin("relay"))
+	c, _ := b.loggedIn()
+	res := c.get("/ui/")
+	if res.status != http.StatusOK {
+		t.Fatalf("status %d", res.status)
+	}
+	banner := regexp.MustCompile(`(?s)<div class="banner error" id="stopped-channels" role="alert">.*?</div>`).FindString(res.body)
+	if banner == "" {
+		t.Fatalf("no stopped-channels banner on the front page:\n%.2000s", res.body)
+	}
+	for _, want := range []string{"1 channel stopped", "<strong>relay</strong>", "plugin relay", "no such plugin executable", "notifyd-plugin-relay"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("the banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if strings.Contains(banner, "hooks") {
+		t.Errorf("the banner names the running channel hooks:\n%s", banner)
+	}
+	row := regexp.MustCompile(`(?s)<tr id="channel-relay">.*?</tr>`).FindString(res.body)
+	if !strings.Contains(row, `<span class="badge stopped">stopped</span>`) || !strings.Contains(row, "no such plugin executable") {
+		t.Errorf("relay's row does not say stopped and why:\n%s", row)
+	}
+
+	ok := setup(t, withChannels("hooks"))
+	c2, _ := ok.loggedIn()
+	if body := c2.get("/ui/").body; strings.Contains(body, "stopped-channels") {
+		t.Error("a banner with every channel running")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/client"
 )
 
 // pluginStart is issue 26's sixth finding: a plugin that leaves a
@@ -26,13 +27,15 @@ func pluginStart(t *testing.T) {
 		}
 	})
 	d := start(t, withPlugin("sessionhog", "github.com/notifyd/notifyd/core/pluginhost/testdata/sessionhog"),
-		withStartTimeout("3s"), withChannels(func(*daemon) string { return "\n  hog:\n    plugin: sessionhog\n" }))
+		withStartTimeout("3s"), withStoppedChannels(), withChannels(func(*daemon) string { return "\n  hog:\n    plugin: sessionhog\n" }))
 	hog = d.plugins["sessionhog"]
 
-	// Ready (start waited for it), with the bad channel reported stopped; a
-	// grandchild still alive then proves the start did not wait for it.
-	if r, err := d.c.Ready(context.Background()); err != nil || r.Checks["channel:hog"] != "stopped" {
-		t.Fatalf("/readyz = %+v, %v; want channel:hog stopped", r, err)
+	// Up (start waited for it), with the bad channel reported stopped and
+	// why, which keeps /readyz at 503 (the default rule: a rollout stops
+	// here); a grandchild still alive then proves the start did not wait.
+	if r, err := d.c.Ready(context.Background()); client.StatusCode(err) != 503 || r.Checks["channel:hog"] != "stopped" ||
+		!strings.Contains(r.Stopped["hog"], "plugins.start_timeout") {
+		t.Fatalf("/readyz = %+v, %v; want 503 with channel:hog stopped, its reason naming plugins.start_timeout", r, err)
 	}
 	pids := hogGrandchildren(hog)
 	if len(pids) == 0 {

@@ -44,6 +44,10 @@ type Enqueued struct {
 	// Duplicate: the idempotency key was taken already; ID and Status are
 	// the original's.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Warning, when set, says the notification's channel is stopped on the
+	// instance that answered (its plugin could not start) and why: the
+	// notification is kept and sent once an instance runs the channel.
+	Warning string `json:"warning,omitempty"`
 }
 
 // EnqueueBatchRequest is the body of a batch enqueue.
@@ -381,6 +385,9 @@ type Jobs struct {
 type Readiness struct {
 	Status string            `json:"status"` // ready | unavailable
 	Checks map[string]string `json:"checks"`
+	// Stopped names each configured channel that is stopped on this
+	// instance ("channel:<name>": "stopped" in Checks) with its reason.
+	Stopped map[string]string `json:"stopped,omitempty"`
 }
 
 // Duration is a time.Duration written as Go's duration text ("10m0s").

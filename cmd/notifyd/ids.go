@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/notifyd/notifyd/core/service"
+	"github.com/notifyd/notifyd/sdk/client"
+)
+
+// eachID runs f for every id of a multi-id command (status, cancel), so
+// each id gets an answer: an id refused on its own (the API's 404 or 409,
+// or the service's refusal with --config) is one "error:" line on stderr
+// and the loop goes on; any other error (notifyd unreachable, a 5xx) stops
+// the command, as every later id would fail the same way. The command
+// exits 1 when any id was refused, after printing what it found.
+func eachID(cmd *cobra.Command, ids []int64, f func(id int64) error) (refused int, err error) {
+	for _, id := range ids {
+		err := f(id)
+		if err == nil {
+			continue
+		}
+		msg, own := idRefusal(err)
+		if !own {
+			return refused, fmt.Errorf("notification %d: %w", id, err)
+		}
+		refused++
+		fmt.Fprintln(cmd.ErrOrStderr(), "error:", msg)
+	}
+	return refused, nil
+}
+
+// idRefusal is the reason an id alone was refused, and whether err is one.
+func idRefusal(err error) (string, bool) {
+	var api *client.Error
+	if errors.As(err, &api) && api.StatusCode >= 400 && api.StatusCode < 500 {
+		return api.Message, true
+	}
+	var op *service.Error
+	if errors.As(err, &op) {
+		return op.Message, true
+	}
+	return "", false
+}
+
+// refusedErr is the exit of a multi-id command some of whose ids were
+// refused (listed above it on stderr).
+func refusedErr(refused, total int, what string) error {
+	if refused == 0 {
+		return nil
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%d of %d notification(s) not %s (see above)", refused, total, what)}
+}
