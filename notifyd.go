@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -287,6 +288,9 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 					msg: "connect to Redis: " + sdk.RedactURLs(err.Error())}
 				if se.final {
 					se.msg = "Redis refused the connection: " + se.reason
+					if u, err := url.Parse(cfg.Redis.URL); err == nil && u.Host != "" {
+						se.msg = "Redis at " + u.Host + " refused the connection: " + se.reason
+					}
 				}
 				return se
 			}
