@@ -15,7 +15,7 @@ func TestConfigureRequest_Decode(t *testing.T) {
 	t.Parallel()
 	type cfg struct {
 		common
-		Secret  string `json:"-"`
+		Secret  string            `json:"-"`
 		URL     string            `json:"url"`
 		Timeout int               `json:"timeout"`
 		Headers map[string]string `json:"headers"`
