@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -192,9 +193,9 @@ func (d *Daemon) Ready() <-chan struct{} {
 func (d *Daemon) Failed() <-chan error { return d.failed }
 
 // prepare does what needs no service, so that a bad config fails Start at
-// once even when Start would wait: the Redis client (which parses
-// redis.url but does not dial), the instance id and the tracer provider
-// (whose exporter connects when it first exports).
+// once even when Start would wait: plugins.dir (when channels need it), the
+// Redis client (which parses redis.url but does not dial), the instance id
+// and the tracer provider (whose exporter connects when it first exports).
 func (d *Daemon) prepare(o Options) (err error) {
 	cfg := d.cfg
 	switch {
@@ -207,6 +208,11 @@ func (d *Daemon) prepare(o Options) (err error) {
 		}
 		d.tracer = d.traces.Tracer()
 		d.log.Info("tracing on: exporting spans over OTLP/HTTP", "sample_ratio", cfg.Tracing.SampleRatio)
+	}
+	if o.Providers == nil && len(cfg.Channels) > 0 {
+		if err := pluginhost.CheckDir(cfg.Plugins.Dir); err != nil {
+			return err
+		}
 	}
 	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
 		return err // redacted by queue
@@ -237,10 +243,11 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 		if !o.WaitForServices {
 			return f(ctx)
 		}
-		if err := retry(ctx, log, what, f); err != nil {
+		check := strings.ToLower(what)
+		if err := retry(ctx, log, what, f, func(err error) { d.wait.set(check, "waiting: "+shortReason(err)) }); err != nil {
 			return err
 		}
-		d.wait.set(strings.ToLower(what), "ok")
+		d.wait.set(check, "ok")
 		return nil
 	}
 	cctx, stopConnecting := context.WithCancel(ctx)
@@ -273,7 +280,19 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	wg.Go(func() {
 		if rdErr = connect(cctx, "Redis", func(ctx context.Context) error {
 			if err := d.redis.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("connect to Redis: %s", sdk.RedactURLs(err.Error()))
+				key := "redis.url"
+				if cfg.Redis.URL == "" {
+					key = "redis.cluster_addrs"
+				}
+				se := &serviceError{key: key, reason: shortReason(err), final: finalRedis(err), cause: err,
+					msg: "connect to Redis: " + sdk.RedactURLs(err.Error())}
+				if se.final {
+					se.msg = "Redis refused the connection: " + se.reason
+					if u, err := url.Parse(cfg.Redis.URL); err == nil && u.Host != "" {
+						se.msg = "Redis at " + u.Host + " refused the connection: " + se.reason
+					}
+				}
+				return se
 			}
 			return nil
 		}); rdErr != nil {
@@ -492,7 +511,15 @@ func OpenPostgres(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres at %s: %s", sdk.RedactURL(cfg.Postgres.URL), sdk.RedactURLs(oneLine(err)))
+		se := &serviceError{key: "postgres.url", reason: shortReason(err), final: finalPostgres(err), cause: err,
+			msg: fmt.Sprintf("connect to Postgres at %s: %s", sdk.RedactURL(cfg.Postgres.URL), sdk.RedactURLs(oneLine(err)))}
+		if se.final {
+			// The server's reason alone: pgx's preamble quotes the user and
+			// database from the URL, which reads as if the URL were at fault
+			// when a redacted copy of it stands beside.
+			se.msg = fmt.Sprintf("Postgres at %s refused the connection: %s", net.JoinHostPort(pc.ConnConfig.Host, fmt.Sprint(pc.ConnConfig.Port)), se.reason)
+		}
+		return nil, se
 	}
 	return pool, nil
 }

@@ -28,7 +28,7 @@ type waitServer struct {
 	turn net.Listener // the stand-in's turn on the socket
 
 	mu     sync.Mutex
-	checks map[string]string // postgres, redis → waiting | ok
+	checks map[string]string // postgres, redis → waiting[: the last error] | ok
 }
 
 // conns bounds its connections as the API does (httpguard.Conns): the
@@ -127,9 +127,10 @@ const (
 )
 
 // retry calls f until it succeeds or ctx ends, waiting with backoff between
-// attempts and logging each failure once at WARN (f's errors never carry
-// credentials: OpenPostgres redacts them).
-func retry(ctx context.Context, log hclog.Logger, what string, f func(context.Context) error) error {
+// attempts, logging each failure once at WARN and telling waiting of it
+// (f's errors never carry credentials: OpenPostgres redacts them). An error
+// no wait cures (final) is returned at once.
+func retry(ctx context.Context, log hclog.Logger, what string, f func(context.Context) error, waiting func(error)) error {
 	wait := retryFirst
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -144,6 +145,10 @@ func retry(ctx context.Context, log hclog.Logger, what string, f func(context.Co
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if final(err) {
+			return err
+		}
+		waiting(err)
 		d := wait/2 + rand.N(wait/2+1)
 		log.Warn("waiting for "+what, "attempt", attempt, "retry_in", d.Round(time.Millisecond), "error", err)
 		select {

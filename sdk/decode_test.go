@@ -7,9 +7,15 @@ import (
 	"github.com/notifyd/notifyd/sdk"
 )
 
+type common struct {
+	Debug bool `json:"debug"`
+}
+
 func TestConfigureRequest_Decode(t *testing.T) {
 	t.Parallel()
 	type cfg struct {
+		common
+		Secret  string            `json:"-"`
 		URL     string            `json:"url"`
 		Timeout int               `json:"timeout"`
 		Headers map[string]string `json:"headers"`
@@ -23,7 +29,9 @@ func TestConfigureRequest_Decode(t *testing.T) {
 		{`{"url":"http://127.0.0.1","timeout":3,"headers":{"a":"b"},"retry":{"max":2}}`, ""},
 		{``, ""},
 		{`null`, ""},
-		{`{"ulr":"x"}`, `config: unknown key "ulr"`},
+		{`{"ulr":"x"}`, `config: unknown key "ulr" (known: debug, headers, retry, timeout, url)`},
+		{`{"URL":"x","retry":{"maxx":2}}`, `config: unknown key "retry.maxx" (known: max)`},
+		{`{"debug":true,"secret":"x"}`, `config: unknown key "secret" (known: debug, headers, retry, timeout, url)`},
 		{`{"timeout":"3s"}`, `config.timeout: want a number, got string`},
 		{`{"retry":{"max":"x"}}`, `config.retry.max: want a number, got string`},
 		{`{"headers":[1]}`, `config.headers: want an object, got array`},

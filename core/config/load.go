@@ -56,6 +56,9 @@ func Load(path string, environ []string) (*Config, error) {
 	if err := expandEnv(k, environ); err != nil {
 		return nil, err
 	}
+	if err := checkValues(k); err != nil {
+		return nil, err
+	}
 
 	cfg := Default()
 	dc := &mapstructure.DecoderConfig{

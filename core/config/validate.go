@@ -22,8 +22,8 @@ func (c *Config) Validate() error {
 	if c.Postgres.URL == "" {
 		return &Error{Key: "postgres.url", Reason: "is required (e.g. postgres://127.0.0.1:5432/notifyd?sslmode=disable)"}
 	}
-	if _, err := url.Parse(c.Postgres.URL); err != nil || !strings.HasPrefix(c.Postgres.URL, "postgres") {
-		return &Error{Key: "postgres.url", Reason: "must be a postgres:// or postgresql:// URL"}
+	if reason := urlScheme(c.Postgres.URL, "postgres", "postgresql"); reason != "" {
+		return &Error{Key: "postgres.url", Reason: reason}
 	}
 	if c.Postgres.MaxConns < 1 {
 		return &Error{Key: "postgres.max_conns", Reason: "must be at least 1"}
@@ -33,8 +33,10 @@ func (c *Config) Validate() error {
 		return &Error{Key: "redis.url", Reason: "is required (or redis.cluster_addrs)"}
 	case c.Redis.URL != "" && len(c.Redis.ClusterAddrs) > 0:
 		return &Error{Key: "redis.cluster_addrs", Reason: "give either redis.url or redis.cluster_addrs, not both"}
-	case c.Redis.URL != "" && !strings.HasPrefix(c.Redis.URL, "redis://") && !strings.HasPrefix(c.Redis.URL, "rediss://"):
-		return &Error{Key: "redis.url", Reason: "must start with redis:// or rediss://"}
+	case c.Redis.URL != "":
+		if reason := urlScheme(c.Redis.URL, "redis", "rediss"); reason != "" {
+			return &Error{Key: "redis.url", Reason: reason}
+		}
 	}
 	if !NameRE.MatchString(c.Redis.Prefix) {
 		return &Error{Key: "redis.prefix", Reason: "must match " + NameRE.String()}
@@ -146,6 +148,30 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// urlScheme says what is wrong with raw as a URL of one of schemes, or "".
+// It never quotes the URL (it may carry a password), only its scheme: a
+// typo there ("postgress://") would otherwise surface from the driver as an
+// unrelated complaint about the whole value.
+func urlScheme(raw string, schemes ...string) string {
+	want := "a " + strings.Join(schemes, ":// or ") + ":// URL"
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "must be " + want
+	}
+	for _, s := range schemes {
+		if scheme == s {
+			if _, err := url.Parse(raw); err != nil {
+				return "must be " + want + "; it does not parse (check that the password's special characters are %-encoded)"
+			}
+			return ""
+		}
+	}
+	if len(scheme) > 20 || strings.Trim(strings.ToLower(scheme), "abcdefghijklmnopqrstuvwxyz0123456789+.-") != "" {
+		return "must be " + want
+	}
+	return fmt.Sprintf("scheme %q is not one notifyd speaks; use %s", scheme, strings.Join(schemes, ":// or ")+"://")
 }
 
 func positive(durations map[string]time.Duration) error {

@@ -88,9 +88,32 @@ func New(cfg config.Plugins, log hclog.Logger) *Host {
 	return &Host{cfg: cfg, log: log, launcher: newLauncher(), plugins: map[string]*entry{}}
 }
 
+// CheckDir says plainly when plugins.dir is missing or not a directory
+// (`plugins.dir "./bin/plugins" (/srv/bin/plugins): no such directory`),
+// instead of each channel's plugin being reported missing in turn.
+func CheckDir(dir string) error {
+	shown := fmt.Sprintf("%q", dir)
+	if abs, err := filepath.Abs(dir); err == nil && abs != filepath.Clean(dir) {
+		shown += " (" + abs + ")" // relative: to the working directory
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("plugins.dir %s: no such directory", shown)
+	case err != nil:
+		return fmt.Errorf("plugins.dir %s: %w", shown, err)
+	case !fi.IsDir():
+		return fmt.Errorf("plugins.dir %s: not a directory", shown)
+	}
+	return nil
+}
+
 // Discover lists the notifyd-plugin-<name> executables in plugins.dir with
 // their SHA-256, sorted by name.
 func (h *Host) Discover() ([]Found, error) {
+	if err := CheckDir(h.cfg.Dir); err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(h.cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("discover plugins in plugins.dir %s: %w", h.cfg.Dir, err)
@@ -241,6 +264,9 @@ func executable(path string) error {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		if derr := CheckDir(filepath.Dir(path)); derr != nil {
+			return fmt.Errorf("%w (looked for %s): %w", ErrNotFound, filepath.Base(path), derr)
+		}
 		return fmt.Errorf("%w (looked for %s in plugins.dir %s)", ErrNotFound, filepath.Base(path), filepath.Dir(path))
 	case err != nil:
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -117,8 +118,13 @@ func TestHost_Discover(t *testing.T) {
 	t.Run("missing dir", func(t *testing.T) {
 		missing := filepath.Join(b.dir, "nope")
 		_, err := pluginhost.New(config.Plugins{Dir: missing}, nil).Discover()
-		if err == nil || !strings.Contains(err.Error(), missing) {
-			t.Errorf("Discover(%s): got %v, want an error naming the dir", missing, err)
+		if want := fmt.Sprintf("plugins.dir %q: no such directory", missing); err == nil || err.Error() != want {
+			t.Errorf("Discover(%s): got %v, want %s", missing, err, want)
+		}
+		// A channel's plugin, looked for in it: the file and the dir named.
+		_, err = pluginhost.New(config.Plugins{Dir: missing}, nil).Plugin(context.Background(), "ghost")
+		if want := fmt.Sprintf("no such plugin executable (looked for notifyd-plugin-ghost): plugins.dir %q: no such directory", missing); err == nil || !strings.HasSuffix(err.Error(), want) || !errors.Is(err, pluginhost.ErrNotFound) {
+			t.Errorf("Plugin(ghost) in a missing dir: got %v, want ErrNotFound ending %s", err, want)
 		}
 	})
 }
