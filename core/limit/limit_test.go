@@ -67,7 +67,7 @@ func TestBucket_Concurrent(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	max := float64(burst) + rate*elapsed.Seconds()
-	if got := float64(total.Load()); got > max+1 || got < 0.8*max {
+	if got := float64(total.Load()); got > max+1 || got < 0.5*max { // the ceiling is the promise; a busy machine takes fewer
 		t.Errorf("took %v tokens in %v, want about (and never over) %.0f", got, elapsed, max)
 	}
 }

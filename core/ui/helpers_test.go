@@ -116,7 +116,7 @@ func withChannels(names ...string) option { return func(o *options) { o.channels
 // withMissingPlugin adds channels on the plugin "relay", which is not
 // installed: the engine starts without them.
 func withMissingPlugin(names ...string) option { return func(o *options) { o.missing = names } }
-func withSchedule() option                { return func(o *options) { o.schedule = true } }
+func withSchedule() option                     { return func(o *options) { o.schedule = true } }
 func withTrustedProxies(cidrs ...string) option {
 	return func(o *options) { o.proxies = cidrs }
 }

@@ -415,7 +415,7 @@ func TestSender_Send_badReceivers(t *testing.T) {
 		if v.Outcome != sdk.OutcomeTransient {
 			t.Errorf("outcome = %v (%s); want TRANSIENT", v.Outcome, v.Detail)
 		}
-		if took := time.Since(start); took > 3*time.Second {
+		if took := time.Since(start); took > 10*time.Second { // uncut, it would hang
 			t.Errorf("send took %v; want it cut at the 150ms timeout", took)
 		}
 		if !strings.Contains(v.Detail, "timeout of 150ms") || !strings.Contains(v.Detail, "deadline exceeded") {
@@ -434,7 +434,7 @@ func TestSender_Send_badReceivers(t *testing.T) {
 		if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "message's deadline") {
 			t.Errorf("verdict = %v %q; want TRANSIENT naming the message's deadline", v.Outcome, v.Detail)
 		}
-		if took := time.Since(start); took > 3*time.Second {
+		if took := time.Since(start); took > 10*time.Second { // uncut, it would hang
 			t.Errorf("send took %v; want it cut at the 100ms deadline", took)
 		}
 	})
