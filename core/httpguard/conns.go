@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,6 +33,8 @@ type Conns struct {
 	open    map[*conn]struct{}
 	byPeer  map[string]int
 	changed chan struct{} // closed, and replaced, when a connection closes or goes idle
+
+	refusing chan struct{} // a token per connection being answered 503 (refuse)
 }
 
 // AdmitWait is how long a new connection waits for a busy one to finish
@@ -43,7 +46,8 @@ const AdmitWait = 2 * time.Second
 // cap.
 func NewConns(max, perClient int, exempt Proxies) *Conns {
 	return &Conns{max: max, perClient: min(perClient, max), exempt: exempt, wait: AdmitWait,
-		open: map[*conn]struct{}{}, byPeer: map[string]int{}, changed: make(chan struct{})}
+		open: map[*conn]struct{}{}, byPeer: map[string]int{}, changed: make(chan struct{}),
+		refusing: make(chan struct{}, maxRefusing)}
 }
 
 // conn is an admitted connection.
@@ -143,7 +147,7 @@ func (g *Conns) admit(c net.Conn, done <-chan struct{}) *conn {
 			v := g.victimLocked(peer)
 			if v == nil {
 				g.mu.Unlock()
-				refuse(c, fmt.Sprintf("too many connections from %s, each serving a request (http.max_connections_per_client: %d); retry", peer, g.perClient))
+				g.refuse(c, fmt.Sprintf("too many connections from %s, each serving a request (http.max_connections_per_client: %d); retry", peer, g.perClient))
 				return nil
 			}
 			g.removeLocked(v)
@@ -162,7 +166,7 @@ func (g *Conns) admit(c net.Conn, done <-chan struct{}) *conn {
 				case <-wait:
 					continue
 				case <-deadline:
-					refuse(c, fmt.Sprintf("all %d connections are serving requests (http.max_connections); retry", g.max))
+					g.refuse(c, fmt.Sprintf("all %d connections are serving requests (http.max_connections); retry", g.max))
 					return nil
 				case <-done:
 					_ = c.Close()
@@ -239,11 +243,40 @@ func closeAll(cs []*conn) {
 }
 
 // refuse answers a connection that cannot be admitted with 503 and closes
-// it. The answer fits a socket buffer, so the write does not wait on the
-// client (and its deadline makes sure).
-func refuse(c net.Conn, msg string) {
-	body := fmt.Sprintf(`{"error":{"code":"unavailable","message":%q}}`+"\n", msg)
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	_ = c.Close()
+// it, on a goroutine of its own so the accept loop goes on. It reads the
+// request's head first (at most 16 KiB, for at most a second): answering
+// before the client has written makes Go's client report an unsolicited
+// response instead of the 503, and closing on unread bytes can reset the
+// connection before the answer is read (both seen under load). At most
+// maxRefusing connections are answered at once; past that, closed.
+func (g *Conns) refuse(c net.Conn, msg string) {
+	select {
+	case g.refusing <- struct{}{}:
+	default:
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-g.refusing }()
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 4096)
+		var head []byte
+		for len(head) < 16<<10 && !bytes.Contains(head, []byte("\r\n\r\n")) {
+			n, err := c.Read(buf)
+			head = append(head, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		body := fmt.Sprintf(`{"error":{"code":"unavailable","message":%q}}`+"\n", msg)
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_ = c.Close()
+	}()
 }
+
+// maxRefusing bounds the connections refuse answers at once.
+const maxRefusing = 64
