@@ -375,6 +375,7 @@ type modelWorker struct {
 	fail     func(string, error) bool // reports a real error
 	ctx      context.Context          // this incarnation's life
 	held     []int64
+	stalled  bool // has stalled once: its first chance to stall holding ids is taken
 }
 
 // ok reports whether err is nothing; an error after the incarnation's end
@@ -417,7 +418,11 @@ func (w *modelWorker) run(parent context.Context, life time.Duration) {
 	w.settle(ctx, pending)
 
 	for ctx.Err() == nil {
-		if w.r.IntN(40) == 0 { // stall past the lease, then act late
+		// Stall past the lease, then act late: at random, and the first
+		// time it holds ids, so every run exercises acting late however
+		// few rounds a busy machine lets it play.
+		if len(w.held) > 0 && (w.r.IntN(40) == 0 || !w.stalled) {
+			w.stalled = true
 			stalled.Lock()
 			time.Sleep(w.ttl + time.Duration(w.r.IntN(100))*time.Millisecond)
 			w.count("stalls", 1)
