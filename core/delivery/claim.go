@@ -103,6 +103,9 @@ func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over
 	for _, cl := range send {
 		var reason string
 		switch {
+		case cl.Payload == nil && cl.PayloadBytes < 0:
+			reason = "its payload has a number that reads back past 100 characters (Postgres prints 1e100000 as 100,001 digits), " +
+				"so it was not read (it was written past the enqueue checks: by SQL of the application's own?); not sent"
 		case cl.Payload == nil:
 			reason = fmt.Sprintf("its payload reads back as %d bytes, over the %d bytes a notification may carry "+
 				"(it was written past the enqueue checks: by SQL of the application's own?); not sent", cl.PayloadBytes, outbox.MaxPayloadBytes)

@@ -101,7 +101,7 @@ func TestEngine_PayloadPastReadBackBound(t *testing.T) {
 	for i, id := range ids {
 		n := b.wait(id, 30*time.Second)
 		switch {
-		case i == 2 && (n.Status != outbox.StatusFailed || !strings.Contains(n.LastError, "reads back as")):
+		case i == 2 && (n.Status != outbox.StatusFailed || !strings.Contains(n.LastError, "reads back")):
 			t.Errorf("the expanding row: %s %q, want FAILED naming its read-back size", n.Status, n.LastError)
 		case i != 2 && n.Status != outbox.StatusSent:
 			t.Errorf("batch-mate %d: %s %q, want SENT", i, n.Status, n.LastError)

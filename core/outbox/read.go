@@ -59,9 +59,11 @@ const notificationColumns = `id, channel, recipient, ` + boundedPayload + `, ide
        next_attempt_at, last_error, ` + boundedResult + `, job_id, created_at, updated_at, sent_at`
 
 const (
-	boundedPayload = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 1048576 THEN x.t
+	boundedPayload = `(SELECT CASE WHEN x.big THEN json_build_object('notifyd_omitted', 'the payload has a number that reads back past 100 characters')::text
+	        WHEN x.t IS NULL OR octet_length(x.t) <= 1048576 THEN x.t
 	        ELSE json_build_object('notifyd_omitted', format('the payload reads back as %s bytes, over the 1048576-byte bound', octet_length(x.t)))::text END
-	   FROM (SELECT payload::text AS t) x)`
+	   FROM (SELECT b.big, CASE WHEN NOT b.big THEN payload::text END AS t
+	           FROM (SELECT coalesce(jsonb_path_exists(payload, '` + expandingNumber + `'), false) AS big) b) x)`
 	boundedResult = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 4194304 THEN x.t
 	        ELSE json_build_object('notifyd_omitted', format('the result reads back as %s bytes, over the 4194304-byte bound', octet_length(x.t)))::text END
 	   FROM (SELECT result::text AS t) x)`

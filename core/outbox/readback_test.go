@@ -90,35 +90,47 @@ func TestJSONReadBack_postgres(t *testing.T) {
 
 // A payload written past the enqueue checks (by SQL of the application's
 // own) that reads back past the bound is claimed without it: Postgres
-// measures it, and neither it nor its batch-mates' claim carries it.
+// measures it — or, for a number that would print past 100 characters, finds
+// it without printing anything — and neither it nor its batch-mates' claim
+// carries it.
 func TestStore_Claim_payloadReadBackBound(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ids := b.insert(t, notif(1), notif(2), notif(3))
+	ids := b.insert(t, notif(1), notif(2), notif(3), notif(4))
 	// 20 numbers of 100,001 digits: 2 MB read back, 219 bytes stored.
 	huge := `{"a":[` + strings.TrimSuffix(strings.Repeat("1e100000,", 20), ",") + `]}`
-	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET payload = $1::jsonb WHERE id = $2`, huge, ids[1]); err != nil {
-		t.Fatal(err)
+	long := `{"s":"` + strings.Repeat("x", 2_000_000) + `"}`
+	for _, w := range []struct {
+		id      int64
+		payload string
+	}{{ids[1], huge}, {ids[2], long}} {
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET payload = $1::jsonb WHERE id = $2`, w.payload, w.id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := b.store.Relay(b.ctx, time.Now(), 10); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.store.Claim(b.ctx, ids, time.Now(), time.Minute)
-	if err != nil || len(got) != 3 {
+	if err != nil || len(got) != 4 {
 		t.Fatalf("Claim = %+v, %v", got, err)
 	}
 	for i, c := range got {
 		switch {
 		case c.Kind != outbox.ClaimSend:
 			t.Errorf("row %d: %s, want send", i, c.Kind)
-		case i == 1 && (c.Payload != nil || c.PayloadBytes < 2_000_000):
-			t.Errorf("the expanding row: payload %d bytes, PayloadBytes %d; want none, and its size", len(c.Payload), c.PayloadBytes)
-		case i != 1 && string(c.Payload) != fmt.Sprintf(`{"n": %d}`, i+1):
+		case i == 1 && (c.Payload != nil || c.PayloadBytes != -1):
+			t.Errorf("the expanding row: payload %d bytes, PayloadBytes %d; want none, not printed (-1)", len(c.Payload), c.PayloadBytes)
+		case i == 2 && (c.Payload != nil || c.PayloadBytes < 2_000_000):
+			t.Errorf("the long row: payload %d bytes, PayloadBytes %d; want none, and its size", len(c.Payload), c.PayloadBytes)
+		case (i == 0 || i == 3) && string(c.Payload) != fmt.Sprintf(`{"n": %d}`, i+1):
 			t.Errorf("row %d: payload %s, want its own", i, c.Payload)
 		}
 	}
-	n, err := b.store.Get(b.ctx, ids[1])
-	if err != nil || len(n.Payload) > 200 || !strings.Contains(string(n.Payload), "reads back as 2000") {
-		t.Errorf("Get(the expanding row) = %.200s, %v; want a note of its read-back size", n.Payload, err)
+	for id, want := range map[int64]string{ids[1]: "has a number that reads back past 100 characters", ids[2]: "reads back as 2000"} {
+		n, err := b.store.Get(b.ctx, id)
+		if err != nil || len(n.Payload) > 200 || !strings.Contains(string(n.Payload), want) {
+			t.Errorf("Get(%d) = %.200s, %v; want a note: %q", id, n.Payload, err, want)
+		}
 	}
 }
