@@ -160,11 +160,7 @@ func TestLoad_Errors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := tt.env
-			if env == nil {
-				env = []string{}
-			}
-			_, err := Load(write(t, tt.yaml), env)
+			err := loadErr(t, tt.yaml, tt.env)
 			if err == nil {
 				t.Fatalf("Load succeeded, want an error naming %q", tt.wantKey)
 			}

@@ -53,11 +53,7 @@ func TestLoad_valueErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := tt.env
-			if env == nil {
-				env = []string{}
-			}
-			_, err := Load(write(t, tt.yaml), env)
+			err := loadErr(t, tt.yaml, tt.env)
 			if err == nil {
 				t.Fatalf("Load succeeded, want %s", tt.want)
 			}
@@ -69,4 +65,15 @@ func TestLoad_valueErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadErr loads yaml with env (none when nil, never the process's own) and
+// answers Load's error.
+func loadErr(t *testing.T, yaml string, env []string) error {
+	t.Helper()
+	if env == nil {
+		env = []string{}
+	}
+	_, err := Load(write(t, yaml), env)
+	return err
 }
