@@ -353,7 +353,7 @@ func TestEngine_BatchingSuspects(t *testing.T) {
 	s := newBatchSink(t, nil, nil)
 	b := setupBatching(t, s, func(_ *config.Config, ch *config.Channel) { ch.BatchSize = 50 })
 	hit := make(chan []int64, 1)
-	e := b.engine("only", delivery.Hooks{AfterClaim: once(hit)})
+	e := b.engine("only", delivery.Hooks{AfterClaim: crashEvery(hit)})
 	ids := b.sendMany(100, func(i int) string { return fmt.Sprintf("r%d", i) })
 	var crashed []int64
 	select {

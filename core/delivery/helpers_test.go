@@ -375,6 +375,19 @@ func (b *bundle) queueEmpty() {
 	}
 }
 
+// crashEvery is once, but every later call crashes too: the engine it is
+// installed in never sends anything, so a test that counts deliveries after
+// its kill does not race the kill against a second batch the engine claimed
+// and sent meanwhile (a duplicate at-least-once allows, but not the one the
+// test is about).
+func crashEvery(hit chan<- []int64) func(string, []int64) error {
+	first := once(hit)
+	return func(ch string, ids []int64) error {
+		first(ch, ids)
+		return delivery.ErrCrash
+	}
+}
+
 // once returns a hook that crashes the first batch it sees and records its ids.
 func once(hit chan<- []int64) func(string, []int64) error {
 	var mu sync.Mutex
