@@ -174,16 +174,18 @@ func (a *queryAudience) check(ctx context.Context, q querier) error {
 	if err != nil {
 		return fmt.Errorf("audience query fails: %w", classify(err))
 	}
-	fields := rows.FieldDescriptions()
+	// The descriptions live in the connection's buffer: they are read
+	// before Close hands the connection back to the pool, where the next
+	// query overwrites them (the race detector caught exactly that).
+	have := map[string]bool{}
+	var names []string
+	for _, f := range rows.FieldDescriptions() {
+		have[f.Name] = true
+		names = append(names, f.Name)
+	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("audience query fails: %w", classify(err))
-	}
-	have := map[string]bool{}
-	var names []string
-	for _, f := range fields {
-		have[f.Name] = true
-		names = append(names, f.Name)
 	}
 	for _, col := range []string{"recipient", a.key} {
 		if !have[col] {
