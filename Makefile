@@ -43,18 +43,11 @@ demo: build
 # tests), whose sources Go's test cache does not track: a cached pass could
 # hide a change that breaks them.
 #
-# Both modules' tests run whatever the first one's result, then a short run of
-# every fuzz target (their committed corpora run in the plain tests too); the
-# target fails if any part failed. -p 4: the longest packages (the fault
-# suite, the hostile suite, the delivery engine) mostly wait on timeouts and
-# processes, so four at once keep the 2 cores busy where the default two left
-# them half idle (docs/reliability.md, "make test").
+# scripts/test runs both modules' tests and a short run of every fuzz target,
+# side by side, and fails if any part failed (its header says how the parts
+# are ordered to keep the 2 cores busy; docs/reliability.md, "make test").
 test: services vet build
-	@status=0; \
-	{ scripts/browser && $(GO) test -race -count=1 -p 4 -timeout 30m ./...; } || status=1; \
-	(cd sdk && $(GO) test -race -count=1 -timeout 10m ./...) || status=1; \
-	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT) || status=1; \
-	exit $$status
+	@GO=$(GO) FUZZTIME=$(FUZZTIME_SHORT) scripts/test
 
 # fuzz runs each coverage-guided fuzz target for FUZZTIME (one target at a
 # time, as go test -fuzz requires). A longer campaign: make fuzz FUZZTIME=10m.

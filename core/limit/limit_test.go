@@ -14,7 +14,9 @@ func TestBucket_Take(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t)
 	ctx := testenv.Context(t)
-	b := limit.NewBucket(r.Client, r.Prefix, "c", 10, time.Second, 5)
+	// 10 an hour: a token refills every 6 minutes, so a test stalled by a
+	// busy machine between two takes still finds the bucket as it left it.
+	b := limit.NewBucket(r.Client, r.Prefix, "c", 10, time.Hour, 5)
 
 	t.Run("burst then empty", func(t *testing.T) {
 		got, _, err := b.Take(ctx, 100)
@@ -22,8 +24,8 @@ func TestBucket_Take(t *testing.T) {
 			t.Fatalf("Take(100) = %d, %v; want the burst of 5", got, err)
 		}
 		got, wait, err := b.Take(ctx, 1)
-		if err != nil || got != 0 || wait <= 0 || wait > 100*time.Millisecond {
-			t.Fatalf("Take on empty = %d, wait %v, %v; want 0 and a wait of ≤ 100ms (10/s)", got, wait, err)
+		if err != nil || got != 0 || wait <= 0 || wait > 6*time.Minute {
+			t.Fatalf("Take on empty = %d, wait %v, %v; want 0 and a wait of ≤ 6m (10/h)", got, wait, err)
 		}
 	})
 	t.Run("refund", func(t *testing.T) {
@@ -31,8 +33,8 @@ func TestBucket_Take(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, _, err := b.Take(ctx, 10)
-		if err != nil || got < 3 || got > 4 {
-			t.Fatalf("Take after refund of 3 = %d, %v; want 3 (4 if one refilled)", got, err)
+		if err != nil || got != 3 {
+			t.Fatalf("Take after refund of 3 = %d, %v; want 3", got, err)
 		}
 	})
 }

@@ -28,13 +28,13 @@ var (
 // path: a schedule over 10,000 subscribers (100,000 in full mode) firing
 // every 20 s (every 3 minutes) and a campaign to them. Short mode (the default,
 // part of `go test ./...`) takes about two minutes; -chaos.full is `make chaos`.
-func TestChaos(t *testing.T) { runChaos(t, false) }
+func TestChaos(t *testing.T) { t.Parallel(); runChaos(t, false) }
 
 // TestChaosRedisCluster is TestChaos on a real 3-master Redis Cluster of
 // the suite's own, the channel spread over 4 partitions (hash slots), Redis
 // faults hitting one master at a time. The same flags apply;
 // `make chaos CHAOSTEST=TestChaosRedisCluster` is its full mode.
-func TestChaosRedisCluster(t *testing.T) { runChaos(t, true) }
+func TestChaosRedisCluster(t *testing.T) { t.Parallel(); runChaos(t, true) }
 
 func runChaos(t *testing.T, redisCluster bool) {
 	o := chaos.Options{
