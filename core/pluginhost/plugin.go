@@ -49,6 +49,7 @@ type Plugin struct {
 	batches  map[string]bool            // accepted channels whose Sender takes a batch in one call
 	rejected map[string]error           // channel → the plugin's rejection
 	restarts int
+	misses   int // health checks missed in a row by the current process
 	closing  bool
 	inflight sync.WaitGroup
 
@@ -89,6 +90,14 @@ func (p *Plugin) Restarts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.restarts
+}
+
+// HealthMisses is how many health checks in a row the current process has
+// missed (0 once it answers again); at healthMisses it is replaced.
+func (p *Plugin) HealthMisses() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.misses
 }
 
 // PID is the current process id, 0 while the plugin is down.

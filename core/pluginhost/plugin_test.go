@@ -161,6 +161,27 @@ func TestPlugin_Supervise(t *testing.T) {
 		checkVerdicts(t, p.Send(testenv.Context(t), msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
 	})
 
+	t.Run("one missed health check restarts nothing", func(t *testing.T) {
+		t.Parallel()
+		// 2 s: after the first miss is seen, the test has two more intervals
+		// (4 s) to let the process go on before a third miss would replace it.
+		b := setup(t, func(c *config.Plugins) { c.HealthInterval = 2 * time.Second })
+		p := b.behave(t)
+		pid := p.PID()
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a missed health check", func() bool { return p.HealthMisses() >= 1 })
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the next health check answered", func() bool { return p.HealthMisses() == 0 })
+		if got := p.Restarts(); got != 0 || p.PID() != pid {
+			t.Errorf("after one missed health check: %d restarts, pid %d (was %d); want the same process", got, p.PID(), pid)
+		}
+		checkVerdicts(t, p.Send(testenv.Context(t), msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+	})
+
 	t.Run("a slow provider health check restarts nothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, func(c *config.Plugins) { c.HealthInterval = 200 * time.Millisecond })
@@ -207,12 +228,18 @@ func TestPlugin_Supervise(t *testing.T) {
 
 func waitRestarts(t *testing.T, p *pluginhost.Plugin, n int) {
 	t.Helper()
+	waitFor(t, fmt.Sprintf("%d restarts", n), func() bool { return p.Restarts() >= n })
+}
+
+// waitFor waits up to 30 s for cond.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for p.Restarts() < n {
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("Restarts: got %d after 30s, want %d", p.Restarts(), n)
+			t.Fatalf("no %s after 30s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

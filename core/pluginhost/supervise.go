@@ -279,11 +279,22 @@ func (p *Plugin) supervise() {
 	}
 }
 
+// healthMisses is how many health checks in a row a process may miss
+// before it is replaced. Not one: replacing a process kills its in-flight
+// sends, whose messages are then sent again (duplicates the provider may
+// have delivered already), and a live plugin starved of CPU on a busy
+// machine can miss one answer; a hung one misses every answer, and is
+// replaced after healthMisses intervals instead of one.
+const healthMisses = 3
+
 // watch blocks until inst needs replacing (the reason) or supervision stops
 // (nil).
 func (p *Plugin) watch(inst *instance) error {
-	tick := time.NewTicker(p.host.cfg.HealthInterval)
+	interval := p.host.cfg.HealthInterval
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	defer p.setMisses(0)
+	misses := 0
 	for {
 		select {
 		case <-p.stop:
@@ -291,14 +302,30 @@ func (p *Plugin) watch(inst *instance) error {
 		case <-inst.run.exited:
 			return fmt.Errorf("process exited: %v", inst.run.waitErr())
 		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), p.host.cfg.HealthInterval)
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
 			err := inst.rpc.Alive(ctx)
 			cancel()
-			if err != nil && !inst.gone() {
-				return fmt.Errorf("not answering Health within %s: %w", p.host.cfg.HealthInterval, err)
+			switch {
+			case err == nil || inst.gone():
+				if misses > 0 {
+					p.log.Info("plugin answers Health again", "pid", inst.run.pid, "missed", misses)
+				}
+				misses = 0
+			case misses+1 >= healthMisses:
+				return fmt.Errorf("not answering Health %d times in a row (each within %s): %w", healthMisses, interval, err)
+			default:
+				misses++
+				p.log.Warn("plugin missed a health check", "pid", inst.run.pid, "missed", misses, "replaced_at", healthMisses, "error", err)
 			}
+			p.setMisses(misses)
 		}
 	}
+}
+
+func (p *Plugin) setMisses(n int) {
+	p.mu.Lock()
+	p.misses = n
+	p.mu.Unlock()
 }
 
 // stopSupervising refuses new work and ends the supervisor: no restarts
