@@ -209,13 +209,13 @@ type cpuSample struct {
 	groups      map[string]time.Duration
 	backends    map[int]time.Duration // the system's Postgres backends by pid
 	postgres    time.Duration         // every postgres process
-	redis       time.Duration         // every redis-server process
+	redis       time.Duration         // the Redis server at -redis
 	busy, total time.Duration         // the machine, all CPUs
 }
 
 // sample reads the groups' CPU time, the given Postgres backends', every
-// postgres and redis-server process's, and the machine's.
-func sample(groups []group, backends []int) cpuSample {
+// postgres process's, the Redis server's (redisPID) and the machine's.
+func sample(groups []group, backends []int, redisPID int) cpuSample {
 	s := cpuSample{at: time.Now(), groups: map[string]time.Duration{}, backends: map[int]time.Duration{}}
 	for _, g := range groups {
 		for _, pid := range g.pids {
@@ -234,17 +234,15 @@ func sample(groups []group, backends []int) cpuSample {
 		if err != nil {
 			continue
 		}
-		name := strings.TrimSpace(string(comm))
-		if name != "postgres" && name != "redis-server" {
+		if strings.TrimSpace(string(comm)) != "postgres" {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(d))
 		t, _ := bench.ProcCPU(pid)
-		if name == "postgres" {
-			s.postgres += t
-		} else {
-			s.redis += t
-		}
+		s.postgres += t
+	}
+	if redisPID > 0 {
+		s.redis, _ = bench.ProcCPU(redisPID)
 	}
 	s.busy, s.total = bench.MachineCPU()
 	return s
@@ -262,8 +260,9 @@ type CPU struct {
 	// bound, not in Total.
 	Postgres      float64 `json:"postgres_seconds"`
 	PostgresOther float64 `json:"postgres_other_seconds"`
-	// Redis is the whole redis-server (shared: an upper bound), counted for
-	// the systems that use Redis (notifyd, asynq) only.
+	// Redis is the whole Redis server at -redis (shared with whatever else
+	// uses it: an upper bound), counted for the systems that use Redis
+	// (notifyd, asynq) only.
 	Redis float64 `json:"redis_seconds"`
 	Sink  float64 `json:"sink_seconds"`
 	// Total is Own + Postgres + Redis (when counted) + Sink.

@@ -46,6 +46,7 @@ type sink struct {
 	total   int              // requests decoded
 	bad     int              // requests refused
 	lastNew int64            // unix ns of the latest first arrival
+	conns   int              // connections accepted
 	waiters []sinkWaiter
 }
 
@@ -59,9 +60,10 @@ type SinkStats struct {
 	Distinct   int   `json:"distinct"`
 	Deliveries int   `json:"deliveries"`
 	Bad        int   `json:"bad"`
-	FirstNs    int64 `json:"first_ns"` // the earliest first arrival
-	LastNs     int64 `json:"last_ns"`  // the latest first arrival
-	P50Ns      int64 `json:"p50_ns"`   // first arrivals, nearest rank
+	Conns      int   `json:"connections"` // accepted: a client that keeps its connections alive opens few
+	FirstNs    int64 `json:"first_ns"`    // the earliest first arrival
+	LastNs     int64 `json:"last_ns"`     // the latest first arrival
+	P50Ns      int64 `json:"p50_ns"`      // first arrivals, nearest rank
 	P99Ns      int64 `json:"p99_ns"`
 }
 
@@ -144,14 +146,14 @@ func (s *sink) wait(w http.ResponseWriter, r *http.Request) {
 	// Counts only: the percentiles sort every arrival, which the stats
 	// read once, after the timed phase.
 	s.mu.Lock()
-	st := SinkStats{Distinct: len(s.first), Deliveries: s.total, Bad: s.bad, LastNs: s.lastNew}
+	st := SinkStats{Distinct: len(s.first), Deliveries: s.total, Bad: s.bad, LastNs: s.lastNew, Conns: s.conns}
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
 }
 
 func (s *sink) statsLocked() SinkStats {
-	st := SinkStats{Distinct: len(s.first), Deliveries: s.total, Bad: s.bad, LastNs: s.lastNew}
+	st := SinkStats{Distinct: len(s.first), Deliveries: s.total, Bad: s.bad, LastNs: s.lastNew, Conns: s.conns}
 	if len(s.first) == 0 {
 		return st
 	}
@@ -173,7 +175,14 @@ func runSink(args []string) error {
 		return fmt.Errorf("sink: listen on loopback: %w", err)
 	}
 	s := &sink{first: map[string]int64{}}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				s.mu.Lock()
+				s.conns++
+				s.mu.Unlock()
+			}
+		}}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Printf("ready http://%s\n", ln.Addr())
