@@ -525,7 +525,11 @@ func (c *coord) runOne(ctx context.Context, name string) (res Result, err error)
 		return res, err
 	}
 	res.DueAt, res.PrepareSeconds = due, took.Seconds()
-	c.progress("%s: %d notifications written in %s, due at %s", name, c.o.N, took.Round(time.Millisecond), due.Format("15:04:05"))
+	if name == Raw {
+		c.progress("%s: the client starts at %s", name, due.Format("15:04:05"))
+	} else {
+		c.progress("%s: %d notifications written in %s, due at %s", name, c.o.N, took.Round(time.Millisecond), due.Format("15:04:05"))
+	}
 
 	sleepCtx(ctx, time.Until(due))
 	groups := append(sys.groups(), group{name: "sink", pids: []int{r.sink.pid()}})
