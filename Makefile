@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/notifyd/notifyd/core/version.Version=$(VERSION)
 # built to bin/plugins/notifyd-plugin-<name>.
 PLUGINS := $(patsubst plugins/%/,%,$(wildcard plugins/*/))
 
-.PHONY: all build services test vet bench proto demo clean chaos fuzz
+.PHONY: all build services test vet bench bench-peers proto demo clean chaos fuzz
 
 all: build
 
@@ -85,6 +85,17 @@ chaos:
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	cd sdk && $(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+# bench-peers runs notifyd's 08:00 burst (50,000 notifications due at one
+# instant, concurrency 64, batch_size 256) side by side with River, asynq and
+# raw HTTP POSTs to one sink, and prints throughput and CPU per notification
+# (docs/performance.md, "Peers side by side"). The harness is bench/peers, a
+# Go module of its own so the peers never enter the daemon's go.mod (and
+# `./...` here leaves it out). More: make bench-peers PEERSFLAGS='-rounds 3'.
+PEERSFLAGS ?=
+bench-peers: services build
+	cd bench/peers && $(GO) build -o ../../$(BIN)/notifyd-peers ./cmd/peers
+	$(BIN)/notifyd-peers -notifyd $(BIN)/notifyd -plugins-dir $(BIN)/plugins -json $(BIN)/peers.json $(PEERSFLAGS)
 
 # proto regenerates the plugin protocol's Go code (committed). protoc is
 # Debian's (apt-get install protobuf-compiler, 3.21.12); the Go generators are
