@@ -442,20 +442,12 @@ type run struct {
 	db      string // the system's own database, if any
 	dbURL   string // its URL, without application_name
 	procs   []*proc
-	cleanup []func(context.Context) error
+	teardown bench.Teardown
 }
 
-func (r *run) onClose(f func(context.Context) error) { r.cleanup = append(r.cleanup, f) }
+func (r *run) onClose(f func(context.Context) error) { r.teardown.OnClose(f) }
 
-func (r *run) close(ctx context.Context) error {
-	var errs []error
-	for i := len(r.cleanup) - 1; i >= 0; i-- {
-		if err := r.cleanup[i](ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (r *run) close(ctx context.Context) error { return r.teardown.Close(ctx) }
 
 // system is what differs between the systems.
 type system interface {

@@ -215,7 +215,7 @@ type env struct {
 	schema  string
 	prefix  string
 	runID   string
-	cleanup []func(context.Context) error
+	Teardown
 }
 
 // instance is one delivery engine with everything a notifyd process has of
@@ -536,18 +536,28 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 	return nil
 }
 
-// onClose registers teardown steps; close runs them in reverse.
-func (e *env) onClose(f func(context.Context) error) { e.cleanup = append(e.cleanup, f) }
+// Teardown holds teardown steps: onClose registers one, close runs them
+// in reverse and joins their errors. The peer benchmark (bench/peers) keeps
+// its runs' steps in one too.
+type Teardown struct{ steps []func(context.Context) error }
 
-func (e *env) close(ctx context.Context) error {
+func (t *Teardown) onClose(f func(context.Context) error) { t.steps = append(t.steps, f) }
+
+func (t *Teardown) close(ctx context.Context) error {
 	var errs []error
-	for i := len(e.cleanup) - 1; i >= 0; i-- {
-		if err := e.cleanup[i](ctx); err != nil {
+	for i := len(t.steps) - 1; i >= 0; i-- {
+		if err := t.steps[i](ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// OnClose registers a teardown step.
+func (t *Teardown) OnClose(f func(context.Context) error) { t.onClose(f) }
+
+// Close runs the steps in reverse.
+func (t *Teardown) Close(ctx context.Context) error { return t.close(ctx) }
 
 // deleteKeys removes every Redis key under the run's prefix.
 func (e *env) deleteKeys(ctx context.Context) error {
