@@ -28,13 +28,18 @@ var (
 // path: a schedule over 10,000 subscribers (100,000 in full mode) firing
 // every 20 s (every 3 minutes) and a campaign to them. Short mode (the default,
 // part of `go test ./...`) takes about two minutes; -chaos.full is `make chaos`.
-func TestChaos(t *testing.T) { t.Parallel(); runChaos(t, false) }
+func TestChaos(t *testing.T) { runChaos(t, false) }
 
 // TestChaosRedisCluster is TestChaos on a real 3-master Redis Cluster of
 // the suite's own, the channel spread over 4 partitions (hash slots), Redis
 // faults hitting one master at a time. The same flags apply;
 // `make chaos CHAOSTEST=TestChaosRedisCluster` is its full mode.
-func TestChaosRedisCluster(t *testing.T) { t.Parallel(); runChaos(t, true) }
+//
+// Not parallel with TestChaos: each runs a Postgres and three notifyd of its
+// own (TestChaos a daily send of 10,000 besides), and side by side on a busy
+// 2-core machine (load 12–16) TestChaos's daily runs twice could not finish
+// within the short mode's 90 s quiescence (docs/reliability.md, series A).
+func TestChaosRedisCluster(t *testing.T) { runChaos(t, true) }
 
 func runChaos(t *testing.T, redisCluster bool) {
 	o := chaos.Options{
