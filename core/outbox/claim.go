@@ -182,7 +182,7 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	if takeover {
 		query = claimAloneSQL
 	}
-	rows, err := hot.Query(ctx, query, distinct, now, staleBefore, staleAfter.String(), MaxPayloadBytes)
+	rows, err := hot.Query(ctx, query, int8Array(distinct), now, staleBefore, staleAfter.String(), MaxPayloadBytes)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
