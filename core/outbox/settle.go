@@ -153,9 +153,10 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 	}
 	defer rows.Close()
 	applied := make([]bool, n)
+	var id int64
+	dest := []any{&id} // once: a Scan target escapes
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("settle %d notifications: %w", len(ids), err)
 		}
 		applied[firstIndex[id]] = true
