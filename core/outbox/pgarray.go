@@ -12,8 +12,14 @@ import "github.com/jackc/pgx/v5/pgtype"
 // These types hand out a pointer to the element instead (boxing a pointer
 // allocates nothing), of a type pgx encodes through its Int64Valuer,
 // TextValuer or TimestamptzValuer plan; the bytes on the wire are the same.
-// Outside the prepared statements of the hot pools (an unknown parameter
-// type, the simple protocol) pgx falls back to the underlying slice type.
+//
+// pgx finds that plan through the parameter's type, so these types work
+// only where Postgres has told pgx the types (the exec modes that describe
+// a statement first): the hot pools' prepared statements (store.go,
+// QueryExecModeCacheStatement), which are where claim and settle run. In
+// the exec or simple protocol modes pgx cannot encode them at all; that is
+// why sdk/txoutbox, which runs on an application's connection in whatever
+// mode it uses, keeps plain slices.
 
 // int8Array is a bigint[] parameter.
 type int8Array []int64
