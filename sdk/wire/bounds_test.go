@@ -53,13 +53,12 @@ func TestJSONReadBack(t *testing.T) {
 
 // TestJSONReadBack_allocations: a payload without a problem is measured
 // without allocating (it runs on every enqueue and every settled result).
+// (CheckJSON is not held to 0 here: json.Valid takes its scanner from a
+// sync.Pool, which the race detector empties at random.)
 func TestJSONReadBack_allocations(t *testing.T) {
 	doc := []byte(`{"title":"Daily quiz #1042","text":"Which planet has the most moons?","choices":["Jupiter","Saturn","Uranus","Neptune"],"link":"https://quiz.example/1042","meta":{"a":{"b":[{"c":1.5e3}]}}}`)
 	if n := testing.AllocsPerRun(100, func() { JSONReadBack(doc) }); n != 0 {
 		t.Errorf("JSONReadBack of a payload: %v allocations, want 0", n)
-	}
-	if n := testing.AllocsPerRun(100, func() { _ = CheckJSON(doc) }); n != 0 {
-		t.Errorf("CheckJSON of a payload: %v allocations, want 0", n)
 	}
 }
 
