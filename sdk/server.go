@@ -34,7 +34,7 @@ type server struct {
 	senders map[string]Sender
 
 	// idle hands a send to a worker goroutine waiting for one (see run).
-	idle chan func()
+	idle chan sendJob
 }
 
 func newServer(p Provider, info Info, log hclog.Logger, tr tracing) *server {
@@ -45,7 +45,7 @@ func newServer(p Provider, info Info, log hclog.Logger, tr tracing) *server {
 		log:     log,
 		tracing: tr,
 		senders: map[string]Sender{},
-		idle:    make(chan func()),
+		idle:    make(chan sendJob),
 	}
 }
 
@@ -250,16 +250,14 @@ func fromProto(m *providerv1.Message) Message {
 	return msg
 }
 
-// toProto converts one (already validated) verdict.
-func toProto(v Verdict) *providerv1.Verdict {
-	return &providerv1.Verdict{
-		Outcome:        providerv1.Outcome(v.Outcome),
-		RetryAfterMs:   v.RetryAfter.Milliseconds(),
-		ProviderStatus: int32(v.ProviderStatus),
-		ProviderCode:   v.ProviderCode,
-		Detail:         v.Detail,
-		Result:         v.Result,
-	}
+// toProto converts one (already validated) verdict into w, a zero Verdict.
+func toProto(w *providerv1.Verdict, v Verdict) {
+	w.Outcome = providerv1.Outcome(v.Outcome)
+	w.RetryAfterMs = v.RetryAfter.Milliseconds()
+	w.ProviderStatus = int32(v.ProviderStatus)
+	w.ProviderCode = v.ProviderCode
+	w.Detail = v.Detail
+	w.Result = v.Result
 }
 
 // Callback hands a provider's callback to the channel's Sender when it is a

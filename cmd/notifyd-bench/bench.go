@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // in-process sink, beside a raw HTTP baseline (internal/bench).
 func newBenchCmd() *cobra.Command {
 	var (
-		path, pluginsDir, output, cpuProfile string
-		o                                    bench.Options
+		path, pluginsDir, output, cpuProfile, memProfile string
+		o                                                bench.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "notifyd-bench [--config FILE] [-n 100000] [--concurrency C] [--batch B] [--quiet D] [--instances N] [--partitions K] [--history N] [--redis-cluster] [--plugins-dir DIR]",
@@ -82,6 +83,19 @@ for the run and removes it afterwards.`,
 				defer f.Close()
 				o.CPUProfile = f
 			}
+			if memProfile != "" {
+				for _, w := range []struct {
+					name string
+					to   *io.Writer
+				}{{memProfile + ".base", &o.MemProfileBase}, {memProfile, &o.MemProfile}} {
+					f, err := os.Create(w.name)
+					if err != nil {
+						return fmt.Errorf("--memprofile: %w", err)
+					}
+					defer f.Close()
+					*w.to = f
+				}
+			}
 			rep, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -111,5 +125,6 @@ for the run and removes it afterwards.`,
 	f.StringVar(&pluginsDir, "plugins-dir", "", "directory holding notifyd-plugin-webhook (overrides plugins.dir)")
 	f.StringVarP(&output, "output", "o", "text", "report format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the burst to this file")
+	f.StringVar(&memProfile, "memprofile", "", "write this process's allocation profile to FILE.base at T and to FILE once the burst is delivered; the burst's allocations: go tool pprof -sample_index=alloc_space -diff_base FILE.base FILE")
 	return cmd
 }

@@ -31,13 +31,9 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 	msgs := make([]sdk.Message, len(batch))
 	var spans []trace.Span // nil unless tracing is on and a row is traced
 	for i, cl := range batch {
-		key := cl.IdempotencyKey
-		if key == "" {
-			key = fmt.Sprintf("notifyd-%d", cl.ID)
-		}
 		msgs[i] = sdk.Message{
 			ID: cl.ID, Channel: c.name, Recipient: cl.Recipient, Payload: cl.Payload,
-			Attempt: cl.Attempt, IdempotencyKey: key, CreatedAt: cl.CreatedAt, Deadline: deadline,
+			Attempt: cl.Attempt, IdempotencyKey: cl.IdempotencyKey, CreatedAt: cl.CreatedAt, Deadline: deadline,
 		}
 		if e.tracer != nil && cl.TraceParent != "" {
 			if spans == nil {
@@ -47,6 +43,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 			msgs[i].TraceParent = traceparent.Format(spans[i].SpanContext())
 		}
 	}
+	defaultKeys(msgs)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	verdicts := c.callPlugin(sctx, msgs)
 	cancel()
@@ -80,6 +77,37 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 	}
 	c.release(c.slotsFor(len(batch)))
 	e.settler.add(items)
+}
+
+// defaultKeyPrefix begins the idempotency key of a message whose
+// notification has none: notifyd-<id>, stable across its attempts.
+const defaultKeyPrefix = "notifyd-"
+
+// defaultKeys gives each message without an idempotency key its default
+// one. The keys of a batch are written back to back into one string and
+// each is a part of it: one allocation a batch, not two a message
+// (fmt.Sprintf's).
+func defaultKeys(msgs []sdk.Message) {
+	var buf []byte
+	for i := range msgs {
+		if msgs[i].IdempotencyKey == "" {
+			if buf == nil {
+				buf = make([]byte, 0, (len(defaultKeyPrefix)+12)*(len(msgs)-i))
+			}
+			buf = strconv.AppendInt(append(buf, defaultKeyPrefix...), msgs[i].ID, 10)
+		}
+	}
+	if buf == nil {
+		return
+	}
+	all := string(buf)
+	var digits [20]byte
+	for i := range msgs {
+		if msgs[i].IdempotencyKey == "" {
+			n := len(defaultKeyPrefix) + len(strconv.AppendInt(digits[:0], msgs[i].ID, 10))
+			msgs[i].IdempotencyKey, all = all[:n], all[n:]
+		}
+	}
 }
 
 // maxCallBytes bounds the messages of one plugin call, half the protocol's

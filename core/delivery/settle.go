@@ -159,6 +159,9 @@ func (s *settler) flush(batch []settleItem) {
 	type redisOps struct {
 		ack, dead, orphan []int64
 		retry             []queue.Item
+		// Applied verdicts for the metrics, counted here and added once
+		// per target: a label lookup per notification otherwise.
+		sent, retried, permanent, exhausted int
 	}
 	type target struct {
 		ch *channel
@@ -166,14 +169,24 @@ func (s *settler) flush(batch []settleItem) {
 	}
 	byQueue := map[target]*redisOps{}
 	for i, it := range batch {
-		if applied[i] {
-			e.metrics.Settled(it.ch.name, it.s.Result.String(), it.s.Outcome)
-		}
 		key := target{it.ch, it.ch.queueOf(it.s.ID)}
 		ops := byQueue[key]
 		if ops == nil {
 			ops = &redisOps{}
 			byQueue[key] = ops
+		}
+		if applied[i] {
+			switch {
+			case it.s.Result == outbox.ResultSent:
+				ops.sent++
+			case it.s.Result == outbox.ResultRetry:
+				ops.retried++
+			case it.s.Result != outbox.ResultFailed:
+			case it.s.Outcome == outbox.OutcomePermanent:
+				ops.permanent++
+			default:
+				ops.exhausted++
+			}
 		}
 		switch {
 		case it.dropped:
@@ -200,6 +213,10 @@ func (s *settler) flush(batch []settleItem) {
 	ctx := s.ctx
 	for t, ops := range byQueue {
 		ch, q := t.ch, t.q
+		e.metrics.SettledN(ch.name, outbox.ResultSent.String(), outbox.OutcomeSuccess, ops.sent)
+		e.metrics.SettledN(ch.name, outbox.ResultRetry.String(), outbox.OutcomeTransient, ops.retried)
+		e.metrics.SettledN(ch.name, outbox.ResultFailed.String(), outbox.OutcomePermanent, ops.permanent)
+		e.metrics.SettledN(ch.name, outbox.ResultFailed.String(), outbox.OutcomeTransient, ops.exhausted)
 		all := append(append(append(append([]int64{}, ops.ack...), ops.dead...), ops.orphan...), itemIDs(ops.retry)...)
 		if hookCrashed(e.hooks.AfterSettle, ch.name, all) {
 			continue

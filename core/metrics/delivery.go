@@ -74,29 +74,35 @@ func (d *Delivery) Enqueued(channel string, n int) {
 }
 
 // Sent counts one notification of channel settled SENT.
-func (d *Delivery) Sent(channel string) {
+func (d *Delivery) Sent(channel string) { d.sent(channel, 1) }
+
+func (d *Delivery) sent(channel string, n int) {
 	if d == nil {
 		return
 	}
-	d.settled.WithLabelValues(channel, "sent").Inc()
+	d.settled.WithLabelValues(channel, "sent").Add(float64(n))
 }
 
 // Retried counts one transient failure of channel put back with a backoff.
-func (d *Delivery) Retried(channel string) {
+func (d *Delivery) Retried(channel string) { d.retried(channel, 1) }
+
+func (d *Delivery) retried(channel string, n int) {
 	if d == nil {
 		return
 	}
-	d.retries.WithLabelValues(channel).Inc()
+	d.retries.WithLabelValues(channel).Add(float64(n))
 }
 
 // Dead counts one notification of channel settled FAILED (dead-lettered);
 // reason is ReasonPermanent or ReasonExhausted.
-func (d *Delivery) Dead(channel, reason string) {
+func (d *Delivery) Dead(channel, reason string) { d.deadN(channel, reason, 1) }
+
+func (d *Delivery) deadN(channel, reason string, n int) {
 	if d == nil {
 		return
 	}
-	d.settled.WithLabelValues(channel, "failed").Inc()
-	d.dead.WithLabelValues(channel, reason).Inc()
+	d.settled.WithLabelValues(channel, "failed").Add(float64(n))
+	d.dead.WithLabelValues(channel, reason).Add(float64(n))
 }
 
 // Settled counts one settled attempt of channel by what the pipeline
@@ -104,18 +110,26 @@ func (d *Delivery) Dead(channel, reason string) {
 // and for "failed" the attempt's outcome, PERMANENT (the provider refused)
 // or anything else (retries exhausted). One call for the settler, so the
 // pipeline needs no branching of its own.
-func (d *Delivery) Settled(channel, result, outcome string) {
+func (d *Delivery) Settled(channel, result, outcome string) { d.SettledN(channel, result, outcome, 1) }
+
+// SettledN is Settled for n attempts alike: the settler counts a committed
+// batch with one call per channel and kind, not a label lookup per
+// notification. n < 1 counts nothing.
+func (d *Delivery) SettledN(channel, result, outcome string, n int) {
+	if n < 1 {
+		return
+	}
 	switch result {
 	case "sent":
-		d.Sent(channel)
+		d.sent(channel, n)
 	case "retry":
-		d.Retried(channel)
+		d.retried(channel, n)
 	case "failed":
 		reason := ReasonExhausted
 		if outcome == "PERMANENT" {
 			reason = ReasonPermanent
 		}
-		d.Dead(channel, reason)
+		d.deadN(channel, reason, n)
 	}
 }
 

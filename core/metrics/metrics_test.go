@@ -67,15 +67,19 @@ func TestDelivery_Settled(t *testing.T) {
 	d.Settled("c", outbox.ResultFailed.String(), outbox.OutcomePermanent)
 	d.Settled("c", outbox.ResultFailed.String(), outbox.OutcomeTransient)
 	d.Settled("c", "bogus", "")
+	// The settler's batched form: n alike at once; none for n < 1.
+	d.SettledN("c", outbox.ResultSent.String(), outbox.OutcomeSuccess, 3)
+	d.SettledN("c", outbox.ResultFailed.String(), outbox.OutcomeTransient, 2)
+	d.SettledN("c", outbox.ResultRetry.String(), outbox.OutcomeTransient, 0)
 	want := `
 # HELP notifyd_dead_letters_total Notifications dead-lettered (FAILED), by reason (permanent, exhausted).
 # TYPE notifyd_dead_letters_total counter
-notifyd_dead_letters_total{channel="c",reason="exhausted"} 1
+notifyd_dead_letters_total{channel="c",reason="exhausted"} 3
 notifyd_dead_letters_total{channel="c",reason="permanent"} 1
 # HELP notifyd_notifications_total Notifications settled in a terminal state by this instance, by outcome (sent, failed).
 # TYPE notifyd_notifications_total counter
-notifyd_notifications_total{channel="c",outcome="failed"} 2
-notifyd_notifications_total{channel="c",outcome="sent"} 1
+notifyd_notifications_total{channel="c",outcome="failed"} 4
+notifyd_notifications_total{channel="c",outcome="sent"} 4
 # HELP notifyd_retries_total Attempts that failed transiently and were put back with a backoff.
 # TYPE notifyd_retries_total counter
 notifyd_retries_total{channel="c"} 1
@@ -92,6 +96,7 @@ func TestDelivery_NilIsNoOp(t *testing.T) {
 	d.Sent("c")
 	d.Retried("c")
 	d.Dead("c", metrics.ReasonPermanent)
+	d.SettledN("c", "sent", "", 5)
 	d.SendDuration("c", time.Second)
 	d.Settled("c", "sent", "SUCCESS")
 	var h *metrics.HTTP

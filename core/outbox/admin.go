@@ -143,16 +143,23 @@ SELECT id, channel, CASE WHEN status = 'QUEUED' THEN next_attempt_at END
 func scanQueued(rows pgx.Rows, withNext bool) ([]Queued, error) {
 	defer rows.Close()
 	var out []Queued
+	// The scan targets once (each escapes to Scan), and the channel interned:
+	// a relay of 1,000 rows names the same channel or few.
+	var (
+		id       int64
+		channel  pgtype.DriverBytes
+		next     pgtype.Timestamptz
+		channels internedStrings
+	)
+	dest := []any{&id, &channel, &next}
+	if !withNext {
+		dest = dest[:2]
+	}
 	for rows.Next() {
-		var q Queued
-		var next pgtype.Timestamptz
-		dest := []any{&q.ID, &q.Channel}
-		if withNext {
-			dest = append(dest, &next)
-		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
+		q := Queued{ID: id, Channel: channels.get(channel)}
 		if next.Valid {
 			q.NextAttemptAt = next.Time
 		}

@@ -164,7 +164,7 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	if staleAfter <= 0 {
 		return nil, fmt.Errorf("claim: staleAfter %v, want > 0", staleAfter)
 	}
-	distinct := distinctIDs(ids)
+	distinct, index := distinctIDs(ids)
 	if len(distinct) == 0 {
 		return nil, nil
 	}
@@ -182,70 +182,136 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	if takeover {
 		query = claimAloneSQL
 	}
-	rows, err := hot.Query(ctx, query, distinct, now, staleBefore, staleAfter.String(), MaxPayloadBytes)
+	rows, err := hot.Query(ctx, query, int8Array(distinct), now, staleBefore, staleAfter.String(), MaxPayloadBytes)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
 	defer rows.Close()
-	byID := make(map[int64]Claimed, len(distinct))
+	// Every id is answered; one the statement returns no row for is skipped.
+	out := make([]Claimed, len(distinct))
+	for i, id := range distinct {
+		out[i] = Claimed{ID: id, Kind: ClaimSkip}
+	}
+	// The scan targets are made once for all rows (a variable handed to
+	// Scan escapes: declared in the loop, each would be allocated per row).
+	// Text is scanned as the driver's bytes, valid until the next row, and
+	// copied only where it is kept: a status compares as it is, the channel
+	// is the same string for the whole batch as a rule, and the payloads
+	// share a few large allocations (payloadArena) instead of one each.
+	var (
+		id                           int64
+		status, channel              pgtype.DriverBytes
+		recipient, key, trace        pgtype.DriverBytes
+		payload                      pgtype.DriverBytes
+		nextAttempt, updatedAt       pgtype.Timestamptz
+		createdAt                    pgtype.Timestamptz
+		claimed                      bool
+		attempts, crashes, payloadLn pgtype.Int4
+		channels                     internedStrings
+		payloads                     = payloadArena{rows: len(distinct)}
+	)
+	dest := []any{&id, &status, &nextAttempt, &updatedAt,
+		&claimed, &channel, &recipient, &key, &payload, &payloadLn, &createdAt, &attempts, &crashes, &trace}
 	for rows.Next() {
-		var (
-			c                      Claimed
-			status                 string
-			nextAttempt, updatedAt pgtype.Timestamptz
-			claimed                bool
-			channel, recipient     pgtype.Text
-			key, trace             pgtype.Text
-			createdAt              pgtype.Timestamptz
-			attempts, crashes      pgtype.Int4
-			payloadBytes           pgtype.Int4
-			// Scanned as bytes: the jsonb's text, which Postgres has
-			// validated; scanning into json.RawMessage runs it through
-			// encoding/json again (≈2 µs a notification in notifyd-bench).
-			payload []byte
-		)
-		if err := rows.Scan(&c.ID, &status, &nextAttempt, &updatedAt,
-			&claimed, &channel, &recipient, &key, &payload, &payloadBytes, &createdAt, &attempts, &crashes, &trace); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 		}
+		i, ok := index[id]
+		if !ok {
+			continue // not asked for: cannot happen (id = ANY($1))
+		}
+		c := Claimed{ID: id}
+		st := string(status) // compared only: no allocation
 		switch {
 		case claimed:
 			c.Kind, c.Status = ClaimSend, StatusProcessing
-			c.Channel, c.Recipient, c.IdempotencyKey = channel.String, recipient.String, key.String
+			c.Channel, c.Recipient = channels.get(channel), string(recipient)
+			c.IdempotencyKey, c.TraceParent = string(key), string(trace)
 			c.CreatedAt, c.Attempt, c.Crashes = createdAt.Time, int(attempts.Int32), int(crashes.Int32)
-			c.TraceParent = trace.String
-			c.Payload, c.PayloadBytes = payload, int(payloadBytes.Int32)
-		case status == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
-			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, nextAttempt.Time
-		case status == StatusProcessing && !updatedAt.Time.Before(staleBefore):
-			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, updatedAt.Time.Add(staleAfter)
-		case status == StatusProcessing && !takeover:
-			c.Kind, c.Status, c.Crashes = ClaimSuspect, status, int(crashes.Int32)
-		case status == StatusQueued || status == StatusProcessing:
+			// Scanned as the jsonb's text, which Postgres has validated:
+			// json.RawMessage would run it through encoding/json again
+			// (≈2 µs a notification in notifyd-bench).
+			c.Payload, c.PayloadBytes = payloads.copy(payload), int(payloadLn.Int32)
+		case st == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, StatusQueued, nextAttempt.Time
+		case st == StatusProcessing && !updatedAt.Time.Before(staleBefore):
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, StatusProcessing, updatedAt.Time.Add(staleAfter)
+		case st == StatusProcessing && !takeover:
+			c.Kind, c.Status, c.Crashes = ClaimSuspect, StatusProcessing, int(crashes.Int32)
+		case st == StatusQueued || st == StatusProcessing:
 			// Claimable in the snapshot, yet the UPDATE found it changed: a
 			// concurrent claimer (or settle, or cancel) got there first. Look
 			// again once that claim would be stale.
-			c.Kind, c.Status, c.NotBefore = ClaimDefer, status, now.Add(staleAfter)
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, statusName(status), now.Add(staleAfter)
 		default:
-			c.Kind, c.Status = ClaimSkip, status
+			c.Kind, c.Status = ClaimSkip, statusName(status)
 		}
-		if c.Kind != ClaimSend {
-			c.Payload = nil
-		}
-		byID[c.ID] = c
+		out[i] = c
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
-	out := make([]Claimed, len(distinct))
-	for i, id := range distinct {
-		c, ok := byID[id]
-		if !ok {
-			c = Claimed{ID: id, Kind: ClaimSkip}
-		}
-		out[i] = c
-	}
 	return out, nil
+}
+
+// statusName is a status read as bytes, as a string: the constant when it is
+// one (no allocation).
+func statusName(b []byte) string {
+	for _, s := range [...]string{StatusPending, StatusQueued, StatusProcessing, StatusSent, StatusFailed, StatusCancelled} {
+		if string(b) == s {
+			return s
+		}
+	}
+	return string(b)
+}
+
+// internedStrings turns the bytes of a value that repeats from row to row (a
+// batch's channel) into a string, allocating only when it changes.
+type internedStrings struct{ last string }
+
+func (s *internedStrings) get(b []byte) string {
+	if b == nil {
+		return ""
+	}
+	if string(b) != s.last {
+		s.last = string(b)
+	}
+	return s.last
+}
+
+// payloadArena copies payloads into shared chunks: a claim of 256 rows makes
+// a few allocations for its payloads rather than 256. Each copy is capped
+// (a full slice expression), so appending to one cannot write into the
+// next. A chunk lives as long as any payload in it, and a batch's payloads
+// are sent and dropped together.
+type payloadArena struct {
+	chunk []byte
+	rows  int // at most the payloads still to come, this one included: sizes a chunk
+}
+
+// payloadChunk bounds a chunk; a payload over a quarter of it gets an
+// allocation of its own, so a chunk is never mostly waste.
+const payloadChunk = 32 << 10
+
+// copy returns a copy of b: nil for nil (SQL NULL), and never nil else.
+func (a *payloadArena) copy(b []byte) []byte {
+	rows := max(a.rows, 1)
+	a.rows--
+	switch {
+	case b == nil:
+		return nil
+	case len(b) == 0:
+		return []byte{}
+	case len(b) > payloadChunk/4:
+		return append(make([]byte, 0, len(b)), b...)
+	case cap(a.chunk)-len(a.chunk) < len(b):
+		// Room for the rows to come if their payloads are this one's size
+		// (a lone notification's chunk is its payload), within the bound.
+		a.chunk = make([]byte, 0, max(len(b), min(payloadChunk, len(b)*rows)))
+	}
+	start := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[start:len(a.chunk):len(a.chunk)]
 }
 
 // claimSQL: $1 ids, $2 now, $3 stale before, $4 stale after (text), $5 the
@@ -307,15 +373,16 @@ const (
          OR (n.status = 'PROCESSING' AND n.updated_at < $3))` + claimSQLTail
 )
 
-// distinctIDs keeps the first occurrence of each id, in order.
-func distinctIDs(ids []int64) []int64 {
-	seen := make(map[int64]struct{}, len(ids))
+// distinctIDs keeps the first occurrence of each id, in order, and returns
+// where each id stands in the result.
+func distinctIDs(ids []int64) ([]int64, map[int64]int) {
+	index := make(map[int64]int, len(ids))
 	out := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		if _, dup := seen[id]; !dup {
-			seen[id] = struct{}{}
+		if _, dup := index[id]; !dup {
+			index[id] = len(out)
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, index
 }

@@ -96,17 +96,17 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 	}
 	var (
 		n          = len(ss)
-		ids        = make([]int64, 0, n)
-		attempts   = make([]int32, 0, n)
-		statuses   = make([]string, 0, n)
-		nexts      = make([]pgtype.Timestamptz, 0, n)
-		errs       = make([]string, 0, n)
-		pstatuses  = make([]int32, 0, n)
-		pcodes     = make([]string, 0, n)
-		outputs    = make([]string, 0, n)
-		outcomes   = make([]string, 0, n)
-		starts     = make([]pgtype.Timestamptz, 0, n)
-		finishes   = make([]pgtype.Timestamptz, 0, n)
+		ids        = make(int8Array, 0, n)
+		attempts   = make(int4Array, 0, n)
+		statuses   = make(textArray, 0, n)
+		nexts      = make(timestamptzArray, 0, n)
+		errs       = make(textArray, 0, n)
+		pstatuses  = make(int4Array, 0, n)
+		pcodes     = make(textArray, 0, n)
+		outputs    = make(textArray, 0, n)
+		outcomes   = make(textArray, 0, n)
+		starts     = make(timestamptzArray, 0, n)
+		finishes   = make(timestamptzArray, 0, n)
 		firstIndex = make(map[int64]int, n) // id → index of its first settlement
 	)
 	for i, st := range ss {
@@ -153,9 +153,10 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 	}
 	defer rows.Close()
 	applied := make([]bool, n)
+	var id int64
+	dest := []any{&id} // once: a Scan target escapes
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("settle %d notifications: %w", len(ids), err)
 		}
 		applied[firstIndex[id]] = true

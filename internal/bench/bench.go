@@ -91,6 +91,11 @@ type Options struct {
 	// CPUProfile, when set, receives a CPU profile of this process (engine,
 	// sink, inserts) taken during the burst.
 	CPUProfile io.Writer
+	// MemProfileBase and MemProfile, when set, receive this process's
+	// allocation profile ("allocs": every allocation since the start,
+	// sampled) at T and once the sink has seen the whole burst; the burst's
+	// own allocations are the difference (go tool pprof -diff_base).
+	MemProfileBase, MemProfile io.Writer
 	// Progress, when set, gets a line as each phase starts and ends.
 	Progress io.Writer
 	// Instances is how many delivery engines share the work, each with its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -78,6 +79,9 @@ func (e *env) burst(ctx context.Context) (Burst, error) {
 	}
 	e.tracer.reset(false)
 	cpu0 := e.sampleCPU(ctx)
+	if err := writeAllocs(e.o.MemProfileBase); err != nil {
+		return b, err
+	}
 	if e.o.CPUProfile != nil {
 		if err := pprof.StartCPUProfile(e.o.CPUProfile); err != nil {
 			return b, fmt.Errorf("bench: start CPU profile: %w", err)
@@ -87,6 +91,9 @@ func (e *env) burst(ctx context.Context) (Burst, error) {
 	cpu1 := e.sampleCPU(ctx)
 	if e.o.CPUProfile != nil {
 		pprof.StopCPUProfile()
+	}
+	if werr := writeAllocs(e.o.MemProfile); werr != nil && err == nil {
+		err = werr
 	}
 	b.CPU = cpu1.since(cpu0)
 	b.Load = loadAvg()
@@ -127,6 +134,18 @@ func (e *env) burst(ctx context.Context) (Burst, error) {
 	counts = e.sink.Counts()
 	b.Delivered, b.Duplicates = counts.Distinct, counts.Duplicates
 	return b, nil
+}
+
+// writeAllocs writes the process's allocation profile to w (none when w is
+// nil).
+func writeAllocs(w io.Writer) error {
+	if w == nil {
+		return nil
+	}
+	if err := pprof.Lookup("allocs").WriteTo(w, 0); err != nil {
+		return fmt.Errorf("bench: write allocation profile: %w", err)
+	}
+	return nil
 }
 
 // insertBurst writes n notifications due at one instant, in one

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -89,7 +90,8 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	if err != nil {
 		return sdk.Permanent(err.Error())
 	}
-	body, err := appendEnvelope(make([]byte, 0, envelopeSize(&m)), &m)
+	buf := getBody(envelopeSize(&m))
+	body, err := appendEnvelope(*buf, &m)
 	if err != nil {
 		return sdk.Permanent(fmt.Sprintf("notification %d: %v", m.ID, err))
 	}
@@ -97,7 +99,8 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	// never the client's idempotency key, which may contain the "." that
 	// separates the signed content's parts. The key travels in its own
 	// Idempotency-Key header.
-	p := post{target: target, body: body, msgID: "msg_" + strconv.FormatInt(m.ID, 10), idemKey: m.IdempotencyKey}
+	var id [24]byte
+	p := post{target: target, body: body, msgID: string(strconv.AppendInt(append(id[:0], "msg_"...), m.ID, 10)), idemKey: m.IdempotencyKey}
 	if configured {
 		p.headers = s.headers
 	}
@@ -108,7 +111,7 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		return sdk.Permanent(fmt.Sprintf("notification %d: the idempotency key holds a control character, which an HTTP header cannot", m.ID))
 	}
 	now := time.Now()
-	p.ts = strconv.FormatInt(now.Unix(), 10)
+	p.ts = unixString(now.Unix())
 	if s.macs != nil {
 		p.signature = s.sign(p.msgID, p.ts, body)
 	}
@@ -135,7 +138,58 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 			return s.sendStd(ctx, &p)
 		}
 	}
-	return s.sendFast(&p)
+	v := s.sendFast(&p)
+	// fasthttp is done with the body once DoDeadline returns (it sends on
+	// the caller's goroutine, retries included), so its buffer serves the
+	// next envelope. net/http may still be writing a body after Do returns:
+	// sendStd's is left to the garbage collector.
+	*buf = body
+	putBody(buf)
+	return v
+}
+
+// bodies pools envelope buffers for the fasthttp path: one allocation of a
+// few hundred bytes a notification otherwise.
+var bodies sync.Pool
+
+// maxPooledBody: a buffer grown past this (a large payload) is dropped rather
+// than kept for envelopes that rarely need it.
+const maxPooledBody = 64 << 10
+
+// getBody returns an empty buffer with room for n bytes.
+func getBody(n int) *[]byte {
+	if b, ok := bodies.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:0]
+		return b
+	}
+	b := make([]byte, 0, max(n, 512))
+	return &b
+}
+
+func putBody(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		bodies.Put(b)
+	}
+}
+
+// unixNow caches the decimal Unix time of webhook-timestamp: it changes
+// once a second, and formatting it for every message allocated each time.
+var unixNow atomic.Pointer[unixSecond]
+
+type unixSecond struct {
+	sec int64
+	s   string
+}
+
+// unixString is strconv.FormatInt(sec, 10), from the cache when sec is the
+// second it holds.
+func unixString(sec int64) string {
+	if c := unixNow.Load(); c != nil && c.sec == sec {
+		return c.s
+	}
+	c := &unixSecond{sec: sec, s: strconv.FormatInt(sec, 10)}
+	unixNow.Store(c)
+	return c.s
 }
 
 // sendFast sends p with fasthttp's client, directly to the receiver.
@@ -364,28 +418,40 @@ func isHTTPURL(s string) bool {
 func (s *sender) sign(msgID, ts string, body []byte) string {
 	// One "v1,<base64>" per secret, space-separated: a receiver that knows
 	// any of them (the old one while a rotation is under way) verifies it.
-	var out []byte
-	var scratch [64]byte
+	// Written into a builder of the exact size: the string is the one
+	// allocation.
+	const sigLen = len("v1,") + 44 // base64 of a SHA-256 sum: 44 characters
+	var sb strings.Builder
+	sb.Grow(len(s.macs)*(sigLen+1) - 1)
+	var enc [44]byte
 	for i, pool := range s.macs {
-		mac := pool.Get().(hash.Hash)
-		mac.Reset()
-		_, _ = mac.Write(append(append(append(append(scratch[:0], msgID...), '.'), ts...), '.'))
-		_, _ = mac.Write(body)
-		sum := mac.Sum(scratch[:0])
-		pool.Put(mac)
+		st := pool.Get().(*macState)
+		st.mac.Reset()
+		_, _ = st.mac.Write(append(append(append(append(st.scratch[:0], msgID...), '.'), ts...), '.'))
+		_, _ = st.mac.Write(body)
+		base64.StdEncoding.Encode(enc[:], st.mac.Sum(st.scratch[:0]))
+		pool.Put(st)
 		if i > 0 {
-			out = append(out, ' ')
+			sb.WriteByte(' ')
 		}
-		out = append(out, "v1,"...)
-		out = base64.StdEncoding.AppendEncode(out, sum)
+		sb.WriteString("v1,")
+		sb.Write(enc[:])
 	}
-	return string(out)
+	return sb.String()
+}
+
+// macState is a pooled HMAC-SHA256 state with room for what it hashes
+// first and for its sum: as a local array that room escaped (the hash is an
+// interface) and was allocated on every signature.
+type macState struct {
+	mac     hash.Hash
+	scratch [64]byte
 }
 
 // newMACPool pools HMAC states for key: hmac.New allocates several hundred
 // bytes, which adds up at 20k sends/s.
 func newMACPool(key []byte) *sync.Pool {
-	return &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
+	return &sync.Pool{New: func() any { return &macState{mac: hmac.New(sha256.New, key)} }}
 }
 
 // bodyReader is the request body; a fresh reader per (re)send so the

@@ -183,9 +183,15 @@ func JSONNumberProblem(b []byte) string {
 // space after every ':' and ',', no insignificant whitespace (a string never
 // grows: jsonb only undoes escapes). problem names the first number past
 // MaxNumberChars, with its path and byte offset; it is "" when there is none.
-// The scan is linear in len(b) and allocates only for the problem's path.
+// The scan is linear in len(b) and allocates only for the problem's path
+// (and for nesting deeper than 16).
 func JSONReadBack(b []byte) (size int, problem string) {
-	var stack []pathFrame // open containers: the path of a problem
+	// The open containers: the path of a problem. It runs on every payload
+	// enqueued and every provider result settled, so a frame keeps its key
+	// as bytes of b, made a string only for a problem's path, and the
+	// first 16 frames live on the stack.
+	var frames [16]pathFrame
+	stack := frames[:0]
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		switch c {
@@ -200,7 +206,7 @@ func JSONReadBack(b []byte) (size int, problem string) {
 			}
 			size += i - start + 1
 			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-				stack[n-1].key = string(b[start+1 : min(i, len(b))])
+				stack[n-1].key = b[start+1 : min(i, len(b))]
 				stack[n-1].wantKey = false
 			}
 			continue
@@ -240,7 +246,7 @@ func JSONReadBack(b []byte) (size int, problem string) {
 
 type pathFrame struct {
 	object, wantKey bool
-	key             string
+	key             []byte // as written, escapes and all
 	index           int
 }
 
@@ -249,11 +255,11 @@ func jsonPath(stack []pathFrame) string {
 	var sb strings.Builder
 	sb.WriteString("$")
 	for _, f := range stack {
-		if f.object {
-			if f.key != "" && plainKey(f.key) {
-				sb.WriteString("." + f.key)
+		if key := string(f.key); f.object {
+			if key != "" && plainKey(key) {
+				sb.WriteString("." + key)
 			} else {
-				sb.WriteString("[" + strconv.Quote(f.key) + "]")
+				sb.WriteString("[" + strconv.Quote(key) + "]")
 			}
 		} else {
 			sb.WriteString("[" + strconv.Itoa(f.index) + "]")

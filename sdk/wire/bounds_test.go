@@ -36,6 +36,8 @@ func TestJSONReadBack(t *testing.T) {
 		{`{"a":[1,{"b":1e100}]}`, "$.a[1].b (byte 13)", 0},
 		{`{"x y":[0,0,1e-99]}`, `$["x y"][2] (byte 12)`, 0},
 		{`[` + strings.Repeat(`1e100000,`, 20) + `1]`, "$[0] (byte 1)", 0},
+		{`{"a\"b":{"c":[0,{"d":[1e100]}]}}`, `$["a\\\"b"].c[1].d[0] (byte 22)`, 0},
+		{strings.Repeat(`{"k":`, 20) + `1e100` + strings.Repeat(`}`, 20), "$" + strings.Repeat(".k", 20) + " (byte 100)", 0},
 	} {
 		size, problem := JSONReadBack([]byte(tt.doc))
 		switch {
@@ -46,6 +48,17 @@ func TestJSONReadBack(t *testing.T) {
 		case tt.problem == "" && size != tt.size:
 			t.Errorf("JSONReadBack(%s) size %d, want %d", tt.doc, size, tt.size)
 		}
+	}
+}
+
+// TestJSONReadBack_allocations: a payload without a problem is measured
+// without allocating (it runs on every enqueue and every settled result).
+// (CheckJSON is not held to 0 here: json.Valid takes its scanner from a
+// sync.Pool, which the race detector empties at random.)
+func TestJSONReadBack_allocations(t *testing.T) {
+	doc := []byte(`{"title":"Daily quiz #1042","text":"Which planet has the most moons?","choices":["Jupiter","Saturn","Uranus","Neptune"],"link":"https://quiz.example/1042","meta":{"a":{"b":[{"c":1.5e3}]}}}`)
+	if n := testing.AllocsPerRun(100, func() { JSONReadBack(doc) }); n != 0 {
+		t.Errorf("JSONReadBack of a payload: %v allocations, want 0", n)
 	}
 }
 
