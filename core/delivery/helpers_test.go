@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,10 +326,46 @@ func (b *bundle) waitAll(within time.Duration) map[string]int64 {
 			return counts
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("not settled after %s: %v", within, counts)
+			b.t.Fatalf("not settled after %s: %v\n%s", within, counts, goroutineSummary(b.t))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// goroutineSummary writes this process's goroutines to a file that outlives
+// the test and returns its path with a bounded summary: the engine's
+// goroutines grouped by where they wait, so a stall reads at a glance.
+func goroutineSummary(t testing.TB) string {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	path := filepath.Join(os.TempDir(), "notifyd-"+name+"-goroutines.txt")
+	werr := os.WriteFile(path, buf.Bytes(), 0o644)
+	var lines []string
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		head, rest, _ := strings.Cut(g, "\n")
+		if strings.HasPrefix(head, "goroutine profile:") {
+			head, rest, _ = strings.Cut(rest, "\n")
+		}
+		if !strings.Contains(rest, "notifyd/core/delivery.") {
+			continue
+		}
+		// The first frame in the engine: where this group waits.
+		for _, l := range strings.Split(rest, "\n") {
+			if i := strings.Index(l, "notifyd/core/delivery."); i >= 0 {
+				f := strings.Fields(l[i:])[0]
+				lines = append(lines, strings.Fields(head)[0]+" × "+f)
+				break
+			}
+		}
+	}
+	if len(lines) > 20 {
+		lines = append(lines[:20], fmt.Sprintf("… and %d more groups", len(lines)-20))
+	}
+	if werr != nil {
+		return fmt.Sprintf("goroutines: %v\n%s", werr, strings.Join(lines, "\n"))
+	}
+	return "goroutines (all in " + path + "), the engine's by where they wait:\n" + strings.Join(lines, "\n")
 }
 
 func (b *bundle) statusCounts() map[string]int64 {
