@@ -252,7 +252,13 @@ func (b *bundle) start(o delivery.Options) (*delivery.Engine, *pluginhost.Host) 
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if err := e.Start(context.Background()); err != nil {
+	// The engine's goroutines carry the test's name as a profiler label
+	// (children inherit it), so goroutineSummary shows this test's only.
+	var startErr error
+	pprof.Do(context.Background(), pprof.Labels("test", b.t.Name()), func(ctx context.Context) {
+		startErr = e.Start(ctx)
+	})
+	if err := startErr; err != nil {
 		b.t.Fatal(err)
 	}
 	b.t.Cleanup(func() {
@@ -342,19 +348,29 @@ func goroutineSummary(t testing.TB) string {
 	path := filepath.Join(os.TempDir(), "notifyd-"+name+"-goroutines.txt")
 	werr := os.WriteFile(path, buf.Bytes(), 0o644)
 	var lines []string
+	label := fmt.Sprintf("%q:%q", "test", t.Name())
 	for _, g := range strings.Split(buf.String(), "\n\n") {
 		head, rest, _ := strings.Cut(g, "\n")
 		if strings.HasPrefix(head, "goroutine profile:") {
 			head, rest, _ = strings.Cut(rest, "\n")
 		}
-		if !strings.Contains(rest, "notifyd/core/delivery.") {
+		// Only this test's engines: the package's other tests run beside it.
+		if !strings.Contains(rest, label) || !strings.Contains(rest, "notifyd/core/delivery.") {
 			continue
 		}
-		// The first frame in the engine: where this group waits.
+		// The first frame outside the runtime (what it waits on) and the
+		// first in the engine (where).
+		var waits string
 		for _, l := range strings.Split(rest, "\n") {
-			if i := strings.Index(l, "notifyd/core/delivery."); i >= 0 {
-				f := strings.Fields(l[i:])[0]
-				lines = append(lines, strings.Fields(head)[0]+" × "+f)
+			f := strings.Fields(l)
+			if len(f) < 3 || f[0] != "#" || f[1] == "labels:" {
+				continue
+			}
+			if waits == "" && !strings.HasPrefix(f[2], "runtime.") {
+				waits = f[2]
+			}
+			if strings.Contains(f[2], "notifyd/core/delivery.") {
+				lines = append(lines, strings.Fields(head)[0]+" × "+short(f[2])+" ← "+short(waits))
 				break
 			}
 		}
@@ -444,3 +460,5 @@ func once(hit chan<- []int64) func(string, []int64) error {
 		return delivery.ErrCrash
 	}
 }
+
+func short(fn string) string { return strings.TrimPrefix(fn, "github.com/notifyd/notifyd/") }
