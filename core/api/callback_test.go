@@ -89,7 +89,10 @@ func postCallback(url, secret, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// waitReceipt polls the API until notification id has a receipt.
+// waitReceipt polls the API until notification id has a receipt and its
+// send is settled: the partner may report before notifyd has committed what
+// the plugin answered (a receipt for a PROCESSING row is kept, and the row
+// goes on to SENT), so the two are waited for together.
 func waitReceipt(t *testing.T, b *bundle, id int64) *wire.NotificationInfo {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -98,11 +101,12 @@ func waitReceipt(t *testing.T, b *bundle, id int64) *wire.NotificationInfo {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.Receipt != nil {
+		settled := n.Status != wire.StatusPending && n.Status != wire.StatusQueued && n.Status != wire.StatusProcessing
+		if n.Receipt != nil && settled {
 			return n
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("notification %d (%s) has no receipt after 30s", id, n.Status)
+			t.Fatalf("notification %d (%s, receipt %v) has no receipt or is not settled after 30s", id, n.Status, n.Receipt != nil)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
