@@ -33,12 +33,16 @@ type model struct {
 	fate   map[int64]fate
 }
 
-func (m *model) decide(id int64, f fate) {
+// decide makes f the fate of id if it has none yet, and reports whether it
+// did: one check-and-set, as the pipeline's claim is one statement.
+func (m *model) decide(id int64, f fate) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.fate[id] == open {
-		m.fate[id] = f
+	if m.fate[id] != open {
+		return false
 	}
+	m.fate[id] = f
+	return true
 }
 
 func (m *model) fateOf(id int64) fate {
@@ -465,8 +469,14 @@ func (w *modelWorker) settle(ctx context.Context, ids []int64) {
 			w.m.decide(id, acked)
 			ack = append(ack, id)
 		case n < 12:
-			w.m.decide(id, deadLettered)
-			dead = append(dead, id)
+			// Another worker holding the id too (this one stalled past its
+			// lease) may have finished it since fateOf: then it is only
+			// acked, as the claim would find it terminal.
+			if w.m.decide(id, deadLettered) {
+				dead = append(dead, id)
+			} else {
+				ack = append(ack, id)
+			}
 		case n < 17:
 			retry = append(retry, Item{ID: id, Due: time.Now().Add(time.Duration(w.r.IntN(25)) * time.Millisecond)})
 		default:
