@@ -434,14 +434,14 @@ func (c *coord) progress(format string, args ...any) {
 
 // run is one system's run: what it set up, to tear down.
 type run struct {
-	c       *coord
-	name    string
-	sink    *proc
-	sinkURL string
-	sc      *sinkClient
-	db      string // the system's own database, if any
-	dbURL   string // its URL, without application_name
-	procs   []*proc
+	c        *coord
+	name     string
+	sink     *proc
+	sinkURL  string
+	sc       *sinkClient
+	db       string // the system's own database, if any
+	dbURL    string // its URL, without application_name
+	procs    []*proc
 	teardown bench.Teardown
 }
 
@@ -694,22 +694,7 @@ func (r *run) redisDB(ctx context.Context, n int) (*redis.Client, error) {
 }
 
 func openPool(ctx context.Context, dsn, app string, maxConns int32) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("postgres URL: %w", err)
-	}
-	pc.MaxConns = maxConns
-	pc.ConnConfig.RuntimeParams["application_name"] = app
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err == nil {
-		if err = pool.Ping(ctx); err != nil {
-			pool.Close()
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
-	}
-	return pool, nil
+	return bench.OpenPool(ctx, dsn, app, maxConns)
 }
 
 func perNotification(u CPU, n int) map[string]float64 {

@@ -216,10 +216,10 @@ type env struct {
 	// traces is the OpenTelemetry provider when the config's tracing is on
 	// (nil otherwise): every notification is then inserted with a trace of
 	// its own, as an API enqueue under tracing stores one.
-	traces  *tracing.Provider
-	schema  string
-	prefix  string
-	runID   string
+	traces *tracing.Provider
+	schema string
+	prefix string
+	runID  string
 	Teardown
 }
 
@@ -603,11 +603,25 @@ func (e *env) deleteKeys(ctx context.Context) error {
 }
 
 func openPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := OpenPool(ctx, dsn, "", maxConns)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return pool, nil
+}
+
+// OpenPool opens a pool of at most maxConns connections to dsn and pings it;
+// app, when set, is its connections' application_name. The peer benchmark
+// (bench/peers) opens its pools with it too.
+func OpenPool(ctx context.Context, dsn, app string, maxConns int32) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("bench: postgres.url: %w", err)
+		return nil, fmt.Errorf("postgres URL: %w", err)
 	}
 	pc.MaxConns = maxConns
+	if app != "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = app
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err == nil {
 		if err = pool.Ping(ctx); err != nil {
@@ -615,7 +629,7 @@ func openPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, e
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bench: connect to Postgres: %w", err)
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
 	}
 	return pool, nil
 }
