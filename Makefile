@@ -3,7 +3,7 @@ SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/notifyd/notifyd/core/version.Version=$(VERSION)
+LDFLAGS := -X github.com/notifyd/notifyd/internal/version.Version=$(VERSION)
 
 # Every provider plugin is a main package under plugins/ (plus the example),
 # built to bin/plugins/notifyd-plugin-<name>.
@@ -57,8 +57,8 @@ FUZZTIME       ?= 1m
 # The short run counts executions, not seconds: a time-bounded run of 2 s
 # once ended "context deadline exceeded" as the deadline met a worker.
 FUZZTIME_SHORT := 20000x
-FUZZ_TARGETS   := ./core/api:FuzzDecodeEnqueue ./core/api:FuzzDecodeSelector ./core/api:FuzzDecodeSubscriber \
-                  ./core/api:FuzzDecodeCampaign ./core/schedule:FuzzRender
+FUZZ_TARGETS   := ./internal/api:FuzzDecodeEnqueue ./internal/api:FuzzDecodeSelector ./internal/api:FuzzDecodeSubscriber \
+                  ./internal/api:FuzzDecodeCampaign ./internal/schedule:FuzzRender
 SDK_FUZZ_TARGETS := ./wire:FuzzAppendJSONString ./wire:FuzzJSONReadBack
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

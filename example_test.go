@@ -7,8 +7,8 @@ import (
 	"os/signal"
 
 	notifyd "github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/sdk"
 )
 

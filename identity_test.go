@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 )
 
 // TestStableIdentity: without instance.id an instance keeps its id across

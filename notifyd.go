@@ -33,19 +33,19 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/notifyd/notifyd/core/api"
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/delivery"
-	"github.com/notifyd/notifyd/core/httpguard"
-	"github.com/notifyd/notifyd/core/metrics"
-	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
-	"github.com/notifyd/notifyd/core/queue"
-	"github.com/notifyd/notifyd/core/schedule"
-	"github.com/notifyd/notifyd/core/service"
-	"github.com/notifyd/notifyd/core/tracing"
-	"github.com/notifyd/notifyd/core/ui"
-	"github.com/notifyd/notifyd/core/version"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/api"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/httpguard"
+	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/internal/tracing"
+	"github.com/notifyd/notifyd/internal/ui"
+	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -70,7 +70,7 @@ type Options struct {
 	WaitForServices bool
 	// TracerProvider records notifyd's spans when cfg.Tracing.Enabled (an
 	// application that embeds notifyd passes its own); nil: one built from
-	// the OTEL_* environment (core/tracing), flushed by Stop.
+	// the OTEL_* environment (internal/tracing), flushed by Stop.
 	TracerProvider trace.TracerProvider
 }
 

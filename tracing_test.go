@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	notifyd "github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/fakesens"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/notifyd/notifyd/core/httpguard"
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 )
 
 // TestStandalone: every example config loads, takes its API token from the

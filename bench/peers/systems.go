@@ -23,8 +23,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/notifyd/notifyd/core/outbox"
 	"github.com/notifyd/notifyd/internal/bench"
+	"github.com/notifyd/notifyd/internal/outbox"
 )
 
 // notifydSys is the real daemon, bin/notifyd serve, with its webhook plugin

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/bench"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/version"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/version"
 )
 
 // configFlag adds the --config flag every config-driven command takes.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 )
 
 // TestOpenPostgres_noURLCredentials: a database that cannot be reached, or

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/schedule"
 )
 
 // newCampaignCmd creates an ad-hoc bulk job (docs/design.md §6) through the API, or

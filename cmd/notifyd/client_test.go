@@ -16,14 +16,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/notifyd/notifyd/core/api"
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/delivery"
-	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
-	"github.com/notifyd/notifyd/core/queue"
-	"github.com/notifyd/notifyd/core/schedule"
-	"github.com/notifyd/notifyd/core/service"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/api"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )

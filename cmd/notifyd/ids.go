@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/service"
+	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 

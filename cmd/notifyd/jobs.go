@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 

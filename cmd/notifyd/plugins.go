@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/pluginhost"
 )
 
 func newPluginsCmd() *cobra.Command {
@@ -174,7 +174,7 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 }
 
 // sendRule says what a channel's concurrency counts and how many messages a
-// plugin call carries, as the engine applies them (core/delivery, slotsFor).
+// plugin call carries, as the engine applies them (internal/delivery, slotsFor).
 func sendRule(c config.Channel, batches bool) string {
 	if batches {
 		rule := fmt.Sprintf("batches (sdk.BatchSender): concurrency %d counts plugin calls in flight, each of up to batch_size %d messages",

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 
@@ -104,7 +104,7 @@ channels:
 func TestPluginsCheck_Batching(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	testenv.InstallPlugin(t, dir, "batchhook", "../../core/delivery/testdata/batchhook")
+	testenv.InstallPlugin(t, dir, "batchhook", "../../internal/delivery/testdata/batchhook")
 	path := filepath.Join(dir, "notifyd.yaml")
 	yaml := `postgres: {url: "postgres://127.0.0.1:5432/notifyd"}
 redis: {url: "redis://127.0.0.1:6379/0"}

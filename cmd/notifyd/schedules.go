@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/schedule"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 

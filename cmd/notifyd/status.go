@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/service"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/service"
 )
 
 // newStatusCmd shows notifications by id, through the API or read from the

@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/tracing"
-	"github.com/notifyd/notifyd/core/version"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/tracing"
+	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/sdk/traceparent"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	notifyd "github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/fakesens"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	notifyd "github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )

@@ -9,8 +9,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/pluginhost"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/pluginhost"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/delivery"
-	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
-	"github.com/notifyd/notifyd/core/queue"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 

@@ -35,13 +35,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/delivery"
-	"github.com/notifyd/notifyd/core/outbox"
-	"github.com/notifyd/notifyd/core/pluginhost"
-	"github.com/notifyd/notifyd/core/queue"
-	"github.com/notifyd/notifyd/core/tracing"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/fakesens"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/internal/tracing"
 )
 
 // Defaults for zero Options. Concurrency and batch were chosen by trying

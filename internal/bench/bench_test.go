@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/notifyd/notifyd/core/config"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/outbox"
 )
 
 // insertChunk is how many notifications one outbox.Insert writes.

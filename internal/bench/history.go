@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/notifyd/notifyd/core/config"
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/outbox"
 )
 
 // History is the history phase (Options.History): the burst again with a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/outbox"
 )
 
 // idleGap separates the single notifications, so each one finds the

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/outbox"
 )
 
 // Steady is the steady-load phase (Options.Steady): a constant rate for a

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/notifyd/notifyd/core/delivery"
+	"github.com/notifyd/notifyd/internal/delivery"
 )
 
 // tracer times the pipeline's stages through the engine's hooks, which run

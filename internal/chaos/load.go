@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/outbox"
 )
 
 // Notification is one notification the load generator enqueues.

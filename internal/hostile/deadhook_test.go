@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 

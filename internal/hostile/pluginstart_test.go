@@ -26,7 +26,7 @@ func pluginStart(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	d := start(t, withPlugin("sessionhog", "github.com/notifyd/notifyd/core/pluginhost/testdata/sessionhog"),
+	d := start(t, withPlugin("sessionhog", "github.com/notifyd/notifyd/internal/pluginhost/testdata/sessionhog"),
 		withStartTimeout("3s"), withStoppedChannels(), withChannels(func(*daemon) string { return "\n  hog:\n    plugin: sessionhog\n" }))
 	hog = d.plugins["sessionhog"]
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/core/outbox"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/txoutbox"
@@ -18,7 +18,7 @@ import (
 )
 
 // The transactional enqueue is in the SDK module, but its contract is with
-// the daemon's schema (core/outbox's migrations): it is tested here, against
+// the daemon's schema (internal/outbox's migrations): it is tested here, against
 // a real Postgres migrated by the daemon, beside the daemon's own store.
 
 // txBundle is a schema with an application table beside notifyd's.

@@ -1,5 +1,5 @@
 // Package providerclient is the host side of protocol notifyd.provider.v1:
-// it speaks gRPC to a provider plugin in sdk types. core/pluginhost (the
+// it speaks gRPC to a provider plugin in sdk types. internal/pluginhost (the
 // supervised host) and sdk/sdktest (the conformance kit) use it; plugin
 // authors never need it.
 package providerclient

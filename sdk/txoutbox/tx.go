@@ -4,7 +4,7 @@
 //
 // It is the one implementation of the outbox insert: the daemon's own
 // writers (the API, schedules, campaigns) call the same Insert through
-// core/outbox. It depends on pgx; an application that only talks HTTP uses
+// internal/outbox. It depends on pgx; an application that only talks HTTP uses
 // sdk/client and never links it.
 package txoutbox
 

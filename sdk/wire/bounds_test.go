@@ -90,7 +90,7 @@ func TestCheckPayload(t *testing.T) {
 // problem is reported exactly when some number prints past MaxNumberChars,
 // and the size counts at least every number's printed length. (That the size
 // is never below Postgres' own output is TestJSONReadBack_postgres, in
-// core/outbox, against a real server.)
+// internal/outbox, against a real server.)
 func FuzzJSONReadBack(f *testing.F) {
 	for _, s := range []string{`{"a":1}`, `[1e99,-0.5e-3,"x\"y"]`, `{"a":[1e100000]}`, `{"k":{"l":[true,null,""]}}`, `0e-5`, `"\u00e9"`} {
 		f.Add([]byte(s))

@@ -7,7 +7,7 @@ import (
 )
 
 // The types below are the HTTP API's JSON, request and response; the server
-// (core/api) encodes exactly these and the client (sdk/client) decodes them,
+// (internal/api) encodes exactly these and the client (sdk/client) decodes them,
 // so the two cannot drift apart. docs/openapi.yaml describes the same shapes.
 
 // Statuses of a notification (docs/design.md §2). SENT, FAILED and CANCELLED are

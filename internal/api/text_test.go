@@ -1,0 +1,96 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/notifyd/notifyd/internal/api"
+)
+
+// TestServer_HostileText: NUL bytes and invalid UTF-8 in every place a
+// request carries text — path parameters, query strings, JSON bodies — get a
+// 4xx that says what was wrong, never a 500 or Postgres' SQLSTATE text. The
+// routes come from the API's own table, so a new route is covered too.
+func TestServer_HostileText(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	bad := map[string]string{"NUL": "%00", "invalid UTF-8": "%FF%FE", "overlong NUL": "%C0%80"}
+	// Bodies per route, with X where the bad text goes.
+	bodies := map[string]string{
+		"POST /v1/notifications":         `{"channel":"orders","recipient":"rX","payload":{"t":"X"}}`,
+		"POST /v1/dlq/replay":            `{"channel":"ordersX"}`,
+		"POST /v1/dlq/purge":             `{"channel":"ordersX"}`,
+		"PUT /v1/subscribers/{id}":       `{"addresses":{"orders":"aX"},"attributes":{"kX":"X"}}`,
+		"POST /v1/campaigns":             `{"channel":"orders","audience":{"topic":"news"},"payload":{"t":"X"}}`,
+		"POST /v1/channels/{name}/pause": `{"reason":"X"}`,
+	}
+	badText := map[string]string{"invalid UTF-8": "\xff\xfe", `\u0000`: `\u0000`, "a lone surrogate": `\ud800`}
+	for _, route := range api.Routes() {
+		method, pattern, _ := strings.Cut(route, " ")
+		if pattern == "/metrics" || pattern == "/healthz" || pattern == "/readyz" {
+			continue
+		}
+		for what, esc := range bad {
+			// Every path parameter, then a query parameter.
+			paths := []string{}
+			if strings.Contains(pattern, "{") {
+				p := pattern
+				for _, param := range []string{"{id}", "{name}"} {
+					p = strings.ReplaceAll(p, param, "x"+esc+"y")
+				}
+				paths = append(paths, p)
+			}
+			for _, q := range []string{"channel", "after", "state", "limit", "x" + esc} {
+				paths = append(paths, strings.NewReplacer("{id}", "1", "{name}", "orders").Replace(pattern)+"?"+q+"=v"+esc)
+			}
+			for _, path := range paths {
+				t.Run(fmt.Sprintf("%s %s (%s)", method, path, what), func(t *testing.T) {
+					check(t, b.do(method, path, `{"channel":"orders","recipient":"r","payload":{}}`))
+				})
+			}
+		}
+		body, ok := bodies[route]
+		if !ok {
+			continue
+		}
+		path := strings.NewReplacer("{id}", "sub-1", "{name}", "orders").Replace(pattern)
+		for what, x := range badText {
+			t.Run(fmt.Sprintf("%s %s (body: %s)", method, path, what), func(t *testing.T) {
+				a := b.do(method, path, strings.ReplaceAll(body, "X", x))
+				check(t, a)
+				// Refused, never stored rewritten.
+				if a.status < 400 || a.status >= 500 {
+					t.Errorf("status %d, want 4xx for a body it cannot store as sent; body: %s", a.status, a.body)
+				}
+			})
+		}
+	}
+	t.Run("deep attributes", func(t *testing.T) {
+		a := b.do("PUT", "/v1/subscribers/deep", `{"attributes":`+strings.Repeat(`{"a":`, 40)+`1`+strings.Repeat(`}`, 40)+`}`)
+		wantError(t, a, 422, "invalid", "nest deeper than 32")
+	})
+	t.Run("a 10 KB address", func(t *testing.T) {
+		a := b.do("PUT", "/v1/subscribers/long", `{"addresses":{"orders":"`+strings.Repeat("a", 10_000)+`"}}`)
+		wantError(t, a, 422, "invalid", "address for channel", "at most 1024")
+	})
+	t.Run("a 3,200-byte recipient", func(t *testing.T) {
+		a := b.do("POST", "/v1/notifications", `{"channel":"orders","recipient":"`+strings.Repeat("r", 3200)+`","payload":{}}`)
+		wantError(t, a, 422, "invalid", "recipient", "at most 1024")
+	})
+}
+
+// check: a 4xx whose JSON error names the problem, with no SQLSTATE text.
+func check(t *testing.T, a answer) {
+	t.Helper()
+	if a.status < 400 || a.status >= 500 {
+		if a.status >= 500 {
+			t.Fatalf("status %d, want 4xx; body: %s", a.status, a.body)
+		}
+		return // a route that ignores the odd part (an unknown query parameter) may succeed
+	}
+	if strings.Contains(string(a.body), "SQLSTATE") {
+		t.Errorf("body leaks database text: %s", a.body)
+	}
+	a.errBody(t)
+}

@@ -1,0 +1,159 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// pager records what the hook channel is told.
+type pager struct {
+	mu       sync.Mutex
+	payloads []outbox.DeadLetterBatch
+	to       []string
+}
+
+func (*pager) Describe() sdk.Info { return sdk.Info{Name: "pager", Version: "1"} }
+
+func (p *pager) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender, error) {
+	return sdk.SenderFunc(func(_ context.Context, msg sdk.Message) sdk.Verdict {
+		var b outbox.DeadLetterBatch
+		if err := json.Unmarshal(msg.Payload, &b); err != nil {
+			return sdk.Permanent("not a dead-letter batch: " + err.Error())
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.payloads = append(p.payloads, b)
+		p.to = append(p.to, msg.Recipient)
+		return sdk.Success(nil)
+	}), nil
+}
+
+// TestEngine_DeadLetterHook: a channel's dead letters — from a provider's
+// final answer, and one failed at insert — are told to its hook channel in
+// batches of at most dead_letter_hook.batch, each exactly once, with the
+// reason; a delivered notification is never told, a dead letter replayed and
+// failing again is told again, and nothing is left waiting.
+func TestEngine_DeadLetterHook(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	cfg := *b.cfg
+	cfg.Channels = map[string]config.Channel{
+		testChannel: {Plugin: "memo", DeadLetterHook: config.DeadLetterHook{
+			Channel: "oncall", Recipient: "https://oncall.example/hook", Batch: 3, Every: 100 * time.Millisecond}},
+		"oncall": {Plugin: "pager"},
+	}
+	for name, ch := range cfg.Channels {
+		cfg.Channels[name] = config.FillChannel(ch)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := &pager{}
+	providers := delivery.NewInProcess(map[string]sdk.Provider{"memo": &memo{}, "pager": p}, b.log)
+	t.Cleanup(providers.Close)
+	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers, Logger: b.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx)
+	})
+	ok := b.send("somebody", "")
+	var dead []int64
+	for range 7 {
+		dead = append(dead, b.send("nobody", ""))
+	}
+	for _, id := range append([]int64{ok}, dead...) {
+		b.wait(id, 15*time.Second)
+	}
+	// Failed at insert (as a schedule's unrenderable recipient is): the
+	// insert trigger tells it too.
+	var atBirth int64
+	if err := b.store.Pool().QueryRow(context.Background(), `
+		INSERT INTO notifications (channel, recipient, payload, status, last_error)
+		VALUES ($1, 'r', '{}', 'FAILED', 'template: missing key') RETURNING id`, testChannel).Scan(&atBirth); err != nil {
+		t.Fatal(err)
+	}
+	dead = append(dead, atBirth)
+
+	told := func(want int) map[int64]int {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			p.mu.Lock()
+			seen := map[int64]int{}
+			for _, batch := range p.payloads {
+				for _, d := range batch.DeadLetters {
+					seen[d.ID]++
+				}
+			}
+			n := 0
+			for _, c := range seen {
+				n += c
+			}
+			p.mu.Unlock()
+			if n >= want || time.Now().After(deadline) {
+				return seen
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	seen := told(len(dead))
+	for _, id := range dead {
+		if seen[id] != 1 {
+			t.Errorf("dead letter %d told %d times, want once", id, seen[id])
+		}
+	}
+	if seen[ok] != 0 {
+		t.Errorf("delivered notification %d was told as a dead letter", ok)
+	}
+	p.mu.Lock()
+	for i, batch := range p.payloads {
+		if batch.Type != "notifyd.dead_letters" || batch.Channel != testChannel || batch.Count != len(batch.DeadLetters) ||
+			batch.Count == 0 || batch.Count > 3 || p.to[i] != "https://oncall.example/hook" {
+			t.Errorf("hook notification %d = %+v to %q; want at most 3 of %s's dead letters to the hook's recipient", i, batch, p.to[i], testChannel)
+		}
+		for _, d := range batch.DeadLetters {
+			if slices.Contains(dead[:7], d.ID) && (d.Recipient != "nobody" || d.Error != "no such recipient" || d.Attempts != 1 || d.FailedAt.IsZero()) {
+				t.Errorf("dead letter %+v, want recipient nobody, the reason, 1 attempt, a time", d)
+			}
+		}
+	}
+	batches := len(p.payloads)
+	p.mu.Unlock()
+	if batches < (len(dead)+2)/3 {
+		t.Errorf("%d hook notifications for %d dead letters, want at least %d (batch 3)", batches, len(dead), (len(dead)+2)/3)
+	}
+
+	// Replayed, it fails again and is told again.
+	rows, err := b.store.Replay(context.Background(), dead[:1])
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("replay %d: %v, %v", dead[0], rows, err)
+	}
+	if err := e.Revive(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	seen = told(len(dead) + 1)
+	if seen[dead[0]] != 2 {
+		t.Errorf("replayed dead letter %d told %d times, want twice", dead[0], seen[dead[0]])
+	}
+	var waiting int
+	if err := b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM dead_letter_events`).Scan(&waiting); err != nil || waiting != 0 {
+		t.Errorf("%d dead-letter events left waiting (%v), want 0", waiting, err)
+	}
+}

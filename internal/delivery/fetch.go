@@ -1,0 +1,185 @@
+// Stage 2 of docs/design.md §4: send slots, the fetch loops that move ids
+// from a queue into this instance's backup list, and handing back.
+
+package delivery
+
+import (
+	"context"
+	"errors"
+
+	"github.com/notifyd/notifyd/internal/queue"
+)
+
+// slotsFor is how many send slots n fetched messages hold. A channel's
+// concurrency bounds its slots, so it counts what a slot stands for:
+//   - a plain plugin (the SDK calls its Sender once per message): one slot
+//     per message, and concurrency is messages in flight;
+//   - a batching plugin (an sdk.BatchSender, which takes a channel's whole
+//     batch in one call): one slot per batch, however many messages it
+//     carries, and concurrency is plugin calls in flight — so a fetch takes
+//     up to batch_size messages whatever the concurrency. A lone suspect
+//     (sendAlone) is a call of its own, with a slot of its own.
+func (c *channel) slotsFor(n int) int {
+	if c.batching {
+		return min(n, 1)
+	}
+	return n
+}
+
+// acquire takes n slots, blocking until they are free.
+func (c *channel) acquire(ctx context.Context, n int) int {
+	for i := range n {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			c.release(i)
+			return 0
+		}
+	}
+	return n
+}
+
+// acquireUpTo blocks for one slot, then takes up to max-1 more that are free.
+func (c *channel) acquireUpTo(ctx context.Context, max int) int {
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	return 1 + c.tryAcquire(max-1)
+}
+
+// tryAcquire takes up to max slots that are free now, without blocking.
+func (c *channel) tryAcquire(max int) int {
+	n := 0
+	for n < max {
+		select {
+		case c.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (c *channel) release(n int) {
+	for range n {
+		<-c.slots
+	}
+}
+
+func (c *channel) fetchLoop(ctx context.Context, q string) {
+	var failures int
+	for ctx.Err() == nil {
+		// Paused, breaker open, or out of rate tokens: wait here, in the
+		// fetcher; the messages stay queued and no sender is held.
+		allowed, wait := c.admit(ctx, c.cfg.BatchSize)
+		if allowed == 0 {
+			sleepCtx(ctx, wait)
+			continue
+		}
+		n := c.acquireUpTo(ctx, c.slotsFor(allowed))
+		if n == 0 {
+			c.refund(allowed)
+			return
+		}
+		ids, held, err := c.fetch(ctx, q, n, allowed)
+		c.release(held - c.slotsFor(len(ids)))
+		c.refund(allowed - len(ids))
+		if errors.Is(err, queue.ErrNoLease) {
+			// Redis lost the lease (a wipe, or we were presumed dead):
+			// take it again at once instead of waiting for the renew timer.
+			if err = c.e.queue.Renew(ctx, q, c.e.instance, c.e.cfg.Delivery.LeaseTTL); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			c.log.Warn("fetch", "error", err)
+			sleepCtx(ctx, retryPause(failures))
+			continue
+		}
+		failures = 0
+		if len(ids) > 0 && c.flow.paused.Load() {
+			// Paused while this fetch was blocked: hand the ids back.
+			c.handBack(ctx, q, ids)
+			continue
+		}
+		if len(ids) > 0 {
+			c.handle(ctx, ids)
+		}
+	}
+}
+
+// fetch takes up to max ids that are ready now, holding n send slots (n ids
+// for a plain plugin, one batch of up to max for a batching one: slotsFor).
+// When there are none it waits for a push (up to Options.FetchWait) holding
+// a single slot, so a fetcher idling on an empty queue - one of a channel's
+// partitions - never sits on the slots the others need; once an id arrives
+// it takes as many more as there are free slots (a batching plugin's batch
+// needs no more), up to max. It returns the ids and the slots it holds (at
+// least slotsFor(len(ids))).
+func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64, held int, err error) {
+	want := n
+	if c.batching {
+		want = max
+	}
+	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, want, 0)
+	if err != nil || len(ids) > 0 {
+		return ids, n, err
+	}
+	c.release(n - 1)
+	ids, err = c.e.queue.Fetch(ctx, q, c.e.instance, 1, c.e.fetchWait)
+	if err != nil || len(ids) == 0 || max <= 1 {
+		return ids, 1, err
+	}
+	more := max - 1
+	if !c.batching {
+		if more = c.tryAcquire(max - 1); more == 0 {
+			return ids, 1, nil
+		}
+	}
+	rest, err := c.e.queue.Fetch(ctx, q, c.e.instance, more, 0)
+	if err != nil {
+		// The id in hand is in the backup list and gets handled; the next
+		// fetch meets this error again and reports it.
+		c.log.Debug("fetch after wake-up", "error", err)
+	}
+	ids = append(ids, rest...)
+	if c.batching {
+		return ids, 1, nil
+	}
+	c.release(more - len(rest))
+	return ids, len(ids), nil
+}
+
+// handBack returns fetched, unclaimed ids to the front of the ready list.
+func (c *channel) handBack(ctx context.Context, q string, ids []int64) {
+	items := make([]queue.Item, len(ids))
+	for i, id := range ids {
+		items[i] = queue.Item{ID: id}
+	}
+	if err := c.e.queue.Retry(context.WithoutCancel(ctx), q, c.e.instance, items); err != nil {
+		c.log.Warn("hand back fetched ids; the orphan check will", "error", err)
+	}
+	c.release(c.slotsFor(len(ids)))
+}
+
+// batchSlots are the send slots one fetched batch holds (slotsFor), freed
+// as its messages leave it: each message's own for a plain plugin, the
+// batch's one with its last message for a batching plugin.
+type batchSlots struct {
+	c    *channel
+	left int // messages still in the batch
+}
+
+// leave frees the slots of n messages that leave the batch.
+func (b *batchSlots) leave(n int) {
+	before := b.left
+	b.left -= n
+	b.c.release(b.c.slotsFor(before) - b.c.slotsFor(b.left))
+}

@@ -1,0 +1,157 @@
+// Stage 1 of docs/design.md §4: due PENDING rows to QUEUED, pushed into their
+// queues.
+
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/queue"
+)
+
+// relay relays up to limit due rows. A relay Postgres refuses for a row's
+// data (outbox.IsRowError) would fail every pass and hold every due row
+// behind it, so the limit is halved until one row is refused alone: the
+// oldest due row, which is finished FAILED with the reason. The pass then
+// goes on (the caller calls again while rows come back).
+func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) {
+	queued, err := e.store.Relay(ctx, e.now(), limit)
+	for n := limit / 2; err != nil && outbox.IsRowError(err) && n >= 1; n /= 2 {
+		e.log.Warn("relay refused for a row's data; relaying fewer rows to find it", "limit", n, "error", err)
+		queued, err = e.store.Relay(ctx, e.now(), n)
+	}
+	if err == nil || !outbox.IsRowError(err) {
+		return queued, err
+	}
+	id, ferr := e.store.FirstDue(ctx, e.now())
+	if ferr != nil || id == 0 {
+		return nil, fmt.Errorf("%w (and finding the row at fault: %v)", err, ferr)
+	}
+	reason := fmt.Sprintf("could not be queued for sending (%v); ended FAILED", err)
+	if _, ferr := e.store.Finish(ctx, id, 0, outbox.StatusFailed, reason); ferr != nil {
+		e.log.Error("notification cannot be relayed or finished", "id", id, "cause", err, "error", ferr)
+		return nil, fmt.Errorf("relay: notification %d cannot be written: %w", id, ferr)
+	}
+	e.log.Error("notification could not be relayed; finished it FAILED", "id", id, "cause", err)
+	e.metrics.Unstorable("", "relay")
+	// FAILED in Postgres is the dead-letter list the API and dashboard read;
+	// the id was never in a Redis queue, so there is nothing to move there.
+	return nil, nil
+}
+
+// relayLoop moves due PENDING rows to QUEUED and pushes them, woken by
+// LISTEN/NOTIFY on insert and, as the fallback, by a timer that also fires at
+// the next due time of a scheduled row.
+func (e *Engine) relayLoop(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	// Listen reconnects by itself until ctx ends (logging each loss through
+	// the store's logger); meanwhile the relay polls every relay_interval.
+	go func() { _ = e.store.Listen(ctx, wake) }()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var failures int
+	var unpushed []outbox.Queued
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+		next, err := e.relayDue(ctx, &unpushed)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			e.relayStall.failing(e.now())
+			e.log.Warn("relay", "error", err)
+			resetTimer(timer, retryPause(failures))
+			continue
+		}
+		failures = 0
+		e.relayStall.ok()
+		wait := e.cfg.Delivery.RelayInterval
+		if !next.IsZero() {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		resetTimer(timer, wait)
+	}
+}
+
+// relayDue pushes what an earlier pass relayed but could not push, then
+// relays every due row, a batch at a time, and returns when the next
+// scheduled row falls due (zero when none). A failed push ends the pass: its
+// rows are committed QUEUED yet in no Redis queue, so they are kept in
+// *unpushed and pushed first on the next pass rather than left to the
+// sweeper (sweep_after), and relaying more into a Redis that is down would
+// only strand more. If the process dies meanwhile, the sweeper has them.
+//
+// Only the rows whose own queue's push failed are kept: on a Redis Cluster
+// one shard can refuse while the others take theirs, and pushing the taken
+// ones again on every pass would queue again those delivered meanwhile (the
+// claim skips them, but each costs a claim, and a FAILED one came back to
+// the dead list each time).
+func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.Time, error) {
+	if len(*unpushed) > 0 {
+		failed, err := e.pushQueued(ctx, *unpushed)
+		*unpushed = failed
+		if err != nil {
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(failed), err)
+		}
+	}
+	batch := e.cfg.Delivery.RelayBatch
+	for {
+		queued, err := e.relay(ctx, batch)
+		if err != nil {
+			// The statement may have committed with its reply lost (pgx
+			// cannot always tell): rows QUEUED in no Redis queue, which
+			// only a resync pass finds before the sweeper does.
+			e.resyncState.Lock()
+			e.relayFailedAt = e.now()
+			e.resyncPending.Store(true)
+			e.resyncState.Unlock()
+			return time.Time{}, err
+		}
+		if failed, err := e.pushQueued(ctx, queued); err != nil {
+			*unpushed = failed
+			return time.Time{}, fmt.Errorf("push %d relayed rows: %w", len(failed), err)
+		}
+		if len(queued) < batch {
+			break
+		}
+	}
+	return e.store.NextDue(ctx)
+}
+
+// pushQueued pushes outbox rows into their channels' queues (idempotent),
+// each with its next_attempt_at so a retry keeps its backoff. It returns the
+// rows of the queues whose push failed, and the first error.
+func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) ([]outbox.Queued, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	byQueue := map[string][]outbox.Queued{}
+	for _, r := range rows {
+		q := e.queueOf(r.Channel, r.ID)
+		byQueue[q] = append(byQueue[q], r)
+	}
+	var failed []outbox.Queued
+	var firstErr error
+	for q, rs := range byQueue {
+		items := make([]queue.Item, len(rs))
+		for i, r := range rs {
+			items[i] = queue.Item{ID: r.ID, Due: r.NextAttemptAt}
+		}
+		if _, err := e.queue.Push(ctx, q, items); err != nil {
+			failed = append(failed, rs...)
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return failed, firstErr
+}

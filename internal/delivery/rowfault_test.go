@@ -1,0 +1,203 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+)
+
+// poison installs a trigger that makes Postgres refuse, with a data error
+// (SQLSTATE 22023, or code), the writes that cond selects: a row at fault inside a
+// batch, as a too-long recipient once was for every settle. cond is SQL over
+// NEW (and, for the attempt log, over the notification's recipient r).
+func (b *bundle) poison(table, cond string) { b.poisonCode(table, cond, "22023") }
+
+func (b *bundle) poisonCode(table, cond, code string) {
+	b.t.Helper()
+	fn := "poison_" + table
+	sql := fmt.Sprintf(`
+CREATE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+    SELECT recipient INTO r FROM notifications WHERE id = %[3]s;
+    IF %[4]s THEN
+        RAISE EXCEPTION 'poisoned row %%', %[3]s USING ERRCODE = '%[5]s';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER %[1]s BEFORE INSERT OR UPDATE ON %[2]s FOR EACH ROW EXECUTE FUNCTION %[1]s();`,
+		fn, table, map[string]string{"notifications": "NEW.id", "notification_attempts": "NEW.notification_id"}[table], cond, code)
+	if _, err := b.store.Pool().Exec(context.Background(), sql); err != nil {
+		b.t.Fatalf("install poison trigger: %v", err)
+	}
+}
+
+// sendBatch enqueues the recipients in one insert, so they travel together.
+func (b *bundle) sendBatch(recipients ...string) map[string]int64 {
+	b.t.Helper()
+	ids := b.sendMany(len(recipients), func(i int) string { return recipients[i] })
+	out := make(map[string]int64, len(ids))
+	for i, id := range ids {
+		out[recipients[i]] = id
+	}
+	return out
+}
+
+func recipients(poison string, n int) []string {
+	out := []string{poison}
+	for i := range n {
+		out = append(out, fmt.Sprintf("ok-%d", i))
+	}
+	return out
+}
+
+// TestEngine_RowAtFault: one row that a batched statement cannot write never
+// holds up the rows batched with it; it is found by splitting the batch and
+// ends in a final state with the reason, visible in its status.
+func TestEngine_RowAtFault(t *testing.T) {
+	t.Parallel()
+	wide := func(_ *config.Config, ch *config.Channel) { ch.BatchSize = 64; ch.Concurrency = 64 }
+
+	t.Run("settle", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil), wide)
+		// The settle logs a provider status; the finish that ends the row
+		// alone does not, so this refuses only the batched settle.
+		b.poison("notification_attempts", `r = 'poison' AND NEW.provider_status IS NOT NULL`)
+		ids := b.sendBatch(recipients("poison", 40)...)
+		b.engine("", delivery.Hooks{})
+		for r, id := range ids {
+			n := b.wait(id, 20*time.Second)
+			if r != "poison" {
+				if n.Status != outbox.StatusSent {
+					t.Errorf("%s: %s (%q), want SENT", r, n.Status, n.LastError)
+				}
+				continue
+			}
+			// The provider took it: SENT, with why its details are missing.
+			if n.Status != outbox.StatusSent || len(n.Attempts) != 1 ||
+				!strings.Contains(n.Attempts[0].Error, "could not be stored") || !strings.Contains(n.Attempts[0].Error, "poisoned row") {
+				t.Errorf("poison: %s, attempts %+v; want SENT with one attempt saying the verdict could not be stored", n.Status, n.Attempts)
+			}
+		}
+		if got := len(b.sink.deliveries("poison")); got != 1 {
+			t.Errorf("poison delivered %d times, want 1 (never re-sent for a failed settle)", got)
+		}
+	})
+
+	// A row refused before it is sent (as it is claimed, or relayed) ends
+	// FAILED with the reason, in the dead letters, and is never sent.
+	for _, tt := range []struct{ stage, status, reason string }{
+		{"claim", "PROCESSING", "could not be claimed"},
+		{"relay", "QUEUED", "could not be queued"},
+	} {
+		t.Run(tt.stage, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil), wide)
+			b.poison("notifications", `NEW.recipient = 'poison' AND NEW.status = '`+tt.status+`'`)
+			ids := b.sendBatch(recipients("poison", 40)...)
+			b.engine("", delivery.Hooks{})
+			for r, id := range ids {
+				n := b.wait(id, 20*time.Second)
+				want := outbox.StatusSent
+				if r == "poison" {
+					want = outbox.StatusFailed
+				}
+				if n.Status != want {
+					t.Errorf("%s: %s (%q), want %s", r, n.Status, n.LastError, want)
+				}
+				if r == "poison" && !strings.Contains(n.LastError, tt.reason) {
+					t.Errorf("poison: last_error %q, want %q", n.LastError, tt.reason)
+				}
+			}
+			if got := len(b.sink.deliveries("poison")); got != 0 {
+				t.Errorf("poison delivered %d times, want 0", got)
+			}
+			failed, err := b.store.ListFailed(context.Background(), testChannel, 0, 10)
+			if err != nil || len(failed) != 1 || failed[0].ID != ids["poison"] {
+				t.Errorf("dead letters = %+v (%v), want the poison row alone", failed, err)
+			}
+		})
+	}
+
+	t.Run("a row that cannot be written at all", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil), wide)
+		b.poison("notifications", `NEW.recipient = 'poison' AND NEW.status IN ('SENT', 'FAILED')`)
+		ids := b.sendBatch(recipients("poison", 40)...)
+		b.engine("", delivery.Hooks{})
+		for r, id := range ids {
+			if r != "poison" {
+				if n := b.wait(id, 20*time.Second); n.Status != outbox.StatusSent {
+					t.Errorf("%s: %s (%q), want SENT", r, n.Status, n.LastError)
+				}
+			}
+		}
+		n, err := b.store.Get(context.Background(), ids["poison"])
+		if err != nil || n.Status != outbox.StatusProcessing {
+			t.Errorf("poison = %+v (%v), want left PROCESSING for an operator", n, err)
+		}
+	})
+}
+
+// TestEngine_ClaimPastMaxAttempts: a message claimed beyond its retry budget
+// (every earlier attempt died with its sender, so none was settled) is not
+// sent again: it ends FAILED with the reason.
+func TestEngine_ClaimPastMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	id := b.send("crasher", "")
+	// Five claims whose outcomes were lost, as five kill -9s would leave it.
+	if _, err := b.store.Pool().Exec(context.Background(), `UPDATE notifications SET attempts = 5 WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	b.engine("", delivery.Hooks{})
+	n := b.wait(id, 20*time.Second)
+	if n.Status != outbox.StatusFailed || !strings.Contains(n.LastError, "past retry.max_attempts 5") {
+		t.Errorf("got %s (%q), want FAILED past retry.max_attempts", n.Status, n.LastError)
+	}
+	if got := len(b.sink.deliveries("crasher")); got != 0 {
+		t.Errorf("sent %d times, want 0", got)
+	}
+}
+
+// TestEngine_Stalls: a settle that cannot commit for a reason other than a
+// row's data (here SQLSTATE 53000, insufficient resources) is retried whole,
+// and the engine reports the stage stalled once past delivery.stall_after,
+// until it commits.
+func TestEngine_Stalls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil), func(c *config.Config, _ *config.Channel) { c.Delivery.StallAfter = 300 * time.Millisecond })
+	b.poisonCode("notification_attempts", `r = 'stuck'`, "53000")
+	e := b.engine("", delivery.Hooks{})
+	id := b.send("stuck", "")
+	waitFor(t, 15*time.Second, "settle reported stalled", func() bool {
+		return slices.Contains(e.Stalls(), delivery.StageSettle) && e.Stalled()[delivery.StageSettle] > 300*time.Millisecond
+	})
+	if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notification_attempts ON notification_attempts`); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.wait(id, 15*time.Second); n.Status != outbox.StatusSent {
+		t.Errorf("got %s, want SENT once the settle can commit", n.Status)
+	}
+	waitFor(t, 5*time.Second, "no stage stalled", func() bool { return len(e.Stalls()) == 0 })
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

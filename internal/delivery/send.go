@@ -1,0 +1,226 @@
+// Stage 3 of docs/design.md §4: a claimed batch through the provider, and
+// the verdict turned into the outbox transition the settler commits.
+
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+	"github.com/notifyd/notifyd/sdk/traceparent"
+)
+
+// send delivers one claimed batch through the plugin and hands the verdicts
+// to the settler. A traced row's attempt span (trace.go) starts at claimedAt
+// and travels with its verdict to the settle, which ends it. done, when not
+// nil, is closed once every verdict is committed (sendSuspects waits for it).
+func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, done chan struct{}) {
+	e := c.e
+	started := e.now()
+	deadline := started.Add(c.cfg.Timeout)
+	msgs := make([]sdk.Message, len(batch))
+	var spans []trace.Span // nil unless tracing is on and a row is traced
+	for i, cl := range batch {
+		msgs[i] = sdk.Message{
+			ID: cl.ID, Channel: c.name, Recipient: cl.Recipient, Payload: cl.Payload,
+			Attempt: cl.Attempt, IdempotencyKey: cl.IdempotencyKey, CreatedAt: cl.CreatedAt, Deadline: deadline,
+		}
+		if e.tracer != nil && cl.TraceParent != "" {
+			if spans == nil {
+				spans = make([]trace.Span, len(batch))
+			}
+			spans[i] = c.startAttempt(&batch[i], claimedAt)
+			msgs[i].TraceParent = traceparent.Format(spans[i].SpanContext())
+		}
+	}
+	defaultKeys(msgs)
+	sctx, cancel := context.WithDeadline(ctx, deadline)
+	verdicts := c.callPlugin(sctx, msgs)
+	cancel()
+	finished := e.now()
+	e.metrics.SendDuration(c.name, finished.Sub(started))
+	ids := claimedIDs(batch)
+	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
+		abandonAttempts(spans...)
+		c.release(c.slotsFor(len(batch)))
+		if done != nil {
+			close(done)
+		}
+		return
+	}
+	items := make([]settleItem, len(batch))
+	for i, cl := range batch {
+		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished)}
+		if spans != nil {
+			items[i].span = spans[i]
+		}
+	}
+	if done != nil {
+		// Two settle workers may commit the items apart: done closes
+		// when the last of them is committed.
+		var wg sync.WaitGroup
+		wg.Add(len(items))
+		for i := range items {
+			items[i].done = &wg
+		}
+		go func() { wg.Wait(); close(done) }()
+	}
+	c.release(c.slotsFor(len(batch)))
+	e.settler.add(items)
+}
+
+// defaultKeyPrefix begins the idempotency key of a message whose
+// notification has none: notifyd-<id>, stable across its attempts.
+const defaultKeyPrefix = "notifyd-"
+
+// defaultKeys gives each message without an idempotency key its default
+// one. The keys of a batch are written back to back into one string and
+// each is a part of it: one allocation a batch, not two a message
+// (fmt.Sprintf's).
+func defaultKeys(msgs []sdk.Message) {
+	var buf []byte
+	for i := range msgs {
+		if msgs[i].IdempotencyKey == "" {
+			if buf == nil {
+				buf = make([]byte, 0, (len(defaultKeyPrefix)+12)*(len(msgs)-i))
+			}
+			buf = strconv.AppendInt(append(buf, defaultKeyPrefix...), msgs[i].ID, 10)
+		}
+	}
+	if buf == nil {
+		return
+	}
+	all := string(buf)
+	var digits [20]byte
+	for i := range msgs {
+		if msgs[i].IdempotencyKey == "" {
+			n := len(defaultKeyPrefix) + len(strconv.AppendInt(digits[:0], msgs[i].ID, 10))
+			msgs[i].IdempotencyKey, all = all[:n], all[n:]
+		}
+	}
+}
+
+// maxCallBytes bounds the messages of one plugin call, half the protocol's
+// message bound (the rest is headroom for the framing and the verdicts): a
+// batch of large payloads goes out in several calls at once, so one
+// notification's size can never fail its batch-mates' call. (For a batching
+// plugin those calls share the batch's one send slot: a batch splits only
+// past 32 MB.)
+const maxCallBytes = providerv1.MaxMessageBytes / 2
+
+// callPlugin sends msgs in calls of at most maxCallBytes and returns their
+// verdicts in order; each call's verdicts go to the breaker (observe).
+func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
+	var parts [][2]int // [start, end) of each call
+	start, size := 0, 0
+	for i, m := range msgs {
+		n := len(m.Payload) + len(m.Recipient) + len(m.IdempotencyKey) + len(m.TraceParent) + 128
+		if size+n > maxCallBytes && i > start {
+			parts = append(parts, [2]int{start, i})
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start == 0 {
+		return c.call(ctx, msgs)
+	}
+	parts = append(parts, [2]int{start, len(msgs)})
+	verdicts := make([]sdk.Verdict, len(msgs))
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(verdicts[p[0]:p[1]], c.call(ctx, msgs[p[0]:p[1]]))
+		}()
+	}
+	wg.Wait()
+	return verdicts
+}
+
+// call is one plugin call; the breaker judges each (observe).
+func (c *channel) call(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
+	vs := c.plugin.Send(ctx, msgs)
+	c.observe(context.WithoutCancel(ctx), vs)
+	return vs
+}
+
+// settlement turns a verdict into the outbox transition: SENT, back to
+// QUEUED after a backoff, or FAILED once permanent or out of attempts.
+func (c *channel) settlement(cl outbox.Claimed, v sdk.Verdict, started, finished time.Time) outbox.Settlement {
+	s := outbox.Settlement{
+		ID: cl.ID, Attempt: cl.Attempt, ProviderCode: v.ProviderCode,
+		StartedAt: started, FinishedAt: finished, Output: v.Result,
+	}
+	// A status is an HTTP-like code; anything else from a plugin (negative,
+	// huge) is not stored as one, so it cannot fail the settle's batch.
+	if v.ProviderStatus > 0 && v.ProviderStatus < 1000 {
+		s.ProviderStatus = v.ProviderStatus
+	}
+	switch v.Outcome {
+	case sdk.OutcomeSuccess, sdk.OutcomeTransient, sdk.OutcomePermanent:
+		s.Outcome = v.Outcome.String()
+	default:
+		s.Outcome = outbox.OutcomeTransient
+	}
+	switch v.Outcome {
+	case sdk.OutcomeSuccess:
+		s.Result = outbox.ResultSent
+	case sdk.OutcomePermanent:
+		s.Result, s.Error = outbox.ResultFailed, describe(v)
+	default: // transient, and anything unrecognised: retried, never dropped
+		if c.policy.Exhausted(cl.Attempt) {
+			s.Result = outbox.ResultFailed
+			s.Error = fmt.Sprintf("gave up after %d attempts: %s", cl.Attempt, describe(v))
+		} else {
+			s.Result, s.Error = outbox.ResultRetry, describe(v)
+			s.NextAttemptAt = finished.Add(c.policy.Delay(cl.Attempt, v.RetryAfter))
+		}
+	}
+	return s
+}
+
+// describe is the last_error an operator reads.
+func describe(v sdk.Verdict) string {
+	msg := v.Detail
+	if msg == "" {
+		msg = v.Outcome.String()
+	}
+	// The status and code have their own columns in the attempt log; add
+	// them to the message only when the plugin's detail does not say them.
+	var extra []string
+	if v.ProviderStatus != 0 && !strings.Contains(msg, strconv.Itoa(v.ProviderStatus)) {
+		extra = append(extra, fmt.Sprintf("HTTP %d", v.ProviderStatus))
+	}
+	if v.ProviderCode != "" && !strings.Contains(msg, v.ProviderCode) {
+		extra = append(extra, "code "+v.ProviderCode)
+	}
+	if len(extra) > 0 {
+		msg += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return printable(msg)
+}
+
+// printable keeps a provider's error text storable and readable: Postgres
+// text refuses NUL, and control bytes from an error page help nobody.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,317 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/queue"
+)
+
+// settleWorkers flush concurrently, so one batch's Redis round trip overlaps
+// the next batch's Postgres commit.
+const settleWorkers = 2
+
+type settleItem struct {
+	ch *channel
+	s  outbox.Settlement
+	// dropped: Postgres refused even the minimal write of this row.
+	dropped bool
+	// span is the attempt's span (trace.go), nil when untraced; the
+	// flush that commits the verdict ends it.
+	span trace.Span
+	// done, when set, is told once the flush has committed the verdict (or
+	// given up, killed): what the lane's send of suspects waits for.
+	done *sync.WaitGroup
+}
+
+// settler group-commits verdicts: each worker takes everything waiting (up
+// to delivery.settle_batch), commits it to Postgres in one transaction, then
+// acks, retries or dead-letters it in Redis. Under load batches grow by
+// themselves; when idle a verdict is committed at once.
+type settler struct {
+	e    *Engine
+	in   chan settleItem
+	busy atomic.Int64 // batches being flushed
+	// started[w] is when worker w's batch began (unix ns; 0 when idle): the
+	// oldest is how long a verdict has waited to be committed.
+	started [settleWorkers]atomic.Int64
+	wg      sync.WaitGroup
+	ctx     context.Context
+	stop    context.CancelFunc
+}
+
+func newSettler(e *Engine) *settler {
+	return &settler{e: e, in: make(chan settleItem, 4*e.cfg.Delivery.SettleBatch)}
+}
+
+func (s *settler) start() {
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	for w := range settleWorkers {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.run(&s.started[w])
+		}()
+	}
+}
+
+func (s *settler) add(items []settleItem) {
+	for _, it := range items {
+		select {
+		case s.in <- it:
+		case <-s.ctx.Done():
+			return // killed: the rows stay PROCESSING and are reclaimed
+		}
+	}
+}
+
+// close flushes what is queued, bounded by ctx, and stops the workers. A
+// verdict added later is dropped: its row stays PROCESSING and is reclaimed
+// once stale, so nothing is lost.
+func (s *settler) close(ctx context.Context) {
+	if s.stop == nil {
+		return // never started
+	}
+	for (len(s.in) > 0 || s.busy.Load() > 0) && ctx.Err() == nil {
+		sleepCtx(ctx, 2*time.Millisecond)
+	}
+	s.stop()
+	s.wg.Wait()
+}
+
+// abandon stops at once, as a crash would.
+func (s *settler) abandon() {
+	if s.stop != nil {
+		s.stop()
+	}
+}
+
+// oldest is how long the oldest batch being committed has taken so far.
+func (s *settler) oldest(now time.Time) time.Duration {
+	var d time.Duration
+	for i := range s.started {
+		if t := s.started[i].Load(); t != 0 {
+			d = max(d, now.Sub(time.Unix(0, t)))
+		}
+	}
+	return d
+}
+
+func (s *settler) run(started *atomic.Int64) {
+	max := s.e.cfg.Delivery.SettleBatch
+	batch := make([]settleItem, 0, max)
+	for {
+		var it settleItem
+		select {
+		case it = <-s.in:
+		case <-s.ctx.Done():
+			return
+		}
+		s.busy.Add(1)
+		started.Store(s.e.now().UnixNano())
+		batch = append(batch[:0], it)
+	drain:
+		for len(batch) < max {
+			select {
+			case it := <-s.in:
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		s.flush(batch)
+		started.Store(0)
+		s.busy.Add(-1)
+	}
+}
+
+// flush commits one batch, retrying while Postgres is unreachable: the
+// verdicts are only in memory, and losing them would resend messages.
+func (s *settler) flush(batch []settleItem) {
+	e := s.e
+	applied := make([]bool, len(batch))
+	committed := s.commit(batch, applied)
+	for _, it := range batch {
+		if it.done != nil {
+			it.done.Done()
+		}
+	}
+	if !committed {
+		for _, it := range batch {
+			abandonAttempts(it.span)
+		}
+		return // killed: the rows stay PROCESSING and are reclaimed
+	}
+	// The attempt spans end with the Postgres commit: the outcome is
+	// recorded. The Redis moves after it are the queue's business.
+	for i := range batch {
+		if batch[i].span != nil {
+			endAttempt(batch[i].span, &batch[i].s, applied[i])
+		}
+	}
+
+	type redisOps struct {
+		ack, dead, orphan []int64
+		retry             []queue.Item
+		// Applied verdicts for the metrics, counted here and added once
+		// per target: a label lookup per notification otherwise.
+		sent, retried, permanent, exhausted int
+	}
+	type target struct {
+		ch *channel
+		q  string
+	}
+	byQueue := map[target]*redisOps{}
+	for i, it := range batch {
+		key := target{it.ch, it.ch.queueOf(it.s.ID)}
+		ops := byQueue[key]
+		if ops == nil {
+			ops = &redisOps{}
+			byQueue[key] = ops
+		}
+		if applied[i] {
+			switch {
+			case it.s.Result == outbox.ResultSent:
+				ops.sent++
+			case it.s.Result == outbox.ResultRetry:
+				ops.retried++
+			case it.s.Result != outbox.ResultFailed:
+			case it.s.Outcome == outbox.OutcomePermanent:
+				ops.permanent++
+			default:
+				ops.exhausted++
+			}
+		}
+		switch {
+		case it.dropped:
+			// Postgres refuses to write this row at all (finishUnstorable
+			// logged it): drop it from Redis rather than re-handle it here
+			// without end; the sweeper finds it again, PROCESSING and stale.
+			ops.ack = append(ops.ack, it.s.ID)
+		case !applied[i]:
+			// Not applied: a newer claim owns the row (ours was stale), or
+			// an earlier try of this very settle committed and lost its
+			// reply, leaving the row SENT, FAILED or QUEUED for a retry.
+			// Only the row tells which, and so whether the id is done, due
+			// later or dead: leave it in the backup list for the orphan
+			// check, whose claim decides.
+			ops.orphan = append(ops.orphan, it.s.ID)
+		case it.s.Result == outbox.ResultSent:
+			ops.ack = append(ops.ack, it.s.ID)
+		case it.s.Result == outbox.ResultRetry:
+			ops.retry = append(ops.retry, queue.Item{ID: it.s.ID, Due: it.s.NextAttemptAt})
+		default:
+			ops.dead = append(ops.dead, it.s.ID)
+		}
+	}
+	ctx := s.ctx
+	for t, ops := range byQueue {
+		ch, q := t.ch, t.q
+		e.metrics.SettledN(ch.name, outbox.ResultSent.String(), outbox.OutcomeSuccess, ops.sent)
+		e.metrics.SettledN(ch.name, outbox.ResultRetry.String(), outbox.OutcomeTransient, ops.retried)
+		e.metrics.SettledN(ch.name, outbox.ResultFailed.String(), outbox.OutcomePermanent, ops.permanent)
+		e.metrics.SettledN(ch.name, outbox.ResultFailed.String(), outbox.OutcomeTransient, ops.exhausted)
+		all := append(append(append(append([]int64{}, ops.ack...), ops.dead...), ops.orphan...), itemIDs(ops.retry)...)
+		if hookCrashed(e.hooks.AfterSettle, ch.name, all) {
+			continue
+		}
+		// A failure here leaves ids in the backup list; the orphan check
+		// re-handles them and the claim skips what is already settled.
+		if len(ops.ack) > 0 {
+			logErr(e, ch, "ack", e.queue.Ack(ctx, q, e.instance, ops.ack))
+		}
+		if len(ops.retry) > 0 {
+			logErr(e, ch, "schedule retry", e.queue.Retry(ctx, q, e.instance, ops.retry))
+		}
+		if len(ops.dead) > 0 {
+			logErr(e, ch, "dead-letter", e.queue.Dead(ctx, q, e.instance, ops.dead))
+		}
+		ch.untrack(all)
+	}
+}
+
+func logErr(e *Engine, ch *channel, op string, err error) {
+	if err != nil {
+		e.log.Warn(op, "channel", ch.name, "error", err)
+	}
+}
+
+// commit settles batch into applied (one flag per item), retrying the whole
+// batch while the failure is Postgres being unreachable. A batch Postgres
+// refuses for its data (outbox.IsRowError: one row's value or index entry)
+// would fail every retry and hold every verdict behind it, so it is halved
+// until the row at fault stands alone, the other halves committing as they
+// go; that row is finished by finishUnstorable. It returns false only when
+// the settler is killed.
+func (s *settler) commit(batch []settleItem, applied []bool) bool {
+	e := s.e
+	ss := make([]outbox.Settlement, len(batch))
+	for i, it := range batch {
+		ss[i] = it.s
+	}
+	for failures := 1; ; failures++ {
+		got, err := e.store.Settle(s.ctx, ss)
+		if err == nil {
+			copy(applied, got)
+			return true
+		}
+		if s.ctx.Err() != nil {
+			return false
+		}
+		if outbox.IsRowError(err) {
+			if len(batch) == 1 {
+				applied[0] = s.finishUnstorable(&batch[0], err)
+				return s.ctx.Err() == nil
+			}
+			e.log.Warn("settle refused for a row's data; splitting the batch to find it", "rows", len(batch), "error", err)
+			mid := len(batch) / 2
+			return s.commit(batch[:mid], applied[:mid]) && s.commit(batch[mid:], applied[mid:])
+		}
+		e.log.Warn("settle failed; retrying", "rows", len(ss), "error", err)
+		sleepCtx(s.ctx, retryPause(failures))
+	}
+}
+
+// finishUnstorable ends one row whose verdict Postgres refused to store: SENT
+// when the provider accepted it (the message went out; only the details are
+// lost), else FAILED, with the reason in last_error and the attempt log, so
+// the row is never claimed and sent again. The item's result is changed to
+// match, so Redis acks or dead-letters it. When even that write is refused
+// the row cannot be written at all: it is logged by id, counted, and dropped
+// from Redis (item.dropped); it stays PROCESSING for an operator.
+func (s *settler) finishUnstorable(it *settleItem, cause error) bool {
+	e := s.e
+	status, result, outcome := outbox.StatusFailed, outbox.ResultFailed, outbox.OutcomePermanent
+	if it.s.Result == outbox.ResultSent {
+		status, result, outcome = outbox.StatusSent, outbox.ResultSent, outbox.OutcomeSuccess
+	}
+	reason := fmt.Sprintf("the %s verdict of attempt %d could not be stored (%v); ended %s without it",
+		it.s.Result, it.s.Attempt, cause, status)
+	for failures := 1; ; failures++ {
+		ok, err := e.store.Finish(s.ctx, it.s.ID, it.s.Attempt, status, reason)
+		switch {
+		case err == nil:
+			e.log.Error("notification's verdict could not be stored; finished it without it",
+				"channel", it.ch.name, "id", it.s.ID, "status", status, "cause", cause)
+			e.metrics.Unstorable(it.ch.name, "settle")
+			it.s.Result, it.s.Outcome = result, outcome
+			return ok
+		case s.ctx.Err() != nil:
+			return false
+		case outbox.IsRowError(err):
+			e.log.Error("notification cannot be written at all; dropping it from Redis, left PROCESSING",
+				"channel", it.ch.name, "id", it.s.ID, "cause", cause, "error", err)
+			e.metrics.Unstorable(it.ch.name, "settle")
+			it.dropped = true
+			return false
+		}
+		e.log.Warn("finish an unstorable verdict; retrying", "id", it.s.ID, "error", err)
+		sleepCtx(s.ctx, retryPause(failures))
+	}
+}

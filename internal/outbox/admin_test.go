@@ -1,0 +1,302 @@
+package outbox_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+)
+
+// failed claims n rows and settles them FAILED on channel ch.
+func (b *bundle) failed(t *testing.T, ch string, n int) []int64 {
+	t.Helper()
+	ns := make([]outbox.NewNotification, n)
+	for i := range ns {
+		ns[i] = notif(i)
+		ns[i].Channel = ch
+	}
+	ids := b.insert(t, ns...)
+	b.force(t, outbox.StatusProcessing, 1, time.Now(), ids...)
+	ss := make([]outbox.Settlement, n)
+	for i, id := range ids {
+		ss[i] = outbox.Settlement{ID: id, Attempt: 1, Result: outbox.ResultFailed, Error: "boom"}
+	}
+	settle(t, b, ss...)
+	return ids
+}
+
+func TestStore_Cancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rows := b.insertN(t, 6)
+	now := time.Now()
+	// PENDING, QUEUED → cancelled; PROCESSING, SENT, FAILED, CANCELLED stay.
+	b.force(t, outbox.StatusQueued, 0, now, rows[1])
+	b.force(t, outbox.StatusProcessing, 1, now, rows[2])
+	b.force(t, outbox.StatusSent, 1, now, rows[3])
+	b.force(t, outbox.StatusFailed, 1, now, rows[4])
+	b.force(t, outbox.StatusCancelled, 0, now, rows[5])
+	got, err := b.store.Cancel(b.ctx, append(slices.Clone(rows), -5))
+	if err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	slices.Sort(got)
+	if want := rows[:2]; !slices.Equal(got, want) {
+		t.Errorf("Cancel changed %v, want %v", got, want)
+	}
+	want := []string{outbox.StatusCancelled, outbox.StatusCancelled, outbox.StatusProcessing, outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled}
+	for i, id := range rows {
+		if r := b.row(t, id); r.Status != want[i] {
+			t.Errorf("row %d = %s, want %s", i, r.Status, want[i])
+		}
+	}
+}
+
+func TestStore_Replay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	t.Run("failed rows only, attempts reset, last_error kept", func(t *testing.T) {
+		dead := b.failed(t, "a", 2)
+		live := b.insertN(t, 1)
+		got, err := b.store.Replay(b.ctx, append(slices.Clone(dead), live...))
+		if err != nil {
+			t.Fatalf("Replay: %v", err)
+		}
+		slices.SortFunc(got, func(x, y outbox.Queued) int { return int(x.ID - y.ID) })
+		if !slices.Equal(ids(got), dead) || got[0].Channel != "a" {
+			t.Errorf("Replay = %+v, want %v on channel a", got, dead)
+		}
+		n, _ := b.store.Get(b.ctx, dead[0])
+		if n.Status != outbox.StatusQueued || n.AttemptCount != 0 || n.LastError != "boom" || len(n.Attempts) != 1 {
+			t.Errorf("replayed row = %+v, want QUEUED, attempts 0, last_error kept, history kept", n)
+		}
+		if r := b.row(t, live[0]); r.Status != outbox.StatusPending {
+			t.Errorf("pending row = %+v, want untouched", r)
+		}
+		again, err := b.store.Replay(b.ctx, dead)
+		if err != nil || len(again) != 0 {
+			t.Errorf("second Replay = %v, %v; want nothing (no longer FAILED)", again, err)
+		}
+	})
+
+	t.Run("after a replay the attempt log keeps both rounds", func(t *testing.T) {
+		id := b.failed(t, "a", 1)[0]
+		if _, err := b.store.Replay(b.ctx, []int64{id}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.store.Claim(b.ctx, []int64{id}, time.Now(), time.Minute)
+		if err != nil || c[0].Attempt != 1 {
+			t.Fatalf("Claim after replay = %+v, %v; want attempt 1", c, err)
+		}
+		settle(t, b, outbox.Settlement{ID: id, Attempt: 1, Result: outbox.ResultSent})
+		n, _ := b.store.Get(b.ctx, id)
+		if n.Status != outbox.StatusSent || len(n.Attempts) != 2 || n.Attempts[1].Outcome != outbox.OutcomeSuccess {
+			t.Errorf("row = %+v, want SENT with two attempt rows, the last a success", n)
+		}
+	})
+
+	t.Run("by channel, up to limit", func(t *testing.T) {
+		mine := b.failed(t, "replay-me", 3)
+		other := b.failed(t, "other", 1)
+		got, err := b.store.ReplayChannel(b.ctx, "replay-me", 0, 2)
+		if err != nil {
+			t.Fatalf("ReplayChannel: %v", err)
+		}
+		slices.SortFunc(got, func(x, y outbox.Queued) int { return int(x.ID - y.ID) })
+		if !slices.Equal(ids(got), mine[:2]) {
+			t.Errorf("ReplayChannel = %v, want the two lowest ids %v", ids(got), mine[:2])
+		}
+		// The first two fail again: a pass after the last id it replayed
+		// does not visit them a second time.
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET status = 'FAILED' WHERE id = ANY($1)`, mine[:2]); err != nil {
+			t.Fatal(err)
+		}
+		got, err = b.store.ReplayChannel(b.ctx, "replay-me", mine[1], 2)
+		if err != nil || !slices.Equal(ids(got), mine[2:]) {
+			t.Errorf("second ReplayChannel = %v, %v; want %v", ids(got), err, mine[2:])
+		}
+		if r := b.row(t, other[0]); r.Status != outbox.StatusFailed {
+			t.Errorf("other channel's row = %+v, want still FAILED", r)
+		}
+		if _, err := b.store.ReplayChannel(b.ctx, "", 0, 2); err == nil {
+			t.Error("ReplayChannel(\"\"): want an error")
+		}
+	})
+}
+
+func TestStore_PurgeFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.failed(t, "a", 3)
+	other := b.failed(t, "b", 2)
+	live := b.insertN(t, 1)
+
+	n, err := b.store.PurgeFailed(b.ctx, "", []int64{a[0], other[0], live[0]})
+	if err != nil || n != 2 {
+		t.Fatalf("PurgeFailed(ids) = %d, %v; want 2", n, err)
+	}
+	if _, err := b.store.Get(b.ctx, a[0]); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("Get purged row: %v, want ErrNotFound", err)
+	}
+	if c := b.count(t, `SELECT count(*) FROM notification_attempts WHERE notification_id = ANY($1)`, []int64{a[0], other[0]}); c != 0 {
+		t.Errorf("attempt rows of purged notifications = %d, want 0", c)
+	}
+	if r := b.row(t, live[0]); r.Status != outbox.StatusPending {
+		t.Errorf("live row = %+v, want kept", r)
+	}
+
+	n, err = b.store.PurgeFailed(b.ctx, "a", []int64{other[1]})
+	if err != nil || n != 0 {
+		t.Errorf("PurgeFailed(channel a, id of channel b) = %d, %v; want 0", n, err)
+	}
+	n, err = b.store.PurgeFailed(b.ctx, "a", nil)
+	if err != nil || n != 2 {
+		t.Errorf("PurgeFailed(channel a) = %d, %v; want 2", n, err)
+	}
+	if r := b.row(t, other[1]); r.Status != outbox.StatusFailed {
+		t.Errorf("channel b row = %+v, want kept", r)
+	}
+	if c := b.count(t, `SELECT count(*) FROM notification_attempts`); c != 1 {
+		t.Errorf("attempt rows left = %d, want 1 (channel b's)", c)
+	}
+	if _, err := b.store.PurgeFailed(b.ctx, "", nil); err == nil {
+		t.Error("PurgeFailed with neither channel nor ids: want an error")
+	}
+}
+
+func TestStore_Sweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	old := now.Add(-time.Hour)
+	rows := b.insertN(t, 7)
+	b.force(t, outbox.StatusQueued, 0, old, rows[0])
+	b.force(t, outbox.StatusProcessing, 1, old, rows[1])
+	b.force(t, outbox.StatusQueued, 0, now, rows[2]) // fresh
+	b.force(t, outbox.StatusSent, 1, old, rows[3])
+	b.force(t, outbox.StatusFailed, 1, old, rows[4])
+	b.force(t, outbox.StatusCancelled, 0, old, rows[5])
+	b.force(t, outbox.StatusPending, 0, old, rows[6])
+	next := now.Add(time.Minute).Truncate(time.Microsecond)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET next_attempt_at = $2 WHERE id = $1`, rows[0], next); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("old in-flight rows", func(t *testing.T) {
+		got, err := b.store.Sweep(b.ctx, now.Add(-time.Minute), 0, 100)
+		if err != nil {
+			t.Fatalf("Sweep: %v", err)
+		}
+		want := []outbox.Queued{{ID: rows[0], Channel: "ch", NextAttemptAt: next}, {ID: rows[1], Channel: "ch"}}
+		if !slices.EqualFunc(got, want, func(x, y outbox.Queued) bool {
+			return x.ID == y.ID && x.Channel == y.Channel && x.NextAttemptAt.Equal(y.NextAttemptAt)
+		}) {
+			t.Errorf("Sweep = %+v, want %+v", got, want)
+		}
+	})
+
+	t.Run("resync: every in-flight row, paged by id", func(t *testing.T) {
+		farFuture := now.Add(100 * 365 * 24 * time.Hour)
+		var all []int64
+		after := int64(0)
+		for {
+			page, err := b.store.Sweep(b.ctx, farFuture, after, 1)
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			all = append(all, ids(page)...)
+			after = page[len(page)-1].ID
+		}
+		if want := rows[:3]; !slices.Equal(all, want) {
+			t.Errorf("resync = %v, want %v", all, want)
+		}
+		if r := b.row(t, rows[0]); r.Status != outbox.StatusQueued {
+			t.Errorf("Sweep changed a row: %+v", r)
+		}
+	})
+}
+
+func TestStore_Get(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	n := notif(1)
+	n.IdempotencyKey = "get-me"
+	id := b.insert(t, n)[0]
+
+	byKey, err := b.store.GetByIdempotencyKey(b.ctx, "get-me")
+	if err != nil || byKey.ID != id || len(byKey.Attempts) != 0 {
+		t.Errorf("GetByIdempotencyKey = %+v, %v; want id %d, no attempts", byKey, err, id)
+	}
+	if _, err := b.store.Get(b.ctx, id+1000); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("Get(missing) = %v, want ErrNotFound", err)
+	}
+	if _, err := b.store.GetByIdempotencyKey(b.ctx, "nope"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("GetByIdempotencyKey(missing) = %v, want ErrNotFound", err)
+	}
+	if _, err := b.store.GetByIdempotencyKey(b.ctx, ""); err == nil || errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("GetByIdempotencyKey(\"\") = %v, want an empty-key error", err)
+	}
+}
+
+func TestStore_ListFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.failed(t, "a", 5)
+	other := b.failed(t, "b", 2)
+	b.insertN(t, 3)
+
+	page := func(ch string, limit int) []int64 {
+		var all []int64
+		after := int64(0)
+		for {
+			ns, err := b.store.ListFailed(b.ctx, ch, after, limit)
+			if err != nil {
+				t.Fatalf("ListFailed(%q): %v", ch, err)
+			}
+			if len(ns) > limit {
+				t.Fatalf("ListFailed(limit %d) returned %d", limit, len(ns))
+			}
+			for _, n := range ns {
+				if n.Status != outbox.StatusFailed || n.LastError != "boom" || (ch != "" && n.Channel != ch) {
+					t.Errorf("ListFailed row = %+v, want FAILED on %q with last_error", n, ch)
+				}
+				all = append(all, n.ID)
+			}
+			if len(ns) < limit {
+				return all
+			}
+			after = ns[len(ns)-1].ID
+		}
+	}
+	if got := page("a", 2); !slices.Equal(got, a) {
+		t.Errorf("ListFailed(a) pages = %v, want %v", got, a)
+	}
+	if got, want := page("", 3), append(slices.Clone(a), other...); !slices.Equal(got, want) {
+		t.Errorf("ListFailed(all) pages = %v, want %v", got, want)
+	}
+	if _, err := b.store.ListFailed(b.ctx, "a", 0, 0); err == nil {
+		t.Error("ListFailed(limit 0): want an error")
+	}
+}
+
+func TestStore_CountByStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.failed(t, "a", 2)
+	b.insertN(t, 3) // channel ch, PENDING
+	b.queue(t, 1)
+	got, err := b.store.CountByStatus(b.ctx)
+	if err != nil {
+		t.Fatalf("CountByStatus: %v", err)
+	}
+	want := map[string]map[string]int64{"a": {"FAILED": 2}, "ch": {"QUEUED": 4}}
+	if len(got) != len(want) || len(got["a"]) != 1 || got["a"]["FAILED"] != 2 || got["ch"]["QUEUED"] != 4 {
+		t.Errorf("CountByStatus = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,211 @@
+package outbox_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+)
+
+// deadLetters writes FAILED notifications on the hooked channel "ch" straight
+// into the table (as a row written before today's bounds could be), one per
+// recipient, each with lastError; the trigger records their events.
+func (b *bundle) deadLetters(t *testing.T, lastError string, recipients ...string) []int64 {
+	t.Helper()
+	var ids []int64
+	err := b.db.Pool.QueryRow(b.ctx, `
+		WITH ins AS (
+			INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error)
+			SELECT 'ch', r, '{}', 'FAILED', 1, $2 FROM unnest($1::text[]) WITH ORDINALITY AS u(r, ord) ORDER BY ord
+			RETURNING id)
+		SELECT array_agg(id ORDER BY id) FROM ins`, recipients, lastError).Scan(&ids)
+	if err != nil {
+		t.Fatalf("write %d dead letters: %v", len(recipients), err)
+	}
+	return ids
+}
+
+// hookSetup is a store whose channel "ch" tells its dead letters to "oncall".
+func hookSetup(t *testing.T) (*bundle, outbox.DeadLetterHook) {
+	t.Helper()
+	b := setup(t)
+	if err := b.store.SyncDeadLetterHooks(b.ctx, []string{"ch"}); err != nil {
+		t.Fatal(err)
+	}
+	return b, outbox.DeadLetterHook{Channel: "ch", Hook: "oncall", Recipient: "https://oncall.example/hook", Batch: 500}
+}
+
+// tellAll calls TellDeadLetters until nothing more is waiting.
+func tellAll(t *testing.T, b *bundle, h outbox.DeadLetterHook) []outbox.DeadLettersTold {
+	t.Helper()
+	var all []outbox.DeadLettersTold
+	for range 100 {
+		res, err := b.store.TellDeadLetters(b.ctx, h)
+		if err != nil {
+			t.Fatalf("TellDeadLetters after %d calls: %v", len(all), err)
+		}
+		all = append(all, res)
+		if !res.More {
+			return all
+		}
+	}
+	t.Fatalf("TellDeadLetters still has more after %d calls", len(all))
+	return nil
+}
+
+// hookPayload is one hook notification as stored: its payload, decoded, and
+// the size of the payload as Postgres renders it.
+type hookPayload struct {
+	batch outbox.DeadLetterBatch
+	text  int // octet_length(payload::text)
+}
+
+func (b *bundle) hookPayloads(t *testing.T) []hookPayload {
+	t.Helper()
+	rows, err := b.db.Pool.Query(b.ctx, `SELECT payload::text, octet_length(payload::text) FROM notifications WHERE channel = 'oncall' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []hookPayload
+	for rows.Next() {
+		var (
+			text string
+			p    hookPayload
+		)
+		if err := rows.Scan(&text, &p.text); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(text), &p.batch); err != nil {
+			t.Fatalf("hook payload %.200s: %v", text, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// toldOnce checks every id in want was listed exactly once across payloads.
+func toldOnce(t *testing.T, payloads []hookPayload, want []int64) {
+	t.Helper()
+	seen := map[int64]int{}
+	for _, p := range payloads {
+		if p.batch.Count != len(p.batch.DeadLetters) {
+			t.Errorf("hook payload count %d, lists %d", p.batch.Count, len(p.batch.DeadLetters))
+		}
+		for _, d := range p.batch.DeadLetters {
+			seen[d.ID]++
+		}
+	}
+	var bad []string
+	for _, id := range want {
+		if seen[id] != 1 {
+			bad = append(bad, fmt.Sprintf("%d told %d times", id, seen[id]))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d of %d dead letters not told exactly once, e.g. %v", len(bad), len(want), bad[:min(len(bad), 5)])
+	}
+}
+
+func (b *bundle) eventsWaiting(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM dead_letter_events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestStore_TellDeadLetters_encodedSize: dead letters whose text JSON
+// escaping blows up six times ('<' is \u003c) are told in as many hook
+// notifications as it takes, each under the payload bound as stored and as
+// Postgres renders it; none is left waiting and none blocks the rest.
+func TestStore_TellDeadLetters_encodedSize(t *testing.T) {
+	t.Parallel()
+
+	t.Run("250 recipients of 1,000 '<'", func(t *testing.T) {
+		t.Parallel()
+		b, h := hookSetup(t)
+		recipients := make([]string, 250)
+		for i := range recipients {
+			recipients[i] = strings.Repeat("<", 1000-4) + fmt.Sprintf("%04d", i)
+		}
+		ids := b.deadLetters(t, "webhook http://127.0.0.1/reject: 400 "+strings.Repeat("<", 4000), recipients...)
+		calls := tellAll(t, b, h)
+		payloads := b.hookPayloads(t)
+		toldOnce(t, payloads, ids)
+		if len(payloads) < 2 || len(payloads) > 4 {
+			t.Errorf("%d hook notifications; want 2 to 4 (250 such dead letters, ~4.6 KB each encoded, exceed one payload)", len(payloads))
+		}
+		for i, p := range payloads {
+			if p.text > outbox.MaxPayloadBytes {
+				t.Errorf("hook notification %d renders to %d bytes, over the bound %d", i, p.text, outbox.MaxPayloadBytes)
+			}
+		}
+		told := 0
+		for _, c := range calls {
+			told += c.Told
+			if len(c.Untold) > 0 {
+				t.Errorf("untold dead letters %v; want every one told", c.Untold)
+			}
+		}
+		if told != len(ids) || b.eventsWaiting(t) != 0 {
+			t.Errorf("told %d of %d, %d events left waiting", told, len(ids), b.eventsWaiting(t))
+		}
+	})
+
+	t.Run("a huge dead letter is cut, the next ones go through", func(t *testing.T) {
+		t.Parallel()
+		b, h := hookSetup(t)
+		huge := b.deadLetters(t, strings.Repeat("<", 200_000), strings.Repeat("<", 2_000))
+		next := b.deadLetters(t, "no such recipient", "a", "b", "c")
+		tellAll(t, b, h)
+		payloads := b.hookPayloads(t)
+		toldOnce(t, payloads, append(huge, next...))
+		for _, p := range payloads {
+			for _, d := range p.batch.DeadLetters {
+				if d.ID == huge[0] && (!strings.HasSuffix(d.Error, "[truncated]") || len(d.Error) > 512 ||
+					!strings.HasSuffix(d.Recipient, "[truncated]") || len(d.Recipient) > 256) {
+					t.Errorf("huge dead letter listed with a %d-byte error %q…, a %d-byte recipient; want both cut and marked",
+						len(d.Error), d.Error[max(0, len(d.Error)-20):], len(d.Recipient))
+				}
+			}
+		}
+	})
+}
+
+// TestStore_TellDeadLetters_rowAtFault: a hook notification Postgres refuses
+// for its data (here an operator's constraint) is split until the dead
+// letter at fault stands alone; it is recorded as told with the reason
+// (Untold), the others are told, and a later dead letter is told too. The
+// same failing insert is never retried.
+func TestStore_TellDeadLetters_rowAtFault(t *testing.T) {
+	t.Parallel()
+	b, h := hookSetup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `ALTER TABLE notifications ADD CONSTRAINT no_poison
+		CHECK (channel <> 'oncall' OR position('poison' in payload::text) = 0)`); err != nil {
+		t.Fatal(err)
+	}
+	ids := b.deadLetters(t, "no such recipient", "a", "b", "poison", "d", "e", "f", "g")
+	res, err := b.store.TellDeadLetters(b.ctx, h)
+	if err != nil {
+		t.Fatalf("TellDeadLetters: %v", err)
+	}
+	if res.Told != 6 || len(res.Untold) != 1 || res.Untold[0].ID != ids[2] || !strings.Contains(res.Untold[0].Reason, "no_poison") || res.More {
+		t.Errorf("told %d, untold %+v, more %v; want 6 told and %d untold naming the constraint, nothing more", res.Told, res.Untold, res.More, ids[2])
+	}
+	if len(res.Notifications) < 2 {
+		t.Errorf("%d hook notifications; want the batch split", len(res.Notifications))
+	}
+	later := b.deadLetters(t, "no such recipient", "later")
+	tellAll(t, b, h)
+	toldOnce(t, b.hookPayloads(t), append(append(append([]int64{}, ids[:2]...), ids[3:]...), later...))
+	if n := b.eventsWaiting(t); n != 0 {
+		t.Errorf("%d events left waiting, want 0", n)
+	}
+}

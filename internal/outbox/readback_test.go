@@ -1,0 +1,136 @@
+package outbox_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// TestJSONReadBack_postgres holds wire.JSONReadBack to what Postgres really
+// prints: for a single number exactly (but a zero integer part), and for
+// whole documents never less. The claim, the API and EnqueueTx all rely on it
+// as an upper bound of the bytes a payload reads back as.
+func TestJSONReadBack_postgres(t *testing.T) {
+	b := setup(t)
+	r := rand.New(rand.NewPCG(26, 1))
+	number := func() string {
+		var sb strings.Builder
+		if r.IntN(3) == 0 {
+			sb.WriteByte('-')
+		}
+		if r.IntN(4) == 0 {
+			sb.WriteByte('0')
+		} else {
+			sb.WriteString(fmt.Sprint(1 + r.IntN(99999)))
+		}
+		if r.IntN(2) == 0 {
+			sb.WriteString("." + fmt.Sprint(r.IntN(1000)))
+			if r.IntN(3) == 0 {
+				sb.WriteString("000")
+			}
+		}
+		if r.IntN(2) == 0 {
+			sb.WriteString([]string{"e", "E", "e+", "e-", "E-"}[r.IntN(5)] + fmt.Sprint(r.IntN(60)))
+		}
+		return sb.String()
+	}
+	var value func(depth int) string
+	value = func(depth int) string {
+		switch k := r.IntN(6); {
+		case depth > 3 || k < 2:
+			return number()
+		case k == 2:
+			return []string{`"x"`, `"a\"b:,"`, `"\u00e9\/"`, `true`, `null`, `""`}[r.IntN(6)]
+		case k == 3:
+			parts := make([]string, r.IntN(4))
+			for i := range parts {
+				parts[i] = value(depth + 1)
+			}
+			return " [ " + strings.Join(parts, " ,\n") + "]"
+		default:
+			parts := make([]string, r.IntN(4))
+			for i := range parts {
+				parts[i] = fmt.Sprintf(`"k%d" : %s`, i, value(depth+1))
+			}
+			return "{" + strings.Join(parts, ",") + " }"
+		}
+	}
+	var problems []string
+	for i := range 2000 {
+		doc := value(0)
+		if i%2 == 0 {
+			doc = number()
+		}
+		size, problem := wire.JSONReadBack([]byte(doc))
+		if problem != "" {
+			continue
+		}
+		var pg int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT octet_length($1::jsonb::text)`, doc).Scan(&pg); err != nil {
+			t.Fatalf("Postgres refused %q: %v", doc, err)
+		}
+		// Exact but for a zero integer part (0.5e3, -0), which the bound
+		// counts one digit too many.
+		exact := i%2 == 0 && !strings.HasPrefix(strings.TrimPrefix(doc, "-"), "0")
+		if size < pg || exact && size != pg {
+			problems = append(problems, fmt.Sprintf("%q: JSONReadBack %d, Postgres %d", doc, size, pg))
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("%d documents read back otherwise than JSONReadBack says; the first:\n%s",
+			len(problems), strings.Join(problems[:min(10, len(problems))], "\n"))
+	}
+}
+
+// A payload written past the enqueue checks (by SQL of the application's
+// own) that reads back past the bound is claimed without it: Postgres
+// measures it — or, for a number that would print past 100 characters, finds
+// it without printing anything — and neither it nor its batch-mates' claim
+// carries it.
+func TestStore_Claim_payloadReadBackBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.insert(t, notif(1), notif(2), notif(3), notif(4))
+	// 20 numbers of 100,001 digits: 2 MB read back, 219 bytes stored.
+	huge := `{"a":[` + strings.TrimSuffix(strings.Repeat("1e100000,", 20), ",") + `]}`
+	long := `{"s":"` + strings.Repeat("x", 2_000_000) + `"}`
+	for _, w := range []struct {
+		id      int64
+		payload string
+	}{{ids[1], huge}, {ids[2], long}} {
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET payload = $1::jsonb WHERE id = $2`, w.payload, w.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.store.Relay(b.ctx, time.Now(), 10); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.Claim(b.ctx, ids, time.Now(), time.Minute)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("Claim = %+v, %v", got, err)
+	}
+	for i, c := range got {
+		switch {
+		case c.Kind != outbox.ClaimSend:
+			t.Errorf("row %d: %s, want send", i, c.Kind)
+		case i == 1 && (c.Payload != nil || c.PayloadBytes != -1):
+			t.Errorf("the expanding row: payload %d bytes, PayloadBytes %d; want none, not printed (-1)", len(c.Payload), c.PayloadBytes)
+		case i == 2 && (c.Payload != nil || c.PayloadBytes < 2_000_000):
+			t.Errorf("the long row: payload %d bytes, PayloadBytes %d; want none, and its size", len(c.Payload), c.PayloadBytes)
+		case (i == 0 || i == 3) && string(c.Payload) != fmt.Sprintf(`{"n": %d}`, i+1):
+			t.Errorf("row %d: payload %s, want its own", i, c.Payload)
+		}
+	}
+	for id, want := range map[int64]string{ids[1]: "has a number that reads back past 100 characters", ids[2]: "reads back as 2000"} {
+		n, err := b.store.Get(b.ctx, id)
+		if err != nil || len(n.Payload) > 200 || !strings.Contains(string(n.Payload), want) {
+			t.Errorf("Get(%d) = %.200s, %v; want a note: %q", id, n.Payload, err, want)
+		}
+	}
+}

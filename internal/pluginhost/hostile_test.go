@@ -1,0 +1,237 @@
+package pluginhost_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// A plugin file swapped for another binary between the checksum check and
+// the start must never run: the host runs a private copy of exactly the
+// bytes it hashed. (Not parallel: the hook is package state.)
+func TestHost_ChecksumOnTheExecutedFile(t *testing.T) {
+	dir := t.TempDir()
+	pinned := testenv.InstallPlugin(t, dir, "behave", behavePkg)
+	sum := sha256Of(t, pinned)
+	other := testenv.BuildPlugin(t, "./testdata/junk") // a different binary
+	swapped := false
+	defer pluginhost.SetAfterVerify(func(path string) {
+		if path != pinned || swapped {
+			return
+		}
+		swapped = true
+		// Replace the pinned file by the other binary, as an attacker with
+		// write access to plugins.dir would in the window.
+		tmp := path + ".swap"
+		b, err := os.ReadFile(other)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Error(err)
+		}
+	})()
+	h := pluginhost.New(config.Plugins{Dir: dir, Checksums: map[string]string{"behave": sum}, StartTimeout: 20 * time.Second}, testLogger())
+	defer h.Stop(context.Background())
+	p, err := h.Plugin(testenv.Context(t), "behave")
+	if !swapped {
+		t.Fatal("the hook never ran: the test proves nothing")
+	}
+	if err != nil {
+		t.Fatalf("Plugin(behave): %v, want the pinned bytes running", err)
+	}
+	if got := p.Info().Name; got != "behave" {
+		t.Errorf("the running plugin says it is %q, want behave (the pinned bytes), not the swapped-in binary", got)
+	}
+}
+
+// A plugin that never completes the handshake while a child it started
+// holds its stdout open is killed with its whole process group after
+// plugins.start_timeout, with an error naming it; a good plugin beside it
+// starts meanwhile.
+func TestHost_HandshakeNeverCompletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+	testenv.InstallPlugin(t, b.dir, "stdouthog", "./testdata/stdouthog")
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.host.Plugin(testenv.Context(t), "stdouthog")
+		done <- err
+	}()
+	if _, err := b.host.Plugin(testenv.Context(t), "behave"); err != nil {
+		t.Errorf("a good plugin beside a hung one: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "plugin stdouthog") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+			t.Errorf("Plugin(stdouthog) = %v, want an error naming it and plugins.start_timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Plugin(stdouthog) still waiting 30 s after a 1 s start timeout")
+	}
+	raw, err := os.ReadFile(filepath.Join(b.dir, "stdouthog.child"))
+	if err != nil {
+		t.Fatalf("the hog never wrote its child's pid: %v", err)
+	}
+	pid, _ := strconv.Atoi(string(raw))
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the hog's child %d (holding its stdout) is still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A plugin that leaves a grandchild in a session of its own holding its
+// stdout and stderr (out of reach of the process-group kill) can hold
+// nothing: not its own start past plugins.start_timeout, not another
+// plugin's start, not its restart after it dies, not the host's Stop. Each
+// case proves it structurally: the grandchild is still alive when the wait
+// returned, so the wait did not depend on it.
+func TestHost_GrandchildHoldsPipes(t *testing.T) {
+	t.Parallel()
+	t.Run("never handshakes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+		exe := installHog(t, b.dir, "sessionhog")
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.host.Plugin(context.Background(), "sessionhog")
+			done <- err
+		}()
+		// Meanwhile, another plugin starts and delivers.
+		p := b.behave(t)
+		checkVerdicts(t, p.Send(testenv.Context(t), msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "plugin sessionhog") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+				t.Errorf("Plugin(sessionhog) = %v, want an error naming it and plugins.start_timeout", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Plugin(sessionhog) still waiting 60 s after a 1 s start timeout")
+		}
+		grandchildAlive(t, exe, 0)
+	})
+	t.Run("handshakes, never serves", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+		exe := installHog(t, b.dir, "sessionhog-silent")
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.host.Plugin(context.Background(), "sessionhog-silent")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "plugin sessionhog-silent") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+				t.Errorf("Plugin(sessionhog-silent) = %v, want an error naming it and plugins.start_timeout", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Plugin(sessionhog-silent) still waiting 60 s after a 1 s start timeout")
+		}
+		grandchildAlive(t, exe, 0)
+	})
+	t.Run("handshakes, then dies", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		exe := installHog(t, b.dir, "sessionhog-serve")
+		ctx := testenv.Context(t)
+		p, err := b.host.Plugin(ctx, "sessionhog-serve")
+		if err != nil {
+			t.Fatalf("Plugin(sessionhog-serve): %v", err)
+		}
+		if err := p.Configure(ctx, "ch", nil); err != nil {
+			t.Fatalf("Configure(ch): %v", err)
+		}
+		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		// The plugin dies; its grandchild keeps the pipes the host reads its
+		// log from. The exit must still be seen and the plugin restarted.
+		first := p.PID()
+		if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitRestarts(t, p, 1)
+		if p.PID() == first {
+			t.Errorf("restarted, but the pid is still %d", first)
+		}
+		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		grandchildAlive(t, exe, 0)
+		stopped := make(chan error, 1)
+		go func() { stopped <- b.host.Stop(context.Background()) }()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Stop still waiting after 60 s")
+		}
+		grandchildAlive(t, exe, 1)
+	})
+	t.Run("handshakes, Configure never answers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Plugins) { c.StartTimeout = time.Second })
+		exe := installHog(t, b.dir, "sessionhog-mute")
+		p, err := b.host.Plugin(testenv.Context(t), "sessionhog-mute")
+		if err != nil {
+			t.Fatalf("Plugin(sessionhog-mute): %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.Configure(context.Background(), "ch", nil) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "plugin sessionhog-mute") || !strings.Contains(err.Error(), "plugins.start_timeout") {
+				t.Errorf("Configure = %v, want an error naming the plugin and plugins.start_timeout", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Configure still waiting 60 s after a 1 s start timeout")
+		}
+		grandchildAlive(t, exe, 0)
+	})
+}
+
+// installHog installs the sessionhog test plugin as name and, when the test
+// ends, kills the grandchildren it left.
+func installHog(t *testing.T, dir, name string) string {
+	t.Helper()
+	exe := testenv.InstallPlugin(t, dir, name, "./testdata/sessionhog")
+	t.Cleanup(func() {
+		for _, pid := range grandchildren(exe) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return exe
+}
+
+// grandchildren are the pids the sessionhog at exe wrote, one per start.
+func grandchildren(exe string) []int { return testenv.ReadPIDs(exe + ".children") }
+
+// grandchildAlive fails the test unless the i-th grandchild of the hog at
+// exe is still running: what had to return returned without waiting for it.
+func grandchildAlive(t *testing.T, exe string, i int) {
+	t.Helper()
+	pids := grandchildren(exe)
+	if len(pids) <= i {
+		t.Fatalf("the hog wrote %d grandchild pids, want at least %d: the test proves nothing", len(pids), i+1)
+	}
+	if !alive(pids[i]) {
+		t.Errorf("grandchild %d (pid %d) is gone: the wait may have depended on its exit", i, pids[i])
+	}
+}

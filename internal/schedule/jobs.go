@@ -1,0 +1,339 @@
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/notifyd/notifyd/config"
+)
+
+// JobState is where a bulk job is in its life.
+type JobState string
+
+// Job states. PENDING → RUNNING → DONE | FAILED | CANCELLED; a RUNNING job
+// whose owner stopped gracefully goes back to PENDING (cursor kept). SKIPPED
+// records a fire time missed by more than the schedule's max_late.
+const (
+	JobPending   JobState = "PENDING"
+	JobRunning   JobState = "RUNNING"
+	JobDone      JobState = "DONE"
+	JobFailed    JobState = "FAILED"
+	JobCancelled JobState = "CANCELLED"
+	JobSkipped   JobState = "SKIPPED"
+)
+
+// Terminal reports whether no further transition can happen.
+func (s JobState) Terminal() bool {
+	return s == JobDone || s == JobFailed || s == JobCancelled || s == JobSkipped
+}
+
+// Job kinds.
+const (
+	KindSchedule = "schedule"
+	KindCampaign = "campaign"
+)
+
+// Job is a bulk job: a schedule run or a campaign, with its progress.
+type Job struct {
+	// takeovers: how many times in a row this job was taken over from a
+	// dead owner at its cursor (Service.isolate).
+	takeovers int
+
+	ID       int64           `json:"id"`
+	Kind     string          `json:"kind"`
+	Schedule string          `json:"schedule,omitempty"`
+	FireTime time.Time       `json:"fire_time,omitzero"`
+	Timezone string          `json:"timezone"`
+	Channel  string          `json:"channel"`
+	Audience config.Audience `json:"audience"`
+	Payload  map[string]any  `json:"payload"`
+	State    JobState        `json:"state"`
+	// Cursor is the key of the last recipient materialised ("" = none yet).
+	Cursor string `json:"cursor"`
+	// Done counts audience members processed (rows inserted, already there, or
+	// skipped); it reaches Total when the job is DONE.
+	Done int64 `json:"done"`
+	// Skipped counts members without an address on the channel (topic) or
+	// with a NULL recipient (query).
+	Skipped int64 `json:"skipped"`
+	// Failed counts members whose notification could not be made (a
+	// payload template error, a bound): each is a FAILED notification.
+	Failed int64 `json:"failed"`
+	// Total is the audience size, counted when the job first starts; nil before.
+	Total      *int64    `json:"total"`
+	Owner      string    `json:"owner,omitempty"`
+	Heartbeat  time.Time `json:"heartbeat_at,omitzero"`
+	Error      string    `json:"error,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	// Rerun is 0 for a schedule's run of a fire time, and n for the n-th
+	// forced re-run of it (RunNow with Force), which sends to everyone again
+	// under its own idempotency keys.
+	Rerun int `json:"rerun,omitempty"`
+	// ContentKey names the job's content (see idempotencyPrefix): jobs with
+	// the same content key on one channel send each recipient once between
+	// them.
+	ContentKey string `json:"content_key,omitempty"`
+}
+
+// idempotencyPrefix is what every row of the job's idempotency key starts
+// with; the recipient follows. The rule (docs/design.md §6): one notification
+// per recipient per content, where the content is
+//
+//   - the job's content key, when it has one: "content:<channel>:<key>:" —
+//     shared by every job that names the same content on the channel, so a
+//     recipient in two overlapping audiences is sent once;
+//   - otherwise the schedule's fire time: "schedule:<name>:<fire time>:" —
+//     stable across retries, takeovers and a "run now" of the same fire time;
+//   - otherwise (a campaign) the campaign: "campaign:<job id>:".
+//
+// A forced re-run adds "rerun<n>:", so it sends to everyone again, once.
+func (j *Job) idempotencyPrefix() string {
+	var p string
+	switch {
+	case j.ContentKey != "":
+		p = "content:" + j.Channel + ":" + j.ContentKey + ":"
+	case j.Kind == KindCampaign:
+		p = fmt.Sprintf("campaign:%d:", j.ID)
+	default:
+		p = "schedule:" + j.Schedule + ":" + j.FireTime.UTC().Format(time.RFC3339) + ":"
+	}
+	if j.Rerun > 0 {
+		p += fmt.Sprintf("rerun%d:", j.Rerun)
+	}
+	return p
+}
+
+// dueAt is when the job's rows are due: a run's fire time, a campaign's
+// creation. Rows materialised later than that are simply due at once.
+func (j *Job) dueAt() time.Time {
+	if j.Kind == KindCampaign {
+		return j.CreatedAt
+	}
+	return j.FireTime
+}
+
+const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, payload, state,
+	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
+	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, ''), takeovers`
+
+func scanJob(row pgx.Row) (*Job, error) {
+	var (
+		j                                  Job
+		audience, payload                  []byte
+		fire, heartbeat, started, finished *time.Time
+	)
+	err := row.Scan(&j.ID, &j.Kind, &j.Schedule, &fire, &j.Timezone, &j.Channel, &audience, &payload, &j.State,
+		&j.Cursor, &j.Done, &j.Skipped, &j.Failed, &j.Total, &j.Owner, &heartbeat, &j.Error,
+		&j.CreatedAt, &started, &finished, &j.UpdatedAt, &j.Rerun, &j.ContentKey, &j.takeovers)
+	if err != nil {
+		return nil, err
+	}
+	var a struct{ Topic, Query, Key string }
+	if err := json.Unmarshal(audience, &a); err != nil {
+		return nil, fmt.Errorf("job %d: audience: %w", j.ID, err)
+	}
+	j.Audience = config.Audience{Topic: a.Topic, Query: a.Query, Key: a.Key}
+	if err := json.Unmarshal(payload, &j.Payload); err != nil {
+		return nil, fmt.Errorf("job %d: payload: %w", j.ID, err)
+	}
+	loc, err := time.LoadLocation(j.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	j.FireTime, j.Heartbeat, j.StartedAt, j.FinishedAt = deref(fire), deref(heartbeat), deref(started), deref(finished)
+	if !j.FireTime.IsZero() {
+		j.FireTime = j.FireTime.In(loc)
+	}
+	return &j, nil
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func audienceJSON(a config.Audience) ([]byte, error) {
+	return json.Marshal(map[string]string{"topic": a.Topic, "query": a.Query, "key": a.Key})
+}
+
+// newJob is a job about to be inserted.
+type newJob struct {
+	kind, schedule, timezone, channel string
+	fireTime                          time.Time // zero for campaigns
+	audience                          config.Audience
+	payload                           map[string]any
+	state                             JobState // PENDING or SKIPPED
+	lastError                         string
+	now                               time.Time
+	rerun                             int    // 0, or a forced re-run's number
+	contentKey                        string // "" or the rendered content key
+}
+
+// JobInsert inserts a job. A run that already exists for (schedule, fire
+// time, rerun) is not inserted again: created is false and the existing job
+// is returned.
+func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool, err error) {
+	aud, err := audienceJSON(n.audience)
+	if err != nil {
+		return nil, false, fmt.Errorf("insert job: %w", err)
+	}
+	payload, err := json.Marshal(n.payload)
+	if err != nil {
+		return nil, false, fmt.Errorf("insert job: payload: %w", err)
+	}
+	var fire, finished *time.Time
+	if !n.fireTime.IsZero() {
+		fire = &n.fireTime
+	}
+	if n.state.Terminal() {
+		finished = &n.now
+	}
+	var sched *string
+	if n.schedule != "" {
+		sched = &n.schedule
+	}
+	job, err = scanJob(q.QueryRow(ctx, `
+		INSERT INTO jobs (kind, schedule, fire_time, timezone, channel, audience, payload, state, last_error,
+		                  created_at, updated_at, finished_at, rerun, content_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), $10, $10, $11, $12, nullif($13, ''))
+		ON CONFLICT (schedule, fire_time, rerun) DO NOTHING
+		RETURNING `+jobColumns,
+		n.kind, sched, fire, n.timezone, n.channel, aud, payload, n.state, n.lastError, n.now, finished, n.rerun, n.contentKey))
+	if err == nil {
+		return job, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("insert job: %w", err)
+	}
+	job, err = scanJob(q.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE schedule = $1 AND fire_time = $2 AND rerun = $3`, sched, fire, n.rerun))
+	if err != nil {
+		return nil, false, fmt.Errorf("read existing run %s at %s: %w", n.schedule, n.fireTime, err)
+	}
+	return job, false, nil
+}
+
+// jobClaim moves the oldest PENDING job to RUNNING under owner, skipping
+// jobs whose audience (channel and topic, or channel and query) already has
+// a RUNNING job — they wait their turn, so a campaign and a schedule run over
+// one topic never materialise side by side — and the jobs in exclude. It
+// returns nil when there is nothing to claim.
+func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclude []int64, onlyID int64) (*Job, error) {
+	job, err := scanJob(q.QueryRow(ctx, `
+		UPDATE jobs SET state = 'RUNNING', owner = $1, heartbeat_at = $2, updated_at = $2,
+		                started_at = coalesce(started_at, $2)
+		WHERE id = (
+			SELECT c.id FROM jobs c
+			WHERE c.state = 'PENDING' AND NOT c.id = ANY($3) AND ($4 = 0 OR c.id = $4)
+			  AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.audience_key = c.audience_key AND r.state = 'RUNNING')
+			ORDER BY c.id
+			LIMIT 1
+			FOR UPDATE SKIP LOCKED)
+		  AND state = 'PENDING'
+		RETURNING `+jobColumns, owner, now, exclude, onlyID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case isUniqueViolation(err):
+		// Another instance started a job over the same audience between our
+		// check and our update: at most one RUNNING per audience holds
+		// (jobs_one_running_per_audience).
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("claim job: %w", err)
+	}
+	return job, nil
+}
+
+// jobTakeOver makes owner the owner of a RUNNING job whose heartbeat is older
+// than staleBefore. The update is conditional on the owner and heartbeat read
+// a moment before, so of several instances (or a late heartbeat from the old
+// owner) exactly one wins. It returns nil when nothing is stuck.
+func jobTakeOver(ctx context.Context, q querier, owner string, now, staleBefore time.Time, exclude []int64) (*Job, error) {
+	var (
+		id       int64
+		oldOwner string
+		oldBeat  time.Time
+	)
+	err := q.QueryRow(ctx, `
+		SELECT id, coalesce(owner, ''), heartbeat_at FROM jobs
+		WHERE state = 'RUNNING' AND heartbeat_at < $1 AND NOT id = ANY($2)
+		ORDER BY id LIMIT 1`, staleBefore, exclude).Scan(&id, &oldOwner, &oldBeat)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find stuck job: %w", err)
+	}
+	// takeovers counts the takeovers in a row at one cursor: the worker then
+	// isolates the members after it, and past jobs.max_takeovers quarantines
+	// the one there (Service.isolate). The job itself goes on.
+	job, err := scanJob(q.QueryRow(ctx, `
+		WITH cur AS (
+			SELECT id AS cid, CASE WHEN coalesce(cursor, '') = coalesce(takeover_cursor, '') THEN takeovers + 1 ELSE 1 END AS n
+			FROM jobs WHERE id = $1)
+		UPDATE jobs j SET
+			takeovers = cur.n, takeover_cursor = coalesce(j.cursor, ''), heartbeat_at = $5, updated_at = $5, owner = $2
+		FROM cur
+		WHERE j.id = cur.cid AND j.state = 'RUNNING' AND j.owner IS NOT DISTINCT FROM nullif($3, '') AND j.heartbeat_at = $4
+		RETURNING `+jobColumns, id, owner, oldOwner, oldBeat, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil // someone else took it over, or the owner came back
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take over job %d: %w", id, err)
+	}
+	return job, nil
+}
+
+// jobHeartbeat renews the owner's heartbeat; false means the job is no longer
+// this owner's RUNNING job (taken over, cancelled).
+func jobHeartbeat(ctx context.Context, q pgxExecer, id int64, owner string, now time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE jobs SET heartbeat_at = $3 WHERE id = $1 AND owner = $2 AND state = 'RUNNING'`, id, owner, now)
+	if err != nil {
+		return false, fmt.Errorf("heartbeat job %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// jobSetTotal records the audience size once, guarded on ownership.
+func jobSetTotal(ctx context.Context, q pgxExecer, id int64, owner string, total int64) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE jobs SET total = $3 WHERE id = $1 AND owner = $2 AND state = 'RUNNING'`, id, owner, total)
+	if err != nil {
+		return false, fmt.Errorf("set total of job %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// jobFinishIfRunning moves the owner's RUNNING job to a terminal state or, for
+// PENDING, releases it (cursor kept) for any instance to resume.
+func jobFinishIfRunning(ctx context.Context, q pgxExecer, id int64, owner string, state JobState, msg string, now time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE jobs SET state = $3, last_error = nullif($4, ''), updated_at = $5,
+		       owner = NULL, heartbeat_at = NULL,
+		       finished_at = CASE WHEN $3 = 'PENDING' THEN NULL ELSE $5::timestamptz END
+		WHERE id = $1 AND owner = $2 AND state = 'RUNNING'`, id, owner, state, msg, now)
+	if err != nil {
+		return false, fmt.Errorf("set job %d %s: %w", id, state, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+type pgxExecer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func isUniqueViolation(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "23505"
+}

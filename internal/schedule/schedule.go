@@ -1,0 +1,308 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// compiledSchedule is a configured schedule, parsed once at New.
+type compiledSchedule struct {
+	name    string
+	cfg     config.Schedule
+	cron    cron.Schedule
+	loc     *time.Location
+	content *template.Template // nil without content_key
+}
+
+func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) {
+	sched, err := config.CronParser.Parse(s.Cron)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %q: invalid cron %q: %w", name, s.Cron, err)
+	}
+	tz := s.Timezone
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %q: unknown time zone %q: %w", name, tz, err)
+	}
+	if spec, ok := sched.(*cron.SpecSchedule); ok {
+		// A CRON_TZ= prefix names the zone in the spec itself and wins.
+		if spec.Location != time.Local {
+			loc, tz = spec.Location, spec.Location.String()
+		}
+		// next walks wall-clock time, which has no DST, in UTC.
+		wall := *spec
+		wall.Location = time.UTC
+		sched = &wall
+	}
+	if _, err := newAudience(s.Audience, s.Channel); err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", name, err)
+	}
+	if _, err := compilePayload(s.Payload); err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", name, err)
+	}
+	if s.Lead == 0 {
+		s.Lead = config.DefaultScheduleLead
+	}
+	if s.MaxLate == 0 {
+		s.MaxLate = config.DefaultScheduleMaxLate
+	}
+	s.Timezone = tz
+	c := &compiledSchedule{name: name, cfg: s, cron: sched, loc: loc}
+	if s.ContentKey != "" {
+		t, err := template.New("content_key").Option("missingkey=error").Parse(s.ContentKey)
+		if err != nil {
+			return nil, fmt.Errorf("schedule %q: content_key: %w", name, err)
+		}
+		c.content = t
+		// Only .fire_time and .schedule exist: a template that fails on
+		// one fire time fails on every one, so say so now.
+		if _, err := c.contentKey(time.Date(2026, 1, 2, 8, 0, 0, 0, loc)); err != nil {
+			return nil, fmt.Errorf("schedule %q: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// contentKey renders the schedule's content_key for a fire time; "" without
+// one.
+func (c *compiledSchedule) contentKey(fire time.Time) (string, error) {
+	if c.content == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	if err := c.content.Execute(&b, map[string]any{"fire_time": fire.In(c.loc), "schedule": c.name}); err != nil {
+		return "", fmt.Errorf("content_key: %w", err)
+	}
+	return checkContentKey(b.String())
+}
+
+// checkContentKey bounds a rendered content key: non-empty, at most
+// config.MaxContentKeyLen bytes, printable UTF-8 (it becomes part of every
+// notification's idempotency key).
+func checkContentKey(k string) (string, error) {
+	switch {
+	case strings.TrimSpace(k) == "":
+		return "", fmt.Errorf("content_key renders empty")
+	case len(k) > config.MaxContentKeyLen:
+		return "", fmt.Errorf("content_key renders %d bytes, at most %d", len(k), config.MaxContentKeyLen)
+	}
+	if err := wire.CheckText(k); err != nil {
+		return "", fmt.Errorf("content_key %w", err)
+	}
+	return k, nil
+}
+
+// prev is the latest fire time at or before t (zero if none within about a
+// year): the run an operator means by "the last one".
+func (c *compiledSchedule) prev(t time.Time) time.Time {
+	for window := time.Minute; window <= 400*24*time.Hour; window *= 2 {
+		var last time.Time
+		n := 0
+		for f := c.next(t.Add(-window)); !f.IsZero() && !f.After(t) && n < maxMissedScan; f = c.next(f) {
+			last = f
+			n++
+		}
+		if !last.IsZero() {
+			return last
+		}
+	}
+	return time.Time{}
+}
+
+// next is the first fire time strictly after t, in the schedule's zone.
+//
+// The cron fields are matched against wall-clock time, then mapped to the
+// instant they name in the zone: a wall time skipped by a spring-forward
+// (02:30 on a night that jumps from 02:00 to 03:00) fires at the end of the
+// gap rather than not at all (robfig/cron alone skips that day), and a wall
+// time that occurs twice in autumn fires once, at its first occurrence.
+// @every schedules are real durations and bypass this.
+func (c *compiledSchedule) next(t time.Time) time.Time {
+	spec, ok := c.cron.(*cron.SpecSchedule)
+	if !ok {
+		return c.cron.Next(t.In(c.loc))
+	}
+	wall := wallClock(t.In(c.loc))
+	// A mapped time can fall at or before t only around an autumn overlap;
+	// a few steps always clear it.
+	for range 8 {
+		wall = spec.Next(wall)
+		if wall.IsZero() {
+			return time.Time{}
+		}
+		if r := instantOf(wall, c.loc); r.After(t) {
+			return r
+		}
+	}
+	return time.Time{}
+}
+
+// wallClock is t's local date and time as a UTC time: a clock without DST.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// instantOf maps a wall-clock time (UTC fields) to the instant it names in
+// loc: the first of two for an autumn overlap, the end of the gap for a
+// spring-forward.
+func instantOf(wall time.Time, loc *time.Location) time.Time {
+	a := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), wall.Nanosecond(), loc)
+	got := wallClock(a)
+	if got.Equal(wall) {
+		// An earlier instant with the same wall time lies in the previous
+		// zone (time.Date does not promise which of the two it returns).
+		if start, _ := a.ZoneBounds(); !start.IsZero() {
+			_, off := start.Add(-time.Nanosecond).Zone()
+			if e := wall.Add(-time.Duration(off) * time.Second).In(loc); e.Before(a) && wallClock(e).Equal(wall) {
+				return e
+			}
+		}
+		return a
+	}
+	// The wall time does not exist: fire at the transition that skipped it.
+	start, end := a.ZoneBounds()
+	if got.Before(wall) {
+		return end.In(loc)
+	}
+	return start.In(loc)
+}
+
+// plannedRun is a run evaluation decided to record.
+type plannedRun struct {
+	fire    time.Time
+	skipped bool
+	late    time.Duration // how late a missed fire time was found
+}
+
+// maxMissedScan bounds the walk over fire times missed during a long outage
+// (a year of an every-minute cron); beyond it the latest is not sought.
+const maxMissedScan = 1_000_000
+
+// plan decides which runs to create at now, given the last fire time already
+// recorded (or when the schedule was first seen). Fire times whose lead has
+// begun and which are still ahead become runs. Of the fire times already
+// past — missed while every instance was down — only the latest counts: it
+// runs if it is at most max_late old, else it is recorded as SKIPPED; older
+// ones are passed over (their count is returned for the log).
+func (c *compiledSchedule) plan(since, now time.Time) (runs []plannedRun, passedOver int) {
+	fire := c.next(since)
+	var missed time.Time
+	n := 0
+	for !fire.IsZero() && !fire.After(now) && n < maxMissedScan {
+		if !missed.IsZero() {
+			passedOver++
+		}
+		missed = fire
+		fire = c.next(fire)
+		n++
+	}
+	if !missed.IsZero() {
+		late := now.Sub(missed)
+		runs = append(runs, plannedRun{fire: missed, skipped: late > c.cfg.MaxLate, late: late})
+	}
+	if !fire.IsZero() && !fire.Add(-c.cfg.Lead).After(now) {
+		runs = append(runs, plannedRun{fire: fire})
+	}
+	return runs, passedOver
+}
+
+// evaluate creates the runs that are due at now for every configured
+// schedule. Any number of instances may do this at once: (schedule,
+// fire_time) is unique, so each run is created once.
+func (s *Service) evaluate(ctx context.Context, now time.Time) error {
+	if len(s.schedules) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(s.schedules))
+	for name := range s.schedules {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	// First sight of each schedule and its latest recorded run, in one
+	// statement for all schedules.
+	rows, err := s.pool.Query(ctx, `
+		WITH seen AS (
+			INSERT INTO schedules (name, first_seen_at) SELECT unnest($1::text[]), $2
+			ON CONFLICT (name) DO NOTHING)
+		SELECT n, greatest(
+			(SELECT first_seen_at FROM schedules WHERE name = n),
+			(SELECT max(fire_time) FROM jobs WHERE schedule = n))
+		FROM unnest($1::text[]) AS n`, names, now)
+	if err != nil {
+		return fmt.Errorf("evaluate schedules: %w", err)
+	}
+	since := map[string]time.Time{}
+	for rows.Next() {
+		var (
+			name string
+			t    *time.Time
+		)
+		if err := rows.Scan(&name, &t); err != nil {
+			rows.Close()
+			return fmt.Errorf("evaluate schedules: %w", err)
+		}
+		if t == nil {
+			// Inserted just now by this statement (its own insert is not
+			// visible to its subqueries): first seen at now.
+			since[name] = now
+		} else {
+			since[name] = *t
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("evaluate schedules: %w", err)
+	}
+	for _, name := range names {
+		c := s.schedules[name]
+		runs, passedOver := c.plan(since[name], now)
+		if passedOver > 0 {
+			s.log.Warn("fire times missed while no instance ran were passed over", "schedule", name, "count", passedOver)
+		}
+		for _, r := range runs {
+			if err := s.createRun(ctx, c, r, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) createRun(ctx context.Context, c *compiledSchedule, r plannedRun, now time.Time) error {
+	n := newJob{
+		kind: KindSchedule, schedule: c.name, timezone: c.cfg.Timezone, channel: c.cfg.Channel,
+		fireTime: r.fire, audience: c.cfg.Audience, payload: c.cfg.Payload, state: JobPending, now: now,
+	}
+	key, err := c.contentKey(r.fire)
+	if err != nil {
+		// compileSchedule rendered it once; a fire time it cannot name
+		// still gets its run, under the fire time's own keys.
+		s.log.Warn("content_key could not be rendered; the run uses the fire time's keys", "schedule", c.name, "error", err)
+	}
+	n.contentKey = key
+	if r.skipped {
+		n.state = JobSkipped
+		n.lastError = fmt.Sprintf("missed by %s while no instance ran, more than max_late %s", r.late.Round(time.Second), c.cfg.MaxLate)
+	}
+	job, created, err := jobInsert(ctx, s.pool, n)
+	if err != nil {
+		return fmt.Errorf("schedule %q: create run at %s: %w", c.name, r.fire.Format(time.RFC3339), err)
+	}
+	if created {
+		s.log.Info("schedule run created", "schedule", c.name, "fire_time", r.fire.Format(time.RFC3339),
+			"job", job.ID, "state", job.State)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package schedule
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+)
+
+func mustCompile(t *testing.T, cron, tz string, lead, maxLate time.Duration) *compiledSchedule {
+	t.Helper()
+	c, err := compileSchedule("daily-quiz", config.Schedule{
+		Channel: "quiz", Cron: cron, Timezone: tz, Lead: lead, MaxLate: maxLate,
+		Audience: config.Audience{Topic: "daily-quiz"}, Payload: map[string]any{"text": "hi"},
+	})
+	if err != nil {
+		t.Fatalf("compileSchedule: %v", err)
+	}
+	return c
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestCompiledSchedule_Next(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, cron, tz, after, want string
+	}{
+		// 08:00 New York is 13:00Z in winter (EST) and 12:00Z after the
+		// spring-forward on 2024-03-10, back to 13:00Z after 2024-11-03.
+		{"new york before spring forward", "0 8 * * *", "America/New_York", "2024-03-08T13:00:00Z", "2024-03-09T13:00:00Z"},
+		{"new york across spring forward", "0 8 * * *", "America/New_York", "2024-03-09T13:00:00Z", "2024-03-10T12:00:00Z"},
+		{"new york across fall back", "0 8 * * *", "America/New_York", "2024-11-02T12:00:00Z", "2024-11-03T13:00:00Z"},
+		// Berlin: 08:00 CET is 07:00Z, CEST (from 2024-03-31) 06:00Z.
+		{"berlin across spring forward", "0 8 * * *", "Europe/Berlin", "2024-03-30T07:00:00Z", "2024-03-31T06:00:00Z"},
+		{"berlin across fall back", "0 8 * * *", "Europe/Berlin", "2024-10-26T06:00:00Z", "2024-10-27T07:00:00Z"},
+		{"seoul has no DST", "0 8 * * *", "Asia/Seoul", "2024-03-09T23:00:00Z", "2024-03-10T23:00:00Z"},
+		// 02:30 does not exist in New York on 2024-03-10: it fires when the
+		// gap ends, 03:00 EDT (07:00Z), not a day later.
+		{"new york time in the gap", "30 2 * * *", "America/New_York", "2024-03-09T07:30:00Z", "2024-03-10T07:00:00Z"},
+		{"new york after the gap", "30 2 * * *", "America/New_York", "2024-03-10T07:00:00Z", "2024-03-11T06:30:00Z"},
+		{"berlin time in the gap", "30 2 * * *", "Europe/Berlin", "2024-03-30T01:30:00Z", "2024-03-31T01:00:00Z"},
+		// 01:30 happens twice in New York on 2024-11-03: it fires once, at
+		// the first (EDT, 05:30Z), and next at 01:30 EST the day after.
+		{"new york overlap fires first occurrence", "30 1 * * *", "America/New_York", "2024-11-02T05:30:00Z", "2024-11-03T05:30:00Z"},
+		{"new york overlap fires once", "30 1 * * *", "America/New_York", "2024-11-03T05:30:00Z", "2024-11-04T06:30:00Z"},
+		{"berlin overlap fires first occurrence", "30 2 * * *", "Europe/Berlin", "2024-10-26T00:30:00Z", "2024-10-27T00:30:00Z"},
+		{"berlin overlap fires once", "30 2 * * *", "Europe/Berlin", "2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"},
+		{"hourly across spring forward", "0 * * * *", "America/New_York", "2024-03-10T06:00:00Z", "2024-03-10T07:00:00Z"},
+		{"hourly after spring forward", "0 * * * *", "America/New_York", "2024-03-10T07:00:00Z", "2024-03-10T08:00:00Z"},
+		{"cron_tz prefix wins", "CRON_TZ=Asia/Seoul 0 8 * * *", "UTC", "2024-03-09T23:00:00Z", "2024-03-10T23:00:00Z"},
+		{"every is a real duration", "@every 90m", "America/New_York", "2024-03-10T06:30:00Z", "2024-03-10T08:00:00Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCompile(t, tt.cron, tt.tz, 10*time.Minute, time.Hour)
+			got := c.next(utc(tt.after))
+			if !got.Equal(utc(tt.want)) {
+				t.Errorf("next(%s) = %s (%s), want %s", tt.after, got.UTC().Format(time.RFC3339), got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompiledSchedule_Plan(t *testing.T) {
+	t.Parallel()
+	ny := mustCompile(t, "0 8 * * *", "America/New_York", 10*time.Minute, time.Hour)
+	// The last run fired 2024-03-09 08:00 EST; the next is 2024-03-10 08:00
+	// EDT = 12:00Z, whose lead starts at 11:50Z.
+	since := utc("2024-03-09T13:00:00Z")
+	tests := []struct {
+		name      string
+		now       string
+		want      []plannedRun
+		passedOvr int
+	}{
+		{"before the lead", "2024-03-10T11:49:59Z", nil, 0},
+		{"lead begins (DST day, an hour earlier in UTC)", "2024-03-10T11:50:00Z", []plannedRun{{fire: utc("2024-03-10T12:00:00Z")}}, 0},
+		{"inside the lead", "2024-03-10T11:59:59Z", []plannedRun{{fire: utc("2024-03-10T12:00:00Z")}}, 0},
+		{"missed, within max_late", "2024-03-10T12:30:00Z", []plannedRun{{fire: utc("2024-03-10T12:00:00Z"), late: 30 * time.Minute}}, 0},
+		{"missed, exactly max_late", "2024-03-10T13:00:00Z", []plannedRun{{fire: utc("2024-03-10T12:00:00Z"), late: time.Hour}}, 0},
+		{"missed, over max_late", "2024-03-10T13:00:01Z", []plannedRun{{fire: utc("2024-03-10T12:00:00Z"), skipped: true, late: time.Hour + time.Second}}, 0},
+		{"down three days: latest missed only", "2024-03-12T12:05:00Z", []plannedRun{{fire: utc("2024-03-12T12:00:00Z"), late: 5 * time.Minute}}, 2},
+		{"missed and the next within its lead", "2024-03-11T11:55:00Z",
+			[]plannedRun{{fire: utc("2024-03-10T12:00:00Z"), skipped: true, late: 23*time.Hour + 55*time.Minute}, {fire: utc("2024-03-11T12:00:00Z")}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, passed := ny.plan(since, utc(tt.now))
+			if len(got) != len(tt.want) {
+				t.Fatalf("plan at %s = %+v, want %+v", tt.now, got, tt.want)
+			}
+			for i := range got {
+				if !got[i].fire.Equal(tt.want[i].fire) || got[i].skipped != tt.want[i].skipped || got[i].late != tt.want[i].late {
+					t.Errorf("plan at %s run %d = %+v, want %+v", tt.now, i, got[i], tt.want[i])
+				}
+			}
+			if passed != tt.passedOvr {
+				t.Errorf("passed over %d fire times, want %d", passed, tt.passedOvr)
+			}
+		})
+	}
+}
+
+func TestNew_badSchedule(t *testing.T) {
+	t.Parallel()
+	base := func() config.Schedule {
+		return config.Schedule{Channel: "quiz", Cron: "0 8 * * *", Timezone: "Asia/Seoul",
+			Audience: config.Audience{Topic: "t"}, Payload: map[string]any{"text": "x"}}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*config.Schedule)
+		want   string
+	}{
+		{"invalid cron", func(s *config.Schedule) { s.Cron = "0 25 * * *" }, `schedule "morning": invalid cron "0 25 * * *"`},
+		{"unknown time zone", func(s *config.Schedule) { s.Timezone = "Mars/Olympus" }, `schedule "morning": unknown time zone "Mars/Olympus"`},
+		{"no audience", func(s *config.Schedule) { s.Audience = config.Audience{} }, `schedule "morning": audience: give exactly one of topic or query`},
+		{"query without key", func(s *config.Schedule) { s.Audience = config.Audience{Query: "SELECT 1"} }, `schedule "morning": audience.key is required`},
+		{"bad template", func(s *config.Schedule) { s.Payload = map[string]any{"a": []any{"{{.data.x"}} }, `schedule "morning": payload a[0]`},
+		{"empty payload", func(s *config.Schedule) { s.Payload = nil }, `schedule "morning": payload is empty`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := base()
+			tt.mutate(&s)
+			cfg := config.Default()
+			cfg.Schedules = map[string]config.Schedule{"morning": s}
+			_, err := New(lazyPool(t), &cfg, Options{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigLoad_badSchedule(t *testing.T) {
+	t.Parallel()
+	// The config layer rejects these before the service sees them; the key
+	// named is the schedule's.
+	tests := []struct{ name, field, want string }{
+		{"invalid cron", `cron: "61 * * * *"`, `schedules.morning.cron`},
+		{"unknown time zone", "cron: \"0 8 * * *\"\n    timezone: Nowhere/Land", `schedules.morning.timezone`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, `
+postgres: {url: "postgres://127.0.0.1:5432/x"}
+redis: {url: "redis://127.0.0.1:6379/0"}
+channels: {quiz: {plugin: webhook}}
+schedules:
+  morning:
+    channel: quiz
+    `+tt.field+`
+    audience: {topic: t}
+    payload: {text: hi}
+`)
+			_, err := config.Load(path, []string{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("config.Load error = %v, want it to name %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,267 @@
+package service
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/queue"
+)
+
+// Statuses are the notification statuses in the order an overview lists
+// them.
+var Statuses = []string{
+	outbox.StatusPending, outbox.StatusQueued, outbox.StatusProcessing,
+	outbox.StatusSent, outbox.StatusFailed, outbox.StatusCancelled,
+}
+
+// Overview is every channel at a glance: the configured ones, and any other
+// that still has rows in the outbox.
+type Overview struct {
+	Channels []ChannelOverview
+	// CountsAt is when the outbox counts were taken (zero: not yet);
+	// CountErr the last count's error, when it failed (the counts are
+	// then the last good ones).
+	CountsAt time.Time
+	CountErr error
+}
+
+// ChannelOverview is one channel.
+type ChannelOverview struct {
+	Name       string
+	Configured bool
+	Plugin     string
+	// State is the engine's view of a configured channel on this instance
+	// (Service.Channels: a stopped channel's Error is its reason, fit to
+	// show).
+	State delivery.ChannelState
+	// Queue is its Redis queue sizes across partitions; QueueErr the error
+	// reading them (an unconfigured channel has no queue to read).
+	Queue    queue.Stats
+	QueueErr error
+	// Counts is its outbox rows by status, cluster-wide (every status
+	// present, 0 when none).
+	Counts map[string]int64
+}
+
+// Overview reads every channel. The outbox counts come from the last
+// sample when it is younger than maxAge, and are counted now otherwise (one
+// count at a time: concurrent callers wait for it and share it); maxAge < 0
+// takes the last sample whatever its age and never counts on the caller's
+// time, for a page that refreshes itself. A failed count is an error only
+// when there is no earlier sample to show.
+func (s *Service) Overview(ctx context.Context, maxAge time.Duration) (Overview, error) {
+	if err := s.needEngine(); err != nil {
+		return Overview{}, err
+	}
+	counts, at, countErr := s.counts.get(ctx, maxAge)
+	if counts == nil && countErr != nil {
+		return Overview{}, countErr
+	}
+	out := Overview{CountsAt: at, CountErr: countErr}
+	states := map[string]delivery.ChannelState{}
+	chans, err := s.Channels(ctx)
+	if err != nil {
+		return Overview{}, err
+	}
+	for _, st := range chans {
+		states[st.Name] = st
+	}
+	names := s.ChannelNames()
+	for ch := range counts {
+		if !s.Configured(ch) {
+			names = append(names, ch)
+		}
+	}
+	slices.Sort(names)
+	out.Channels = make([]ChannelOverview, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		c := ChannelOverview{Name: name, State: states[name], Counts: make(map[string]int64, len(Statuses))}
+		if cfg, ok := s.cfg.Channels[name]; ok {
+			c.Configured, c.Plugin = true, cfg.Plugin
+		}
+		for _, st := range Statuses {
+			c.Counts[st] = counts[name][st]
+		}
+		out.Channels[i] = c
+		if c.Configured { // an outbox-only name may not even be a valid queue name
+			wg.Go(func() {
+				out.Channels[i].Queue, out.Channels[i].QueueErr = s.engine.Stats(ctx, name)
+			})
+		}
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// Rate is the SENT throughput between two samples.
+type Rate struct {
+	At     time.Time
+	PerSec float64
+}
+
+// Rates is channel's throughput over the samples the ring holds (ten
+// minutes at the default interval), oldest first: the dashboard's chart.
+func (s *Service) Rates(channel string) []Rate { return s.counts.rates(channel) }
+
+// maxDuty bounds the share of time the sampler spends counting: after a
+// count that took d it waits at least d/maxDuty. CountByStatus reads the
+// whole table (about a second per 10M rows), so on a big outbox the samples
+// thin out instead of keeping a database core busy.
+const maxDuty = 0.05
+
+// counter counts notifications per channel and status — every interval in
+// the background, or on demand when the last count is too old — and keeps
+// the last points' SENT counts in a ring, for throughput. Counting in
+// Postgres makes the numbers cluster-wide: every instance's sends show,
+// whichever instance answers.
+type counter struct {
+	store    *outbox.Store
+	interval time.Duration
+	log      hclog.Logger
+
+	// counting serialises counts: a caller that finds the sample too old
+	// counts under it, and those that wait behind it reuse its result.
+	counting sync.Mutex
+
+	mu      sync.Mutex
+	ring    ring[point]
+	latest  map[string]map[string]int64 // channel → status → rows, from the last good count
+	at      time.Time                   // when latest was taken
+	lastErr error                       // the last count's error, nil after a good one
+}
+
+// point is one count's SENT rows per channel.
+type point struct {
+	at   time.Time
+	sent map[string]int64
+}
+
+func newCounter(store *outbox.Store, interval time.Duration, points int, log hclog.Logger) *counter {
+	return &counter{store: store, interval: interval, log: log, ring: newRing[point](points)}
+}
+
+// run counts until ctx is done, every interval or slower (maxDuty).
+func (c *counter) run(ctx context.Context) {
+	for {
+		started := time.Now()
+		c.count(ctx)
+		wait := max(c.interval, time.Duration(float64(time.Since(started))/maxDuty))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// get returns the counts, counting first when the last good count is older
+// than maxAge (never when maxAge < 0).
+func (c *counter) get(ctx context.Context, maxAge time.Duration) (map[string]map[string]int64, time.Time, error) {
+	if counts, at, err, fresh := c.snapshot(maxAge); fresh || maxAge < 0 {
+		return counts, at, err
+	}
+	c.counting.Lock()
+	defer c.counting.Unlock()
+	if counts, at, err, fresh := c.snapshot(maxAge); fresh {
+		return counts, at, err // counted by the caller ahead of this one
+	}
+	c.count(ctx)
+	counts, at, err, _ := c.snapshot(maxAge)
+	return counts, at, err
+}
+
+func (c *counter) snapshot(maxAge time.Duration) (map[string]map[string]int64, time.Time, error, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fresh := c.latest != nil && c.lastErr == nil && maxAge >= 0 && time.Since(c.at) < maxAge
+	return c.latest, c.at, c.lastErr, fresh
+}
+
+// count takes one count, within a bound of its own so a hung Postgres
+// cannot hold the counter.
+func (c *counter) count(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, max(30*time.Second, 2*c.interval))
+	defer cancel()
+	counts, err := c.store.CountByStatus(ctx)
+	at := time.Now()
+	if parent.Err() != nil {
+		return // the caller is gone, or the service is stopping
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if c.lastErr == nil { // once per outage, not every interval
+			c.log.Warn("overview: count notifications", "error", err)
+		}
+		c.lastErr = err
+		return
+	}
+	if c.lastErr != nil {
+		c.log.Info("overview: counting again")
+	}
+	sent := make(map[string]int64, len(counts))
+	for ch, byStatus := range counts {
+		sent[ch] = byStatus[outbox.StatusSent]
+	}
+	c.ring.push(point{at: at, sent: sent})
+	c.latest, c.at, c.lastErr = maps.Clone(counts), at, nil
+}
+
+func (c *counter) rates(channel string) []Rate {
+	c.mu.Lock()
+	pts := c.ring.items()
+	c.mu.Unlock()
+	out := make([]Rate, 0, max(len(pts)-1, 0))
+	for i := 1; i < len(pts); i++ {
+		dt := pts[i].at.Sub(pts[i-1].at).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		d := float64(pts[i].sent[channel] - pts[i-1].sent[channel])
+		out = append(out, Rate{At: pts[i].at, PerSec: max(d, 0) / dt})
+	}
+	return out
+}
+
+// ring is a fixed-size ring buffer, oldest overwritten first.
+type ring[T any] struct {
+	buf  []T
+	next int // where the next push goes
+	full bool
+}
+
+func newRing[T any](n int) ring[T] { return ring[T]{buf: make([]T, n)} }
+
+func (r *ring[T]) push(v T) {
+	r.buf[r.next] = v
+	r.next = (r.next + 1) % len(r.buf)
+	if r.next == 0 {
+		r.full = true
+	}
+}
+
+// items are the ring's values, oldest first.
+func (r *ring[T]) items() []T {
+	if !r.full {
+		return append([]T(nil), r.buf[:r.next]...)
+	}
+	out := make([]T, 0, len(r.buf))
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
+}
+
+// Counts is the outbox rows by channel and status, with the same maxAge
+// rule as Overview, for a door that needs only the counts.
+func (s *Service) Counts(ctx context.Context, maxAge time.Duration) (map[string]map[string]int64, time.Time, error) {
+	return s.counts.get(ctx, maxAge)
+}

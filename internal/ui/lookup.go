@@ -1,0 +1,243 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/service"
+)
+
+const lookupPerPage = 50
+
+// Lookup modes.
+const (
+	byAuto      = ""
+	byID        = "id"
+	byKey       = "key"
+	byRecipient = "recipient"
+)
+
+type lookupData struct {
+	Q       string
+	By      string
+	Rows    []outbox.Notification // a recipient's notifications, newest first
+	Before  int64
+	Next    int64  // before= of the next page; 0 = this is the last
+	Message string // why nothing is shown
+}
+
+// lookupPage finds notifications by id, idempotency key or recipient. With
+// by empty it tries them in that order; a single match goes straight to the
+// notification's page.
+func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	qv := r.URL.Query()
+	d := lookupData{Q: strings.TrimSpace(qv.Get("q")), By: qv.Get("by")}
+	render := func(status int) {
+		s.render(w, r, status, "lookup", sess, view{Title: "Lookup", Nav: "lookup", Data: d})
+	}
+	switch d.By {
+	case byAuto, byID, byKey, byRecipient:
+	default:
+		d.Message = fmt.Sprintf("by=%q: look up by id, key or recipient.", d.By)
+		render(http.StatusBadRequest)
+		return
+	}
+	if d.Q == "" {
+		render(http.StatusOK)
+		return
+	}
+	if len(d.Q) > outbox.MaxRecipientLen {
+		// Longer than any recipient or idempotency key notifyd stores.
+		d.Message = fmt.Sprintf("The search is %d bytes long; no id, key or recipient is longer than %d.", len(d.Q), outbox.MaxRecipientLen)
+		d.Q = d.Q[:0]
+		render(http.StatusBadRequest)
+		return
+	}
+	before, err := queryInt(qv, "before", 0, 0, 1<<62)
+	if err != nil {
+		d.Message = err.Error()
+		render(http.StatusBadRequest)
+		return
+	}
+	d.Before = before
+	ctx := r.Context()
+
+	id, idErr := strconv.ParseInt(d.Q, 10, 64)
+	if d.By == byID && (idErr != nil || id <= 0) {
+		d.Message = fmt.Sprintf("%q is not a notification id (a positive whole number).", d.Q)
+		render(http.StatusBadRequest)
+		return
+	}
+	if (d.By == byID || d.By == byAuto) && idErr == nil && id > 0 {
+		_, err := s.d.Store.Get(ctx, id)
+		if ok, err := found(err); err != nil {
+			s.failErr(w, r, "look up notification by id", err)
+			return
+		} else if ok {
+			redirect(w, r, "/ui/n/"+strconv.FormatInt(id, 10))
+			return
+		}
+	}
+	if d.By == byKey || d.By == byAuto {
+		n, err := s.d.Store.GetByIdempotencyKey(ctx, d.Q)
+		if ok, err := found(err); err != nil {
+			s.failErr(w, r, "look up notification by idempotency key", err)
+			return
+		} else if ok {
+			redirect(w, r, "/ui/n/"+strconv.FormatInt(n.ID, 10))
+			return
+		}
+	}
+	if d.By == byRecipient || d.By == byAuto {
+		rows, err := s.d.Store.ListByRecipient(ctx, d.Q, before, lookupPerPage+1)
+		if err != nil {
+			s.failErr(w, r, "look up notifications by recipient", err)
+			return
+		}
+		if len(rows) > lookupPerPage {
+			rows = rows[:lookupPerPage]
+			d.Next = rows[len(rows)-1].ID
+		}
+		d.Rows = rows
+	}
+	if len(d.Rows) == 0 {
+		what := map[string]string{
+			byAuto: "id, idempotency key or recipient", byID: "id", byKey: "idempotency key", byRecipient: "recipient",
+		}[d.By]
+		d.Message = fmt.Sprintf("No notification has the %s %q.", what, d.Q)
+		if before > 0 {
+			d.Message = "No older notifications."
+		}
+		render(http.StatusNotFound)
+		return
+	}
+	render(http.StatusOK)
+}
+
+// found turns a Get's ErrNotFound into false.
+func found(err error) (bool, error) {
+	if errors.Is(err, outbox.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+type notificationData struct {
+	N           *outbox.Notification
+	Payload     string // indented JSON
+	Result      string // indented JSON, "" = none
+	Terminal    bool
+	Replayable  bool   // FAILED, on a configured channel
+	Cancellable bool   // PENDING or QUEUED
+	Waiting     string // what holds it back: its channel's breaker or pause
+}
+
+func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", r.PathValue("id")))
+		return
+	}
+	n, err := s.d.Service.Notification(r.Context(), id)
+	var refused *service.Error
+	if errors.As(err, &refused) && refused.Kind == service.NotFound {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no notification %d (it may have been purged).", id))
+		return
+	}
+	if err != nil {
+		s.failErr(w, r, "get notification", err)
+		return
+	}
+	d := notificationData{
+		N: n, Payload: indentJSON(n.Payload), Result: indentJSON(n.Result),
+		Terminal:    n.Status == outbox.StatusSent || n.Status == outbox.StatusFailed || n.Status == outbox.StatusCancelled,
+		Replayable:  n.Status == outbox.StatusFailed && s.configured(n.Channel),
+		Cancellable: n.Status == outbox.StatusPending || n.Status == outbox.StatusQueued,
+		Waiting:     s.d.Service.Waiting(r.Context(), n),
+	}
+	v := view{Title: fmt.Sprintf("Notification %d", id), Nav: "lookup", Data: d}
+	if !d.Terminal {
+		v.Refresh = 2 // watch it move
+	}
+	s.render(w, r, http.StatusOK, "notification", sess, v)
+}
+
+func (s *server) notificationReplay(w http.ResponseWriter, r *http.Request, sess *session) {
+	id, ok := s.pathID(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
+	defer cancel()
+	res, err := s.d.Service.Replay(ctx, service.Selector{IDs: []int64{id}})
+	if err != nil {
+		s.failErr(w, r, "replay notification", err)
+		return
+	}
+	s.sessions.setFlash(sess, replayFlash(res, nil))
+	redirect(w, r, "/ui/n/"+strconv.FormatInt(id, 10))
+}
+
+// notificationCancel cancels a PENDING or QUEUED notification in Postgres;
+// if it is in a Redis queue, the claim drops it.
+func (s *server) notificationCancel(w http.ResponseWriter, r *http.Request, sess *session) {
+	id, ok := s.pathID(w, r)
+	if !ok {
+		return
+	}
+	changed, err := s.d.Service.Cancel(r.Context(), id)
+	var refused *service.Error
+	switch {
+	case errors.As(err, &refused):
+		s.sessions.setFlash(sess, &flash{Text: "Not cancelled: " + refused.Message + ".", Error: true})
+	case err != nil:
+		s.failErr(w, r, "cancel notification", err)
+		return
+	case changed:
+		s.sessions.setFlash(sess, &flash{Text: "Cancelled."})
+	default:
+		s.sessions.setFlash(sess, &flash{Text: "Already cancelled: nothing to do."})
+	}
+	redirect(w, r, "/ui/n/"+strconv.FormatInt(id, 10))
+}
+
+func (s *server) pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", r.PathValue("id")))
+		return 0, false
+	}
+	return id, true
+}
+
+func indentJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// lookupURL is the lookup page for q by mode, at page before.
+func lookupURL(q, by string, before int64) string {
+	v := url.Values{"q": {q}}
+	if by != "" {
+		v.Set("by", by)
+	}
+	if before > 0 {
+		v.Set("before", strconv.FormatInt(before, 10))
+	}
+	return "/ui/lookup?" + v.Encode()
+}
