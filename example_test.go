@@ -8,7 +8,7 @@ import (
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -24,7 +24,7 @@ func ExampleStart() {
 	cfg.HTTP.Tokens = []string{os.Getenv("NOTIFYD_API_TOKEN")}
 	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}} // batch size, workers, retry: defaults
 
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 	defer providers.Close()
 	d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers})
 	if err != nil {

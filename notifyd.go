@@ -9,7 +9,7 @@
 //	cfg.Postgres.URL, cfg.Redis.URL = …
 //	cfg.Channels = map[string]config.Channel{"alerts": {Plugin: "memo"}}
 //	d, err := notifyd.Start(ctx, &cfg, notifyd.Options{
-//		Providers: delivery.NewInProcess(map[string]sdk.Provider{"memo": memo{}}, nil),
+//		Providers: notifyd.NewInProcess(map[string]sdk.Provider{"memo": memo{}}, nil),
 //	})
 //	…
 //	defer d.Stop(context.Background())
@@ -40,6 +40,7 @@ import (
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
@@ -55,8 +56,8 @@ type Options struct {
 	// cfg.Log.Level.
 	Logger hclog.Logger
 	// Providers resolves channels' `plugin:` names; nil: the plugin host
-	// over plugins.dir. delivery.NewInProcess serves Go providers.
-	Providers delivery.Providers
+	// over plugins.dir. NewInProcess serves Go providers.
+	Providers Providers
 	// NoMigrate skips applying the database migrations at start.
 	NoMigrate bool
 	// WaitForServices: Start returns at once with http.listen answering
@@ -310,15 +311,16 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 		return err
 	}
 
-	providers := o.Providers
-	if providers == nil {
+	provs := o.Providers
+	if provs == nil {
 		d.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))
+		provs = providers.Host(d.host)
 	}
 	reg := metrics.New(version.Version)
 	d.store = outbox.New(d.pool, outbox.WithLogger(log.Named("outbox")))
 	if d.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
-		Providers: providers, Plugins: d.host, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
+		Providers: provs, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
 		Instance: d.ident.id, OwnsInstance: d.ident.lock != nil, Tracer: d.tracer,
 	}); err != nil {
 		return err

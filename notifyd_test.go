@@ -10,7 +10,7 @@ import (
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/client"
@@ -51,7 +51,7 @@ func TestStart_embedded(t *testing.T) {
 	cfg.Log.Level = "warn"
 	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}} // the rest: defaults, applied by the engine
 	box := &inbox{got: map[string][]string{}}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": box}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": box}, nil)
 	t.Cleanup(providers.Close)
 
 	d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers})

@@ -15,7 +15,7 @@ import (
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -75,7 +75,7 @@ func TestStart_refusedForGood(t *testing.T) {
 	rds := testenv.NewRedis(t)
 	locked := passwordRedis(t, "pw-SECRET-right")
 	missingDB := fmt.Sprintf("notifyd_no_such_db_%d", time.Now().UnixNano())
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 	t.Cleanup(providers.Close)
 
 	tests := []struct {
@@ -150,7 +150,7 @@ func TestStart_readyzSaysWhy(t *testing.T) {
 	cfg.Redis.URL = "redis://:pw-SECRET@" + rdAddr + "/0"
 	cfg.HTTP.Listen, cfg.Log.Level = "127.0.0.1:0", "off"
 	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 	t.Cleanup(providers.Close)
 	d, err := notifyd.Start(testenv.Context(t), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
 	if err != nil {

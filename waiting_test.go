@@ -15,7 +15,7 @@ import (
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/client"
@@ -137,7 +137,7 @@ func testWaitsForServices(t *testing.T, first string) {
 		Lead: time.Second, MaxLate: time.Hour, ChunkSize: 100, Audience: config.Audience{Topic: "everyone"},
 		Payload: map[string]any{"text": "the {{.fire_time.Format \"15:04\"}} quiz"}}}
 	box := &inbox{got: map[string][]string{}}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": box}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": box}, nil)
 	t.Cleanup(providers.Close)
 
 	start := time.Now()
@@ -289,7 +289,7 @@ func TestStart_stopWhileWaiting(t *testing.T) {
 	cfg.Redis.URL = "redis://127.0.0.1:1/0"
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Log.Level = "error"
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 	t.Cleanup(providers.Close)
 	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
 	d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
@@ -321,7 +321,7 @@ func TestStart_badConfigAtOnce(t *testing.T) {
 	base.Redis.URL = "redis://127.0.0.1:1/0"
 	base.Log.Level = "error"
 	base.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 	t.Cleanup(providers.Close)
 
 	// A daemon that waits, holding its instance id.
@@ -388,7 +388,7 @@ func TestStart_stopDuringBringUp(t *testing.T) {
 		cfg.Log.Level = "error"
 		cfg.Instance.ID = fmt.Sprintf("stop-during-bring-up-%d", i)
 		cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
-		providers := delivery.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+		providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 		d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
 		if err != nil {
 			t.Fatal(err)

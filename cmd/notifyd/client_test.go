@@ -21,6 +21,7 @@ import (
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
@@ -80,7 +81,7 @@ channels:
 	store := testenv.Store(t, db.Pool)
 	host := pluginhost.New(cfg.Plugins, log)
 	t.Cleanup(func() { _ = host.Stop(context.Background()) })
-	engine, err := delivery.New(delivery.Options{Config: cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log})
+	engine, err := delivery.New(delivery.Options{Config: cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Providers: providers.Host(host), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	notifyd "github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/client"
@@ -59,7 +59,7 @@ func TestDailyQuiz(t *testing.T) {
 	quiz.Plugin, quiz.Config = "phone", map[string]any{}
 	cfg.Channels["quiz"] = quiz
 	p := &phone{got: map[string][]map[string]string{}}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"phone": p}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"phone": p}, nil)
 	t.Cleanup(providers.Close)
 	c := startExample(t, cfg, notifyd.Options{Providers: providers})
 

@@ -20,6 +20,7 @@ import (
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -128,7 +129,7 @@ channels:
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
 	host := pluginhost.New(cfg.Plugins, log)
 	engine, err := delivery.New(delivery.Options{
-		Config: cfg, Store: testenv.Store(t, db.Pool), Queue: queue.New(rds.Client, rds.Prefix), Plugins: host, Logger: log,
+		Config: cfg, Store: testenv.Store(t, db.Pool), Queue: queue.New(rds.Client, rds.Prefix), Providers: providers.Host(host), Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

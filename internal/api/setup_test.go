@@ -23,6 +23,7 @@ import (
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
@@ -129,7 +130,7 @@ func setup(t testing.TB, o setupOptions) *bundle {
 		_ = b.host.Stop(ctx)
 	})
 	b.engine, err = delivery.New(delivery.Options{
-		Config: cfg, Store: b.store, Queue: b.queue, Plugins: b.host, Logger: log.Named("delivery"),
+		Config: cfg, Store: b.store, Queue: b.queue, Providers: providers.Host(b.host), Logger: log.Named("delivery"),
 		Metrics: b.metrics.Delivery(),
 	})
 	if err != nil {

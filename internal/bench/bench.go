@@ -40,6 +40,7 @@ import (
 	"github.com/notifyd/notifyd/internal/fakesens"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/tracing"
 )
@@ -516,7 +517,7 @@ func (e *env) startInstance(ctx context.Context, i int) error {
 	e.onClose(func(context.Context) error { store.Close(); return nil })
 	in.engine, err = delivery.New(delivery.Options{
 		Config: e.cfg, Store: store, Queue: queue.New(e.rc, e.prefix),
-		Plugins: in.host, Logger: log.Named("delivery"), Hooks: e.tracer.hooks(i), Instance: in.id,
+		Providers: providers.Host(in.host), Logger: log.Named("delivery"), Hooks: e.tracer.hooks(i), Instance: in.id,
 		Tracer: e.traces.Tracer(),
 	})
 	if err != nil {

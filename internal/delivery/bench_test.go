@@ -15,6 +15,7 @@ import (
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
@@ -64,7 +65,7 @@ func BenchmarkEngine_Burst(b *testing.B) {
 		}
 		return nil
 	}}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"ok": okProvider{}}, log)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"ok": okProvider{}}, log)
 	b.Cleanup(providers.Close)
 	const instance = "bench-1"
 	q := queue.New(rds.Client, rds.Prefix)

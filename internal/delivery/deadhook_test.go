@@ -11,6 +11,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -59,7 +60,7 @@ func TestEngine_DeadLetterHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &pager{}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"memo": &memo{}, "pager": p}, b.log)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"memo": &memo{}, "pager": p}, b.log)
 	t.Cleanup(providers.Close)
 	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers, Logger: b.log})
 	if err != nil {

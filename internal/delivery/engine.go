@@ -26,7 +26,6 @@ import (
 	"github.com/notifyd/notifyd/internal/backoff"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/pluginhost"
 	"github.com/notifyd/notifyd/internal/queue"
 )
 
@@ -48,10 +47,9 @@ type Options struct {
 	Config *config.Config
 	Store  *outbox.Store
 	Queue  *queue.Queue
-	// Providers resolves channels' plugin names; nil: Plugins, the plugin
-	// host. Set one of the two.
+	// Providers resolves channels' plugin names to providers: the plugin
+	// host (providers.Host) or providers.InProcess; required.
 	Providers Providers
-	Plugins   *pluginhost.Host
 	Logger    hclog.Logger
 	Hooks     Hooks
 	Now       func() time.Time // for tests; time.Now when nil
@@ -130,11 +128,8 @@ type ChannelState struct {
 
 // New validates the options and builds an engine; Start runs it.
 func New(o Options) (*Engine, error) {
-	if o.Providers == nil && o.Plugins != nil {
-		o.Providers = hostProviders{o.Plugins}
-	}
 	if o.Config == nil || o.Store == nil || o.Queue == nil || o.Providers == nil || o.Logger == nil {
-		return nil, errors.New("delivery: Config, Store, Queue, Providers (or Plugins) and Logger are required")
+		return nil, errors.New("delivery: Config, Store, Queue, Providers and Logger are required")
 	}
 	// Defaults are applied here too, not only by the config loader: an
 	// engine built in code with a zero batch size once divided by zero.

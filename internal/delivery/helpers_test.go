@@ -24,6 +24,7 @@ import (
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -247,7 +248,9 @@ func (b *bundle) start(o delivery.Options) (*delivery.Engine, *pluginhost.Host) 
 		o.Logger = b.log
 	}
 	host := pluginhost.New(b.cfg.Plugins, o.Logger.Named("plugins"))
-	o.Plugins = host
+	if o.Providers == nil {
+		o.Providers = providers.Host(host)
+	}
 	e, err := delivery.New(o)
 	if err != nil {
 		b.t.Fatal(err)

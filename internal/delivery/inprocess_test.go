@@ -10,6 +10,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -39,7 +40,7 @@ func TestEngine_InProcessProvider(t *testing.T) {
 	cfg := *b.cfg
 	cfg.Channels = map[string]config.Channel{testChannel: {Plugin: "memo"}} // every other setting zero
 	m := &memo{}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"memo": m}, b.log)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"memo": m}, b.log)
 	t.Cleanup(providers.Close)
 	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers, Logger: b.log})
 	if err != nil {

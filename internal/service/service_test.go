@@ -14,6 +14,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
@@ -40,7 +41,7 @@ func setup(t *testing.T) *bundle {
 	cfg.Channels = map[string]config.Channel{"orders": {Plugin: "p"}, "quiz": {Plugin: "p"}}
 	cfg.Redis.Prefix = rds.Prefix // the breaker and rate limits live under it
 	b := &bundle{ctx: testenv.Context(t), db: db, store: testenv.Store(t, db.Pool), q: queue.New(rds.Client, rds.Prefix), rds: rds}
-	providers := delivery.NewInProcess(map[string]sdk.Provider{}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{}, nil)
 	t.Cleanup(providers.Close)
 	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: b.q, Providers: providers, Logger: hclog.NewNullLogger()})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
@@ -42,7 +43,7 @@ func TestService_Channels_Stopped(t *testing.T) {
 	}
 	ctx := testenv.Context(t)
 	store := testenv.Store(t, db.Pool)
-	providers := delivery.NewInProcess(map[string]sdk.Provider{"quoter": quoter{}}, nil)
+	providers := providers.NewInProcess(map[string]sdk.Provider{"quoter": quoter{}}, nil)
 	t.Cleanup(providers.Close)
 	e, err := delivery.New(delivery.Options{Config: &cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Providers: providers, Logger: hclog.NewNullLogger()})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
@@ -191,7 +192,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	log := hclog.New(&hclog.LoggerOptions{Name: "uitest", Level: hclog.Warn, Output: testWriter{t}})
 	host := pluginhost.New(cfg.Plugins, log.Named("plugins"))
 	e, err := delivery.New(delivery.Options{
-		Config: b.cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Plugins: host, Logger: log,
+		Config: b.cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers.Host(host), Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
