@@ -37,6 +37,7 @@ import (
 	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/httpguard"
+	"github.com/notifyd/notifyd/internal/lifecycle"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/pluginhost"
@@ -88,6 +89,9 @@ type Daemon struct {
 	ops    *service.Service
 	api    *api.Server
 	cancel context.CancelFunc
+	// parts is everything Start started or acquired, stopped in reverse by
+	// Stop (internal/lifecycle).
+	parts *lifecycle.Group
 	// tracer is nil with tracing off; traces is the provider Start built
 	// (nil when off or given in Options).
 	tracer trace.Tracer
@@ -133,7 +137,11 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 		log = hclog.New(&hclog.LoggerOptions{Name: "notifyd", Level: hclog.LevelFromString(cfg.Log.Level)})
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	d := &Daemon{cfg: cfg, log: log, cancel: cancel}
+	d := &Daemon{cfg: cfg, log: log, cancel: cancel, parts: lifecycle.NewGroup(log)}
+	// Released last: the daemon's context, and the instance id, which no
+	// other process may take while anything of this one still runs.
+	d.parts.Defer("context", func(context.Context) error { cancel(); return nil })
+	d.parts.Defer("instance id", func(context.Context) error { d.ident.release(); return nil })
 	if !o.WaitForServices {
 		if err := d.prepare(o); err != nil {
 			d.close(context.Background())
@@ -207,6 +215,9 @@ func (d *Daemon) prepare(o Options) (err error) {
 		if d.traces, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: version.Version}); err != nil {
 			return err
 		}
+		// The last attempts' spans are flushed when everything else has
+		// stopped.
+		d.parts.Defer("tracing", d.traces.Shutdown, lifecycle.Bound(5*time.Second))
 		d.tracer = d.traces.Tracer()
 		d.log.Info("tracing on: exporting spans over OTLP/HTTP", "sample_ratio", cfg.Tracing.SampleRatio)
 	}
@@ -218,6 +229,7 @@ func (d *Daemon) prepare(o Options) (err error) {
 	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
 		return err // redacted by queue
 	}
+	d.parts.Defer("redis", func(context.Context) error { return d.redis.Close() })
 	// The instance id: instance.id, else one derived from the host and
 	// address, the same across restarts; either is held by this process
 	// alone (identity.go), so its backup lists at start are its dead
@@ -307,6 +319,9 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
+	if d.pool != nil {
+		d.parts.Defer("postgres", func(context.Context) error { d.pool.Close(); return nil })
+	}
 	if err := cmp.Or(pgErr, rdErr); err != nil {
 		return err
 	}
@@ -315,9 +330,11 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	if provs == nil {
 		d.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))
 		provs = providers.Host(d.host)
+		d.parts.Defer("plugins", d.host.Stop, lifecycle.Bound(5*time.Second))
 	}
 	reg := metrics.New(version.Version)
 	d.store = outbox.New(d.pool, outbox.WithLogger(log.Named("outbox")))
+	d.parts.Defer("outbox", func(context.Context) error { d.store.Close(); return nil })
 	if d.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
 		Providers: provs, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
@@ -325,7 +342,9 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	}); err != nil {
 		return err
 	}
-	if err := d.engine.Start(ctx); err != nil {
+	// The engine drains its in-flight sends within shutdown.soft_timeout
+	// when stopped, and is killed past the group's (hard) deadline.
+	if err := d.parts.Start(ctx, "delivery engine", d.engine); err != nil {
 		return err
 	}
 	// Schedules and bulk jobs: any instance evaluates them; a run is created
@@ -335,7 +354,9 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	if d.sched, err = schedule.New(d.pool, cfg, schedule.Options{Logger: log.Named("schedule"), InstanceID: d.engine.Instance()}); err != nil {
 		return err
 	}
-	if err := d.sched.Start(ctx); err != nil {
+	// Stopped before the engine: no new rows while it drains; running jobs
+	// are handed back before the pool closes.
+	if err := d.parts.Start(ctx, "schedules", d.sched); err != nil {
 		return err
 	}
 	// The operations (DLQ, overview, pause, cancel): one implementation,
@@ -343,7 +364,7 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Engine: d.engine, Logger: log.Named("service")}); err != nil {
 		return err
 	}
-	if err := d.ops.Start(ctx); err != nil {
+	if err := d.parts.Start(ctx, "operations", d.ops); err != nil {
 		return err
 	}
 	var dashboard http.Handler
@@ -371,7 +392,11 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 		d.wait.handOver()
 		d.wait = nil
 	}
-	if err := d.api.Start(ctx); err != nil {
+	// Stopped first, so nothing new arrives while the rest stops; bounded by
+	// shutdown.soft_timeout, so that a slow request leaves the engine its
+	// time to drain.
+	soft := cmp.Or(cfg.Shutdown.SoftTimeout, config.DefaultSoftTimeout)
+	if err := d.parts.Start(ctx, "API", d.api, lifecycle.Bound(soft)); err != nil {
 		return err
 	}
 	log.Info("notifyd serving", "instance", d.engine.Instance())
@@ -401,76 +426,21 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	}
 	soft := cmp.Or(d.cfg.Shutdown.SoftTimeout, config.DefaultSoftTimeout)
 	hard := cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout)
-	if d.api != nil {
-		apiCtx, cancel := context.WithTimeout(ctx, soft)
-		if err := d.api.Stop(apiCtx); err != nil {
-			d.log.Warn("stop API", "error", err)
-		}
-		cancel()
-	}
 	d.log.Info("shutting down: finishing in-flight sends", "soft_timeout", soft, "hard_timeout", hard)
-	hardCtx, cancel := context.WithTimeout(ctx, hard)
-	defer cancel()
-	var stopErr error
-	if d.engine != nil {
-		stopErr = d.engine.Stop(hardCtx)
-		if hardCtx.Err() != nil {
-			d.engine.Kill()
-		}
-		d.engine = nil
-	}
-	d.close(ctx)
-	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {
-		return stopErr
+	if err := d.close(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
 	}
 	d.log.Info("stopped")
 	return nil
 }
 
-// close releases what Start acquired, in reverse; the engine is stopped by
-// then (or was never started).
-func (d *Daemon) close(ctx context.Context) {
-	if d.engine != nil { // Start failed after the engine started
-		_ = d.engine.Stop(ctx)
-	}
-	// The schedules hand their running jobs back before the pool closes under
-	// them: they get the hard timeout whatever is left of ctx.
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout))
+// close stops and releases, in reverse, everything Start started or
+// acquired — on Stop, or when Start fails part-way — bounded by
+// shutdown.hard_timeout and ctx (internal/lifecycle's policy).
+func (d *Daemon) close(ctx context.Context) error {
+	hardCtx, cancel := context.WithTimeout(ctx, cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout))
 	defer cancel()
-	if d.ops != nil {
-		_ = d.ops.Stop(bg)
-	}
-	if d.sched != nil {
-		if err := d.sched.Stop(bg); err != nil {
-			d.log.Warn("stop schedules", "error", err)
-		}
-	}
-	if d.host != nil {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := d.host.Stop(closeCtx); err != nil {
-			d.log.Warn("stop plugins", "error", err)
-		}
-		cancel()
-	}
-	if d.store != nil {
-		d.store.Close()
-	}
-	if d.redis != nil {
-		_ = d.redis.Close()
-	}
-	if d.pool != nil {
-		d.pool.Close()
-	}
-	if d.traces != nil {
-		// The last attempts' spans, bounded like the plugins' stop.
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := d.traces.Shutdown(flushCtx); err != nil {
-			d.log.Warn("tracing: flush spans", "error", err)
-		}
-		cancel()
-	}
-	d.ident.release()
-	d.cancel()
+	return d.parts.Stop(hardCtx)
 }
 
 // Addr is where the API listens (http.listen; useful with port 0) — or,
