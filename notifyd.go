@@ -113,24 +113,8 @@ type Daemon struct {
 // left running. With o.WaitForServices it returns at once and does all that
 // in the background (see Options).
 func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, err error) {
-	if cfg == nil {
-		return nil, errors.New("notifyd: config is nil")
-	}
-	// The defaults apply here too, not only in the file loader: a config
-	// built in code may leave a channel's settings zero.
-	filled := *cfg
-	filled.Delivery = config.FillDelivery(cfg.Delivery)
-	filled.Retention = config.FillRetention(cfg.Retention)
-	filled.Channels = make(map[string]config.Channel, len(cfg.Channels))
-	for name, ch := range cfg.Channels {
-		filled.Channels[name] = config.FillChannel(ch)
-	}
-	cfg = &filled
-	if err := cfg.Validate(); err != nil {
+	if cfg, err = filled(cfg); err != nil {
 		return nil, err
-	}
-	if _, err := pgxpool.ParseConfig(cfg.Postgres.URL); err != nil {
-		return nil, fmt.Errorf("postgres.url: %s", sdk.RedactURLs(err.Error()))
 	}
 	log := o.Logger
 	if log == nil {
@@ -182,6 +166,29 @@ func Start(parent context.Context, cfg *config.Config, o Options) (_ *Daemon, er
 		close(d.ready)
 	}()
 	return d, nil
+}
+
+// filled is a copy of cfg with the defaults applied — here too, not only in
+// the file loader: a config built in code may leave a channel's settings
+// zero — and validated.
+func filled(cfg *config.Config) (*config.Config, error) {
+	if cfg == nil {
+		return nil, errors.New("notifyd: config is nil")
+	}
+	f := *cfg
+	f.Delivery = config.FillDelivery(cfg.Delivery)
+	f.Retention = config.FillRetention(cfg.Retention)
+	f.Channels = make(map[string]config.Channel, len(cfg.Channels))
+	for name, ch := range cfg.Channels {
+		f.Channels[name] = config.FillChannel(ch)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := pgxpool.ParseConfig(f.Postgres.URL); err != nil {
+		return nil, fmt.Errorf("postgres.url: %s", sdk.RedactURLs(err.Error()))
+	}
+	return &f, nil
 }
 
 // Ready is closed once a daemon started with Options.WaitForServices runs
@@ -449,6 +456,9 @@ func (d *Daemon) close(ctx context.Context) error {
 func (d *Daemon) Addr() net.Addr {
 	select {
 	case <-d.Ready():
+		if d.api == nil {
+			return nil // opened with Open: no API
+		}
 		return d.api.Addr()
 	default:
 		return d.waitAddr

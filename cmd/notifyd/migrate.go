@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/internal/outbox"
+	notifyd "github.com/notifyd/notifyd"
 )
 
 func newMigrateCmd() *cobra.Command {
@@ -22,12 +22,7 @@ func newMigrateCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
 			defer cancel()
-			pool, err := openPostgres(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			n, err := outbox.Migrate(ctx, pool)
+			n, err := notifyd.Migrate(ctx, cfg)
 			if err != nil {
 				return err
 			}
