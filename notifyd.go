@@ -70,6 +70,10 @@ type Options struct {
 	// outage at start delays notifyd instead of stopping it. Without it
 	// Start returns a running daemon or an error, as an embedder expects.
 	WaitForServices bool
+	// Hooks are the delivery pipeline's fault-injection points (a crash
+	// between two steps), for the fault suite and the benchmark's stage
+	// timings; zero: none.
+	Hooks Hooks
 	// TracerProvider records notifyd's spans when cfg.Tracing.Enabled (an
 	// application that embeds notifyd passes its own); nil: one built from
 	// the OTEL_* environment (internal/tracing), flushed by Stop.
@@ -345,7 +349,7 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	if d.engine, err = delivery.New(delivery.Options{
 		Config: cfg, Store: d.store, Queue: queue.New(d.redis, cfg.Redis.Prefix),
 		Providers: provs, Logger: log.Named("delivery"), Metrics: reg.Delivery(),
-		Instance: d.ident.id, OwnsInstance: d.ident.lock != nil, Tracer: d.tracer,
+		Instance: d.ident.id, OwnsInstance: d.ident.lock != nil, Tracer: d.tracer, Hooks: o.Hooks,
 	}); err != nil {
 		return err
 	}

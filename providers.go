@@ -29,3 +29,10 @@ type InProcess = providers.InProcess
 func NewInProcess(ps map[string]sdk.Provider, log hclog.Logger) *InProcess {
 	return providers.NewInProcess(ps, log)
 }
+
+// Hooks are called between the delivery pipeline's steps with each batch's
+// channel and ids (Options.Hooks); nil functions are skipped. One that
+// returns an error abandons the batch at that point as if the process had
+// died there — the fault suite opens each crash window so — and the
+// benchmark times the stages with them. An application needs none.
+type Hooks = delivery.Hooks

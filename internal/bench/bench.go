@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/fakesens"
@@ -228,7 +229,6 @@ type env struct {
 // its own.
 type instance struct {
 	id     string
-	pool   *pgxpool.Pool
 	host   *pluginhost.Host
 	plugin *pluginhost.Plugin
 	engine *delivery.Engine
@@ -493,46 +493,42 @@ func (e *env) redisMode() string {
 // client state; the one sink and tracer are shared.
 func (e *env) startInstance(ctx context.Context, i int) error {
 	in := &instance{id: fmt.Sprintf("bench-%s-%d", e.runID, i+1)}
-	var err error
-	if in.pool, err = openPool(ctx, e.cfg.Postgres.URL, e.cfg.Postgres.MaxConns); err != nil {
-		return err
-	}
-	e.onClose(func(context.Context) error { in.pool.Close(); return nil })
-
 	log := e.o.Logger
 	if e.o.Instances > 1 {
 		log = log.With("instance", in.id)
 	}
+	// The bench keeps the plugin host, to read the plugin's pid (CPU) and
+	// limits (the report), and hands it to the daemon as its providers.
 	in.host = pluginhost.New(e.cfg.Plugins, log.Named("plugins"))
 	e.onClose(in.host.Stop)
+	var err error
 	if in.plugin, err = in.host.Plugin(ctx, e.cfg.Channels[Channel].Plugin); err != nil {
 		if errors.Is(err, pluginhost.ErrNotFound) {
 			return fmt.Errorf("bench: %w (build it with `make build`, or point --plugins-dir at the directory holding notifyd-plugin-webhook)", err)
 		}
 		return fmt.Errorf("bench: %w", err)
 	}
-	// A queue.Queue per engine, as per process: the epoch it last saw is
-	// its own.
-	store := outbox.New(in.pool)
-	e.onClose(func(context.Context) error { store.Close(); return nil })
-	in.engine, err = delivery.New(delivery.Options{
-		Config: e.cfg, Store: store, Queue: queue.New(e.rc, e.prefix),
-		Providers: providers.Host(in.host), Logger: log.Named("delivery"), Hooks: e.tracer.hooks(i), Instance: in.id,
-		Tracer: e.traces.Tracer(),
-	})
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+	// The whole daemon, as `notifyd serve` runs it (its own instance id,
+	// Postgres pool and Redis client; an API on a port of its own, idle),
+	// through the root package; the tracer's hooks reach into its pipeline.
+	cfg := *e.cfg
+	cfg.Instance.ID = in.id
+	cfg.HTTP.Listen, cfg.HTTP.Tokens = "127.0.0.1:0", nil
+	o := notifyd.Options{Logger: log, Providers: providers.Host(in.host), Hooks: e.tracer.hooks(i), NoMigrate: true}
+	if e.traces != nil {
+		o.TracerProvider = e.traces.TracerProvider()
 	}
-	if err := in.engine.Start(ctx); err != nil {
-		return fmt.Errorf("bench: start delivery engine %s: %w", in.id, err)
+	d, err := notifyd.Start(ctx, &cfg, o)
+	if err != nil {
+		return fmt.Errorf("bench: start notifyd %s: %w", in.id, err)
 	}
 	e.onClose(func(ctx context.Context) error {
-		if err := in.engine.Stop(ctx); err != nil {
-			in.engine.Kill()
-			return fmt.Errorf("bench: stop delivery engine %s: %w", in.id, err)
+		if err := d.Stop(ctx); err != nil {
+			return fmt.Errorf("bench: stop notifyd %s: %w", in.id, err)
 		}
 		return nil
 	})
+	in.engine = d.Engine()
 	e.instances = append(e.instances, in)
 	for _, st := range in.engine.Channels(ctx) {
 		if !st.Running {
