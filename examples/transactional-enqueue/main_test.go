@@ -16,12 +16,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/pluginhost"
-	"github.com/notifyd/notifyd/internal/providers"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 
@@ -105,8 +102,8 @@ func TestShop_PlaceOrder(t *testing.T) {
 	}
 }
 
-// startNotifyd runs a delivery engine with channel "alerts" on the real
-// webhook plugin, POSTing to url.
+// startNotifyd runs notifyd — the whole daemon, as `notifyd serve` does —
+// with channel "alerts" on the real webhook plugin, POSTing to url.
 func startNotifyd(t *testing.T, db *testenv.DB, rds *testenv.Redis, url string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -114,6 +111,7 @@ func startNotifyd(t *testing.T, db *testenv.DB, rds *testenv.Redis, url string) 
 	path := filepath.Join(dir, "notifyd.yaml")
 	yaml := fmt.Sprintf(`
 postgres: {url: %q}
+http: {listen: "127.0.0.1:0"}
 redis: {url: %q, prefix: %q}
 plugins: {dir: %q}
 channels:
@@ -127,20 +125,15 @@ channels:
 		t.Fatal(err)
 	}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
-	host := pluginhost.New(cfg.Plugins, log)
-	engine, err := delivery.New(delivery.Options{
-		Config: cfg, Store: testenv.Store(t, db.Pool), Queue: queue.New(rds.Client, rds.Prefix), Providers: providers.Host(host), Logger: log,
-	})
+	d, err := notifyd.Start(context.Background(), cfg, notifyd.Options{Logger: log})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = engine.Stop(ctx)
-		_ = host.Stop(ctx)
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("stop notifyd: %v", err)
+		}
 	})
 }
