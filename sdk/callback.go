@@ -75,6 +75,7 @@ const (
 	FailedAfterSend ReceiptOutcome = 2
 )
 
+// String names the ReceiptOutcome as logs and errors print it.
 func (o ReceiptOutcome) String() string {
 	switch o {
 	case Delivered:

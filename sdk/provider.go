@@ -175,6 +175,7 @@ const (
 	OutcomePermanent Outcome = 3
 )
 
+// String names the Outcome as logs and errors print it.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSuccess:

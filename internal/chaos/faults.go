@@ -40,6 +40,7 @@ var Kinds = []string{
 // be injected.
 type BugError struct{ What string }
 
+// Error is the injected bug's description.
 func (e *BugError) Error() string { return e.What }
 
 // Event is one injected fault.

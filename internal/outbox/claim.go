@@ -91,6 +91,7 @@ const (
 	ClaimSuspect
 )
 
+// String names the ClaimKind as logs and errors print it.
 func (k ClaimKind) String() string {
 	switch k {
 	case ClaimSend:

@@ -21,6 +21,7 @@ const (
 	ResultFailed               // → FAILED (terminal, dead-lettered)
 )
 
+// String names the Result as logs and errors print it.
 func (r Result) String() string {
 	switch r {
 	case ResultSent:

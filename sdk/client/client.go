@@ -86,6 +86,7 @@ type Error struct {
 	Message    string // names the field or parameter at fault
 }
 
+// Error is the API's answer in one line: its status, code and message.
 func (e *Error) Error() string {
 	return fmt.Sprintf("notifyd API: %d %s: %s", e.StatusCode, e.Code, e.Message)
 }

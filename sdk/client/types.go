@@ -5,7 +5,6 @@ import "github.com/notifyd/notifyd/sdk/wire"
 // The API's JSON types are defined once, in sdk/wire, which the server
 // encodes with; they are re-exported here so a client user writes
 // client.Notification and imports one package.
-
 type (
 	Notification        = wire.Notification
 	Enqueued            = wire.Enqueued

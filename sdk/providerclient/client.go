@@ -38,6 +38,7 @@ type ConfigError struct {
 	Message string
 }
 
+// Error names the channel and the plugin's reason for refusing its config.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("channel %s: config rejected: %s", e.Channel, e.Message)
 }
@@ -287,6 +288,7 @@ var ErrCallbackUnsupported = errors.New("the plugin takes no callbacks")
 // reason, for the caller.
 type CallbackRefused struct{ Message string }
 
+// Error is the plugin's reason for refusing the callback.
 func (e *CallbackRefused) Error() string { return "callback refused by the plugin: " + e.Message }
 
 // Callback hands a provider's callback to the plugin and returns its
