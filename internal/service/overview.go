@@ -295,9 +295,3 @@ func (r *ring[T]) items() []T {
 	out = append(out, r.buf[r.next:]...)
 	return append(out, r.buf[:r.next]...)
 }
-
-// Counts is the outbox rows by channel and status, with the same maxAge
-// rule as Overview, for a door that needs only the counts.
-func (s *Service) Counts(ctx context.Context, maxAge time.Duration) (map[string]map[string]int64, time.Time, error) {
-	return s.counts.get(ctx, maxAge)
-}
