@@ -372,16 +372,19 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	}
 	// The operations (DLQ, overview, pause, cancel): one implementation,
 	// behind both the API and the dashboard.
-	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Engine: d.engine, Logger: log.Named("service")}); err != nil {
+	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Engine: d.engine, Schedules: d.sched,
+		Plugins: d.host, Redis: d.redis, Logger: log.Named("service")}); err != nil {
 		return err
+	}
+	if err := reg.Register(d.ops.Collectors()...); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
 	}
 	if err := d.parts.Start(ctx, "operations", d.ops); err != nil {
 		return err
 	}
 	var dashboard http.Handler
 	if len(cfg.HTTP.Tokens) > 0 {
-		dashboard, err = ui.New(ui.Deps{Config: cfg, Store: d.store, Engine: d.engine, Plugins: d.host,
-			Schedules: d.sched, Service: d.ops, Logger: log.Named("ui")})
+		dashboard, err = ui.New(ui.Deps{Config: cfg, Ops: d.ops, Logger: log.Named("ui")})
 		if err != nil {
 			log.Warn("dashboard disabled", "error", err)
 		}
@@ -391,8 +394,7 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 		ln = d.wait.listener()
 	}
 	if d.api, err = api.New(api.Options{
-		Config: cfg, Store: d.store, Engine: d.engine, Redis: d.redis, Plugins: d.host, Metrics: reg,
-		Logger: log.Named("api"), Schedules: d.sched, Service: d.ops, UI: dashboard, Listener: ln,
+		Config: cfg, Ops: d.ops, Metrics: reg, Logger: log.Named("api"), UI: dashboard, Listener: ln,
 		Tracer: d.tracer,
 	}); err != nil {
 		return err

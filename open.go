@@ -49,7 +49,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (_ *Daemon, err er
 	if d.sched, err = schedule.New(d.pool, cfg, schedule.Options{Logger: log.Named("schedule"), InstanceID: cfg.Instance.ID}); err != nil {
 		return nil, err
 	}
-	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Logger: log.Named("service")}); err != nil {
+	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Schedules: d.sched, Logger: log.Named("service")}); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -8,8 +8,8 @@ import (
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // TestMigrateAndOpen: Migrate brings an empty schema up to date and then has
@@ -41,24 +41,29 @@ func TestMigrateAndOpen(t *testing.T) {
 		t.Errorf("Addr of an opened daemon = %v, want nil (no API)", a)
 	}
 	// The database alone: an enqueue is written PENDING, for a running
-	// instance to deliver; its status reads back.
-	ins, err := d.Service().Enqueue(ctx, []outbox.NewNotification{{Channel: "inbox", Recipient: "u1", Payload: []byte(`{"n":1}`)}})
+	// instance to deliver; its status reads back. The operations are the
+	// daemon's own methods, in wire types.
+	ins, err := d.Enqueue(ctx, []wire.Notification{{Channel: "inbox", Recipient: "u1", Payload: []byte(`{"n":1}`)}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.Service().Notification(ctx, ins[0].ID)
-	if err != nil || got.Status != outbox.StatusPending {
+	got, err := d.Notification(ctx, ins[0].ID)
+	if err != nil || got.Status != wire.StatusPending {
 		t.Fatalf("the enqueued notification: %+v, %v; want it PENDING", got, err)
 	}
+	var refused *notifyd.Error
+	if _, err := d.Notification(ctx, ins[0].ID+1000); !errors.As(err, &refused) || refused.Kind != notifyd.ErrNotFound {
+		t.Errorf("an unknown id = %v, want a notifyd.Error of kind ErrNotFound", err)
+	}
 	// What needs the engine says so.
-	if err := d.Service().Pause(ctx, "inbox", "maintenance"); err == nil || !strings.Contains(err.Error(), "engine") {
+	if err := d.Pause(ctx, "inbox", "maintenance"); err == nil || !strings.Contains(err.Error(), "engine") {
 		t.Errorf("Pause without an engine = %v, want an error naming the engine", err)
 	}
 	if err := d.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// Closed: the pool is gone.
-	if _, err := d.Service().Notification(ctx, ins[0].ID); err == nil {
+	if _, err := d.Notification(ctx, ins[0].ID); err == nil {
 		t.Error("the operations still answer after Stop; want the pool closed")
 	}
 

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/internal/service"
 )
 
 // newCampaignCmd creates an ad-hoc bulk job (docs/design.md §6) through the API, or
@@ -39,7 +40,7 @@ func newCampaignCmd() *cobra.Command {
 			if path == "" {
 				return campaignAPI(cmd, &af, channel, topic, query, contentKey, p, run, watch, every)
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
 				job, err := svc.CreateCampaign(ctx, schedule.Campaign{
 					Channel: channel, Audience: config.Audience{Topic: topic, Query: query, Key: key}, Payload: p,
 					ContentKey: contentKey,
@@ -84,8 +85,10 @@ func newCampaignCmd() *cobra.Command {
 }
 
 // withSchedule loads the config, connects and builds the schedule service
-// (not started) for a one-shot command.
-func withSchedule(ctx context.Context, path string, fn func(context.Context, *schedule.Service, *pgxpool.Pool) error) error {
+// (not started) for a one-shot command, with the operations over it and the
+// database alone (service.Service without an engine: its jobs in wire
+// types, the API's).
+func withSchedule(ctx context.Context, path string, fn func(context.Context, *schedule.Service, *service.Service) error) error {
 	cfg, log, err := loadConfig(path)
 	if err != nil {
 		return err
@@ -99,7 +102,11 @@ func withSchedule(ctx context.Context, path string, fn func(context.Context, *sc
 	if err != nil {
 		return err
 	}
-	return fn(ctx, svc, pool)
+	ops, err := service.New(service.Options{Config: cfg, Store: outbox.New(pool), Schedules: svc, Logger: log.Named("service")})
+	if err != nil {
+		return err
+	}
+	return fn(ctx, svc, ops)
 }
 
 // cliInstance names a CLI process as a job owner, so `notifyd jobs` shows

@@ -75,7 +75,7 @@ channels: {quiz: {plugin: webhook}}
 			{[]string{"campaign", "-c", path, "--channel", "quiz", "--topic", "daily", "--payload", `[1]`}, "--payload must be a JSON object"},
 			{[]string{"campaign", "-c", path, "--channel", "quiz", "--query", "SELECT 1 AS id", "--key", "id", "--payload", `{"t":"x"}`}, `returns no column "recipient"`},
 			{[]string{"jobs", "-c", path, "x"}, `"x" is not a job id`},
-			{[]string{"jobs", "-c", path, "99"}, "job 99: not found"},
+			{[]string{"jobs", "-c", path, "99"}, "job 99 does not exist"},
 			{[]string{"jobs", "-c", path, "--cancel"}, "--cancel needs a job id"},
 			{[]string{"jobs", "-c", path, "1", "--cancel"}, "it is DONE"},
 		}

@@ -95,11 +95,11 @@ channels:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := service.New(service.Options{Config: cfg, Store: store, Engine: engine, Logger: log})
+	ops, err := service.New(service.Options{Config: cfg, Store: store, Engine: engine, Schedules: svc, Plugins: host, Redis: rds.Client, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Options{Config: cfg, Store: store, Engine: engine, Redis: rds.Client, Schedules: svc, Service: ops, Plugins: host})
+	srv, err := api.New(api.Options{Config: cfg, Ops: ops})
 	if err != nil {
 		t.Fatal(err)
 	}

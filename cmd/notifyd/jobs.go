@@ -8,11 +8,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // newJobsCmd shows bulk jobs (schedule runs and campaigns) and their
@@ -35,24 +36,24 @@ func newJobsCmd() *cobra.Command {
 				q := client.JobQuery{Kind: kind, Schedule: sched, State: state, Limit: limit}
 				return jobsAPI(cmd, &af, args, q, cancel, watch, every)
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
 				out := cmd.OutOrStdout()
 				if len(args) == 0 {
 					if cancel {
 						return fmt.Errorf("--cancel needs a job id")
 					}
-					jobs, err := svc.ListJobs(ctx, schedule.JobFilter{Kind: kind, Schedule: sched, State: schedule.JobState(state), Limit: limit})
+					jobs, err := ops.Jobs(ctx, wire.JobQuery{Kind: kind, Schedule: sched, State: state, Limit: limit})
 					if err != nil {
 						return err
 					}
-					return printJobs(out, jobs)
+					return printJobs(out, jobs.Jobs)
 				}
 				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil {
 					return fmt.Errorf("%q is not a job id", args[0])
 				}
 				if watch {
-					return watchJob(ctx, out, func(ctx context.Context) (*schedule.Job, error) { return svc.GetJob(ctx, id) }, every, false)
+					return watchJob(ctx, out, func(ctx context.Context) (wire.Job, error) { return ops.Job(ctx, id) }, every, false)
 				}
 				if cancel {
 					job, n, err := svc.CancelJob(ctx, id)
@@ -62,7 +63,7 @@ func newJobsCmd() *cobra.Command {
 					fmt.Fprintf(out, "cancelled job %d; %d pending notifications cancelled\n", job.ID, n)
 					return nil
 				}
-				job, err := svc.GetJob(ctx, id)
+				job, err := ops.Job(ctx, id)
 				if err != nil {
 					return err
 				}
@@ -83,7 +84,7 @@ func newJobsCmd() *cobra.Command {
 	return cmd
 }
 
-func progress(j *schedule.Job) string {
+func progress(j wire.Job) string {
 	if j.Total == nil {
 		return fmt.Sprintf("%d/?", j.Done)
 	}
@@ -93,7 +94,7 @@ func progress(j *schedule.Job) string {
 	return fmt.Sprintf("%d/%d (%.0f%%)", j.Done, *j.Total, 100*float64(j.Done)/float64(*j.Total))
 }
 
-func printJobs(w io.Writer, jobs []*schedule.Job) error {
+func printJobs(w io.Writer, jobs []wire.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tSCHEDULE\tFIRE TIME\tCHANNEL\tSTATE\tDONE/TOTAL\tSKIPPED\tCURSOR\tOWNER")
 	for _, j := range jobs {
@@ -107,7 +108,7 @@ func printJobs(w io.Writer, jobs []*schedule.Job) error {
 	return tw.Flush()
 }
 
-func printJob(w io.Writer, j *schedule.Job) error {
+func printJob(w io.Writer, j wire.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("id", strconv.FormatInt(j.ID, 10))
@@ -122,13 +123,13 @@ func printJob(w io.Writer, j *schedule.Job) error {
 	} else {
 		row("audience", "query (key "+j.Audience.Key+")")
 	}
-	row("state", string(j.State))
+	row("state", j.State)
 	row("done/total", progress(j))
 	row("skipped", strconv.FormatInt(j.Skipped, 10)+" (no address on the channel)")
 	row("failed", strconv.FormatInt(j.Failed, 10)+" (FAILED at birth: template error or over a bound; see dlq list)")
 	row("cursor", orDash(j.Cursor))
 	row("owner", orDash(j.Owner))
-	if j.State == schedule.JobRunning && !j.Heartbeat.IsZero() {
+	if j.State == "RUNNING" && !j.Heartbeat.IsZero() {
 		row("heartbeat", j.Heartbeat.Format(time.RFC3339)+" ("+time.Since(j.Heartbeat).Round(time.Second).String()+" ago)")
 	}
 	row("created", j.CreatedAt.Format(time.RFC3339))

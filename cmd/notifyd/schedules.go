@@ -12,9 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // This file holds the schedule commands and the API mode of campaign and
@@ -47,7 +46,7 @@ func newSchedulesCmd() *cobra.Command {
 			for _, s := range list {
 				last := "-"
 				if s.LastRun != nil {
-					last = fmt.Sprintf("job %d %s %s", s.LastRun.ID, s.LastRun.State, progress(fromAPIJob(*s.LastRun)))
+					last = fmt.Sprintf("job %d %s %s", s.LastRun.ID, s.LastRun.State, progress(*s.LastRun))
 				}
 				aud := "topic " + s.Audience.Topic
 				if s.Audience.Topic == "" {
@@ -167,11 +166,7 @@ func jobsAPI(cmd *cobra.Command, af *apiFlags, args []string, q client.JobQuery,
 		if af.json() {
 			return printJSON(w, jobs)
 		}
-		list := make([]*schedule.Job, len(jobs))
-		for i, j := range jobs {
-			list[i] = fromAPIJob(j)
-		}
-		return printJobs(w, list)
+		return printJobs(w, jobs)
 	}
 	ids, err := parseIDs(args, "job")
 	if err != nil {
@@ -187,28 +182,16 @@ func jobsAPI(cmd *cobra.Command, af *apiFlags, args []string, q client.JobQuery,
 	if af.json() {
 		return printJSON(w, job)
 	}
-	return printJob(w, fromAPIJob(*job))
+	return printJob(w, *job)
 }
 
-func apiJobFetch(c *client.Client, id int64) func(context.Context) (*schedule.Job, error) {
-	return func(ctx context.Context) (*schedule.Job, error) {
+func apiJobFetch(c *client.Client, id int64) func(context.Context) (wire.Job, error) {
+	return func(ctx context.Context) (wire.Job, error) {
 		j, err := c.Job(ctx, id)
 		if err != nil {
-			return nil, err
+			return wire.Job{}, err
 		}
-		return fromAPIJob(*j), nil
-	}
-}
-
-// fromAPIJob is the API's job as the schedule package's, so both modes
-// print through the same tables.
-func fromAPIJob(j client.Job) *schedule.Job {
-	return &schedule.Job{
-		ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, FireTime: j.FireTime, Timezone: j.Timezone, Channel: j.Channel,
-		Audience: config.Audience{Topic: j.Audience.Topic, Query: j.Audience.Query, Key: j.Audience.Key},
-		Payload:  j.Payload, State: schedule.JobState(j.State), Cursor: j.Cursor, Done: j.Done, Skipped: j.Skipped,
-		Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat, Error: j.Error, CreatedAt: j.CreatedAt,
-		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt,
+		return *j, nil
 	}
 }
 
@@ -219,7 +202,7 @@ const barWidth = 30
 // redraws one line with a progress bar; otherwise (a pipe, a log) it prints
 // a line each time the progress changes; with asJSON, one JSON object per
 // change. A job that ends other than DONE is an error (exit status 1).
-func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (*schedule.Job, error), every time.Duration, asJSON bool) error {
+func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (wire.Job, error), every time.Duration, asJSON bool) error {
 	tty := isTerminal(w)
 	last := ""
 	for {
@@ -241,11 +224,11 @@ func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (*sc
 			fmt.Fprintln(w, line)
 		}
 		last = line
-		if j.State.Terminal() {
+		if j.Terminal() {
 			if tty && !asJSON {
 				fmt.Fprintln(w)
 			}
-			if j.State != schedule.JobDone {
+			if j.State != "DONE" {
 				return fmt.Errorf("job %d ended %s%s", j.ID, j.State, orEmpty(": ", j.Error))
 			}
 			return nil
@@ -265,7 +248,7 @@ func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (*sc
 
 // progressLine is one job's state as a bar:
 // job 12 RUNNING   [█████████░░░░░░░░░░░░░░░░░░░░░]  30%  300/1000  skipped 2
-func progressLine(j *schedule.Job) string {
+func progressLine(j wire.Job) string {
 	total, frac := "?", -1.0
 	if j.Total != nil {
 		total, frac = fmt.Sprint(*j.Total), 1.0

@@ -10,6 +10,7 @@ import (
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/traceparent"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // newSendCmd enqueues one notification through the API, or writes it
@@ -51,14 +52,15 @@ func newSendCmd() *cobra.Command {
 				return err
 			}
 			ctx, traced, end := startSendSpan(cmd.Context(), cfg)
-			n := outbox.NewNotification{
+			n := wire.Notification{
 				Channel: channel, Recipient: recipient, Payload: json.RawMessage(payload),
-				IdempotencyKey: key, DueAt: due,
+				IdempotencyKey: key, SendAt: due,
 			}
+			var tp string
 			if traced {
-				n.TraceParent = traceparent.FromContext(ctx)
+				tp = traceparent.FromContext(ctx)
 			}
-			res, err := ops.Enqueue(ctx, []outbox.NewNotification{n})
+			res, err := ops.Enqueue(ctx, []wire.Notification{n}, tp)
 			end(err)
 			if err != nil {
 				return err

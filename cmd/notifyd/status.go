@@ -10,6 +10,7 @@ import (
 
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // newStatusCmd shows notifications by id, through the API or read from the
@@ -45,7 +46,7 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ns []*outbox.Notification
+			var ns []wire.NotificationInfo
 			refused, err := eachID(cmd, ids, func(id int64) error {
 				n, err := ops.Notification(cmd.Context(), id)
 				if err == nil {
@@ -62,10 +63,10 @@ func newStatusCmd() *cobra.Command {
 			tw := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
 			for _, n := range ns {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.AttemptCount, lastErrorCell(n.Status, n.LastError))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.Attempts, lastErrorCell(n.Status, n.LastError))
 				if history {
 					prev := 0
-					for _, at := range n.Attempts {
+					for _, at := range n.History {
 						if at.Attempt <= prev {
 							fmt.Fprintf(tw, "\t  replayed\t\t\t\t(attempts counted again from 1)\n")
 						}

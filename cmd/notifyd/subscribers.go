@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 
@@ -57,7 +57,7 @@ func newSubscribersImportCmd() *cobra.Command {
 			if path == "" {
 				return importSubscribersAPI(cmd, &af, in, name)
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
 				n, err := importSubscribers(ctx, svc, in, name)
 				fmt.Fprintf(cmd.OutOrStdout(), "%d subscribers upserted\n", n)
 				return err
@@ -124,7 +124,7 @@ func newSubscribersGetCmd() *cobra.Command {
 			if path == "" {
 				return getSubscriberAPI(cmd, &af, args[0])
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
 				s, err := svc.GetSubscriber(ctx, args[0])
 				if err != nil {
 					return err
@@ -156,7 +156,7 @@ func newSubscribersDeleteCmd() *cobra.Command {
 				}
 				return c.DeleteSubscriber(cmd.Context(), args[0])
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, _ *pgxpool.Pool) error {
+			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
 				return svc.DeleteSubscriber(ctx, args[0])
 			})
 		},

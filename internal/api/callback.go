@@ -2,7 +2,6 @@ package api
 
 import (
 	"cmp"
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -12,10 +11,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk"
-	"github.com/notifyd/notifyd/sdk/providerclient"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -48,9 +45,6 @@ func newCallbackDoors(cfg *config.Config) map[string]callbackDoor {
 // Callback bounds past the request's own (the header block is at most
 // maxHeaderBytes, the body the channel's max_body_bytes).
 const (
-	// callbackTimeout bounds the plugin's reading of one callback, a plugin
-	// restart waited for included.
-	callbackTimeout = 10 * time.Second
 	// inFlightRetryAfter is the Retry-After, in seconds, of a callback
 	// naming a notification not SENT yet.
 	inFlightRetryAfter = 5
@@ -87,30 +81,13 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	}
 	req := sdk.CallbackRequest{Headers: r.Header.Clone(), Query: r.URL.Query(), Body: body}
 	req.Headers.Del(door.header) // the secret stays here
-	ctx, cancel := context.WithTimeout(r.Context(), callbackTimeout)
-	defer cancel()
-	ans, res, err := s.ops.Callback(ctx, name, req)
-	var refused *providerclient.CallbackRefused
-	switch {
-	case errors.As(err, &refused):
-		return badRequest("channel %s: the plugin could not read the callback: %s", name, refused.Message)
-	case errors.Is(err, delivery.ErrCallbackUnsupported):
-		return errorf(http.StatusNotImplemented, wire.CodeNotImplemented,
-			"the plugin of channel %s takes no callbacks (its Sender is not an sdk.CallbackHandler)", name)
-	case errors.Is(err, delivery.ErrUnknownChannel), errors.Is(err, delivery.ErrChannelStopped):
-		s.log.Warn("callback refused: channel not running here", "channel", name, "error", err)
+	ans, res, err := s.ops.Callback(r.Context(), name, req)
+	var se *service.Error
+	if errors.As(err, &se) && se.Kind == service.Unavailable {
+		// Not running here, restarting, too slow: the provider calls again.
 		w.Header().Set("Retry-After", strconv.Itoa(inFlightRetryAfter))
-		return unavailable("channel %s is not running on this instance; retry", name)
-	case errors.Is(err, service.ErrPluginCall):
-		// Crashed, restarting, too slow or broke the contract: the provider
-		// may retry; the detail is the operator's, not the caller's.
-		s.log.Warn("callback: the plugin call failed", "channel", name, "error", err)
-		w.Header().Set("Retry-After", strconv.Itoa(inFlightRetryAfter))
-		if ctx.Err() != nil {
-			return unavailable("the plugin of channel %s did not answer within %s; retry", name, callbackTimeout)
-		}
-		return unavailable("the plugin of channel %s could not read the callback now; retry", name)
-	case err != nil:
+	}
+	if err != nil {
 		return err
 	}
 	s.log.Debug("callback", "channel", name, "applied", res.Applied, "ignored", res.Ignored)

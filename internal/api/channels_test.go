@@ -75,7 +75,7 @@ func TestServer_Channels(t *testing.T) {
 func TestServer_ChannelsCountsExpire(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
-	srv := newServer(t, api.Options{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client, CountsTTL: time.Nanosecond})
+	srv := newServer(t, serverOptions{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client, CountsTTL: time.Nanosecond})
 	_ = srv
 	b.insert("alerts", "x")
 	first := pending(t, b, srv)

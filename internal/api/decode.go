@@ -12,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/sdk/txoutbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -154,7 +153,7 @@ type enqueueRules struct {
 
 // decodeEnqueue reads POST /v1/notifications. batch says the body was
 // {"notifications": [...]}.
-func decodeEnqueue(r io.Reader, rules enqueueRules) (ns []outbox.NewNotification, batch bool, e *Error) {
+func decodeEnqueue(r io.Reader, rules enqueueRules) (ns []wire.Notification, batch bool, e *Error) {
 	var body enqueueBody
 	if e := decodeJSON(r, &body, false); e != nil {
 		return nil, false, e
@@ -173,7 +172,7 @@ func decodeEnqueue(r io.Reader, rules enqueueRules) (ns []outbox.NewNotification
 			return nil, true, invalid("notifications: %d in one request, at most %d", len(items), wire.MaxBatch)
 		}
 	}
-	ns = make([]outbox.NewNotification, len(items))
+	ns = make([]wire.Notification, len(items))
 	for i, it := range items {
 		at := func(field string) string {
 			if batch {
@@ -190,8 +189,8 @@ func decodeEnqueue(r io.Reader, rules enqueueRules) (ns []outbox.NewNotification
 	return ns, batch, nil
 }
 
-func (it enqueueItem) check(at func(string) string, rules enqueueRules) (outbox.NewNotification, *Error) {
-	var n outbox.NewNotification
+func (it enqueueItem) check(at func(string) string, rules enqueueRules) (wire.Notification, *Error) {
+	var n wire.Notification
 	payload := bytes.TrimSpace(it.Payload)
 	switch {
 	case it.Channel == "":
@@ -216,11 +215,12 @@ func (it enqueueItem) check(at func(string) string, rules enqueueRules) (outbox.
 		}
 		due = t
 	}
-	n = outbox.NewNotification{
+	n = wire.Notification{
 		Channel: it.Channel, Recipient: it.Recipient, Payload: json.RawMessage(payload),
-		IdempotencyKey: it.IdempotencyKey, DueAt: due,
+		IdempotencyKey: it.IdempotencyKey, SendAt: due,
 	}
-	if err := n.Check(); err != nil {
+	row := txoutbox.Row{Channel: n.Channel, Recipient: n.Recipient, Payload: n.Payload, IdempotencyKey: n.IdempotencyKey, DueAt: due}
+	if err := row.Check(); err != nil {
 		// Check's messages start with the field's name.
 		msg := err.Error()
 		field, rest, _ := strings.Cut(msg, " ")
@@ -248,8 +248,8 @@ func decodeSelector(r io.Reader, replay bool) (wire.DLQSelector, *Error) {
 		return sel, invalid("ids: empty; want 1 to %d notification ids", maxIDs)
 	case len(sel.IDs) > maxIDs:
 		return sel, invalid("ids: %d in one request, at most %d", len(sel.IDs), maxIDs)
-	case len(sel.Channel) > outbox.MaxChannelLen:
-		return sel, invalid("channel: %d bytes long, at most %d", len(sel.Channel), outbox.MaxChannelLen)
+	case len(sel.Channel) > wire.MaxChannelLen:
+		return sel, invalid("channel: %d bytes long, at most %d", len(sel.Channel), wire.MaxChannelLen)
 	}
 	seen := make(map[int64]bool, len(sel.IDs))
 	ids := make([]int64, 0, len(sel.IDs))
@@ -279,18 +279,16 @@ type subscriberBody struct {
 // decodeSubscriber reads a subscriber for id (the path's). Field rules
 // (address channels, topic names) are the schedule package's; it answers
 // them with ErrInvalid, which the handler turns into 422.
-func decodeSubscriber(r io.Reader, id string) (schedule.Subscriber, *Error) {
+func decodeSubscriber(r io.Reader, id string) (wire.Subscriber, *Error) {
 	var b subscriberBody
 	if e := decodeJSON(r, &b, true); e != nil {
-		return schedule.Subscriber{}, e
+		return wire.Subscriber{}, e
 	}
-	switch {
-	case b.ExternalID != "" && b.ExternalID != id:
-		return schedule.Subscriber{}, invalid("external_id: %q differs from the path's %q (leave it out)", b.ExternalID, id)
-	case len(id) > schedule.MaxExternalIDLen:
-		return schedule.Subscriber{}, invalid("subscriber id: %d bytes long, at most %d", len(id), schedule.MaxExternalIDLen)
+	if b.ExternalID != "" && b.ExternalID != id {
+		return wire.Subscriber{}, invalid("external_id: %q differs from the path's %q (leave it out)", b.ExternalID, id)
 	}
-	return schedule.Subscriber{ExternalID: id, Addresses: b.Addresses, Attributes: b.Attributes, Topics: b.Topics}, nil
+	// The id's length is the service's to check (service.PutSubscriber).
+	return wire.Subscriber{ExternalID: id, Addresses: b.Addresses, Attributes: b.Attributes, Topics: b.Topics}, nil
 }
 
 // campaignBody is the POST /v1/campaigns body.
@@ -303,53 +301,42 @@ type campaignBody struct {
 
 // decodeCampaign reads a campaign. Its audience must be a topic: a query
 // audience is SQL, which only the operator's config may contain.
-func decodeCampaign(r io.Reader) (schedule.Campaign, *Error) {
+func decodeCampaign(r io.Reader) (wire.Campaign, *Error) {
 	var b campaignBody
 	if e := decodeJSON(r, &b, true); e != nil {
-		return schedule.Campaign{}, e
+		return wire.Campaign{}, e
 	}
 	switch {
 	case b.Channel == "":
-		return schedule.Campaign{}, invalid("channel is required")
+		return wire.Campaign{}, invalid("channel is required")
 	case b.Audience.Query != "" || b.Audience.Key != "":
-		return schedule.Campaign{}, invalid("audience.query: not accepted over the API (it is SQL); use audience.topic, or configure a schedule with a query audience")
+		return wire.Campaign{}, invalid("audience.query: not accepted over the API (it is SQL); use audience.topic, or configure a schedule with a query audience")
 	case b.Audience.Topic == "":
-		return schedule.Campaign{}, invalid("audience.topic is required")
+		return wire.Campaign{}, invalid("audience.topic is required")
 	case b.Payload == nil:
-		return schedule.Campaign{}, invalid("payload is required: the message template as a JSON object")
+		return wire.Campaign{}, invalid("payload is required: the message template as a JSON object")
 	}
-	c := schedule.Campaign{Channel: b.Channel, Payload: b.Payload, ContentKey: b.ContentKey}
+	c := wire.Campaign{Channel: b.Channel, Payload: b.Payload, ContentKey: b.ContentKey}
 	c.Audience.Topic = b.Audience.Topic
 	return c, nil
 }
 
 // decodeRun reads the optional body of a schedule run request: empty is a
-// run firing now.
-func decodeRun(r io.Reader) (schedule.RunOptions, *Error) {
+// run firing now. The fire time is the service's to read
+// (service.RunSchedule).
+func decodeRun(r io.Reader) (wire.RunRequest, *Error) {
+	var req wire.RunRequest
 	b, err := io.ReadAll(r)
 	if err != nil {
-		return schedule.RunOptions{}, jsonError(err)
+		return req, jsonError(err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return schedule.RunOptions{}, nil
+		return req, nil
 	}
-	var req wire.RunRequest
 	if e := decodeJSON(bytes.NewReader(b), &req, false); e != nil {
-		return schedule.RunOptions{}, e
+		return req, e
 	}
-	o := schedule.RunOptions{Force: req.Force}
-	switch req.FireTime {
-	case "":
-	case "last":
-		o.Last = true
-	default:
-		t, err := time.Parse(time.RFC3339, req.FireTime)
-		if err != nil {
-			return o, invalid("fire_time: %q is not an RFC 3339 time (2026-11-25T08:00:00+09:00) or \"last\"", outbox.Truncate(req.FireTime, 64))
-		}
-		o.FireTime = t
-	}
-	return o, nil
+	return req, nil
 }
 
 // parseID reads a positive integer id from a path parameter.

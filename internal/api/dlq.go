@@ -1,10 +1,8 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 
-	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -25,16 +23,9 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	rows, err := s.ops.Dead(r.Context(), r.URL.Query().Get("channel"), after, int(limit))
+	page, err := s.ops.Dead(r.Context(), wire.DLQQuery{Channel: r.URL.Query().Get("channel"), After: after, Limit: int(limit)})
 	if err != nil {
 		return err
-	}
-	page := wire.DLQPage{Notifications: make([]wire.NotificationInfo, len(rows))}
-	for i := range rows {
-		page.Notifications[i] = notificationInfo(&rows[i], false)
-	}
-	if len(rows) == int(limit) {
-		page.NextAfter = rows[len(rows)-1].ID
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
@@ -48,22 +39,14 @@ func (s *Server) dlqReplay(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	if sel.IDs == nil && !s.ops.Configured(sel.Channel) {
+	if _, ok := s.cfg.Channels[sel.Channel]; sel.IDs == nil && !ok {
 		// Checked here too: the service reads an empty channel as "every
 		// channel", which the API does not offer.
 		return invalid("channel: %q is not configured on this instance; its dead letters cannot be replayed (purge them, or configure the channel)", sel.Channel)
 	}
-	res, err := s.ops.Replay(r.Context(), service.Selector{IDs: sel.IDs, Channel: sel.Channel})
+	out, err := s.ops.Replay(r.Context(), sel)
 	if err != nil {
 		return err
-	}
-	out := wire.Replayed{Replayed: int64(len(res.IDs)), IDs: res.IDs, Skipped: skipped(res.Skipped)}
-	if out.IDs == nil {
-		out.IDs = []int64{}
-	}
-	if res.RedisErr != nil {
-		out.Warning = fmt.Sprintf("replayed in Postgres, but queueing in Redis failed (%v); the sweeper queues them within delivery.sweep_after (%s)",
-			res.RedisErr, res.SweepAfter)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -76,18 +59,10 @@ func (s *Server) dlqPurge(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	res, err := s.ops.Purge(r.Context(), service.Selector{IDs: sel.IDs, Channel: sel.Channel})
+	out, err := s.ops.Purge(r.Context(), sel)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.Purged{Purged: res.N, Skipped: skipped(res.Skipped)})
+	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-func skipped(in []service.Skipped) []wire.Skipped {
-	var out []wire.Skipped
-	for _, sk := range in {
-		out = append(out, wire.Skipped{ID: sk.ID, Reason: sk.Reason})
-	}
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -18,6 +19,7 @@ type Error struct {
 	Message string
 }
 
+// Error is the answer in one line: status, code and message.
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
 func errorf(status int, code, format string, args ...any) *Error {
@@ -46,6 +48,24 @@ func conflict(format string, args ...any) *Error {
 
 func unavailable(format string, args ...any) *Error {
 	return errorf(http.StatusServiceUnavailable, wire.CodeUnavailable, format, args...)
+}
+
+// refusal is a service's refusal as the API answers it: 404, 409, 400, 501
+// and 503 by its kind, 422 for an invalid value.
+func refusal(se *service.Error) *Error {
+	switch se.Kind {
+	case service.NotFound:
+		return notFound("%s", se.Message)
+	case service.Conflict:
+		return conflict("%s", se.Message)
+	case service.Unreadable:
+		return badRequest("%s", se.Message)
+	case service.Unsupported:
+		return errorf(http.StatusNotImplemented, wire.CodeNotImplemented, "%s", se.Message)
+	case service.Unavailable:
+		return unavailable("%s", se.Message)
+	}
+	return invalid("%s", se.Message)
 }
 
 // writeJSON answers status with v as JSON.

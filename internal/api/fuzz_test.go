@@ -107,7 +107,11 @@ func FuzzDecodeEnqueue(f *testing.F) {
 				t.Fatalf("notification %d passed but is not acceptable: %+v", i, n)
 			}
 		}
-		if err := outbox.Validate(ns); err != nil {
+		rows := make([]outbox.NewNotification, len(ns))
+		for i, n := range ns {
+			rows[i] = outbox.NewNotification{Channel: n.Channel, Recipient: n.Recipient, Payload: n.Payload, IdempotencyKey: n.IdempotencyKey, DueAt: n.SendAt}
+		}
+		if err := outbox.Validate(rows); err != nil {
 			t.Fatalf("decoded batch fails the outbox's validation: %v", err)
 		}
 	})

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
@@ -75,7 +74,7 @@ func TestServer_Readyz(t *testing.T) {
 		pool, err := pgxpool.New(context.Background(), b.db.URL)
 		must(t, err)
 		pool.Close()
-		srv := newServer(t, api.Options{Config: b.cfg, Store: testenv.Store(t, pool), Engine: b.engine, Redis: b.rds.Client})
+		srv := newServer(t, serverOptions{Config: b.cfg, Store: testenv.Store(t, pool), Engine: b.engine, Redis: b.rds.Client})
 		got := decode[client.Readiness](t, wantStatus(t, serve(t, srv, "GET", "/readyz", "", ""), 503))
 		if got.Checks["postgres"] != "failed" || got.Checks["redis"] != "ok" {
 			t.Errorf("readiness %+v", got)
@@ -96,7 +95,7 @@ func (stalledEngine) Stalled() map[string]time.Duration {
 func TestServer_ReadyzStalledStage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
-	srv := newServer(t, api.Options{Config: b.cfg, Store: b.store, Engine: stalledEngine{b.engine}, Redis: b.rds.Client})
+	srv := newServer(t, serverOptions{Config: b.cfg, Store: b.store, Engine: stalledEngine{b.engine}, Redis: b.rds.Client})
 	got := decode[client.Readiness](t, wantStatus(t, serve(t, srv, "GET", "/readyz", "", ""), 503))
 	if got.Status != "unavailable" || got.Checks["stage:settle"] != "stalled" || got.Checks["postgres"] != "ok" {
 		t.Errorf("readiness %+v, want unavailable with stage:settle stalled", got)
@@ -145,7 +144,7 @@ func TestServer_Metrics(t *testing.T) {
 func TestServer_StartStop(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
-	srv := newServer(t, api.Options{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
+	srv := newServer(t, serverOptions{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
 	must(t, srv.Start(b.ctx))
 	c, err := client.New(srv.Addr().String(), tokenA)
 	must(t, err)
@@ -163,12 +162,12 @@ func TestServer_StartStop(t *testing.T) {
 	}
 
 	t.Run("an address in use fails Start with the key named", func(t *testing.T) {
-		again := newServer(t, api.Options{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
+		again := newServer(t, serverOptions{Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
 		must(t, again.Start(b.ctx))
 		defer again.Stop(context.Background())
 		cfg := *b.cfg
 		cfg.HTTP = config.HTTP{Listen: again.Addr().String(), MaxBodyBytes: 1 << 20, MaxPayloadBytes: 1 << 10}
-		third := newServer(t, api.Options{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
+		third := newServer(t, serverOptions{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
 		if err := third.Start(b.ctx); err == nil || !strings.Contains(err.Error(), "http.listen") {
 			t.Errorf("Start on a taken address = %v, want an error naming http.listen", err)
 		}

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -55,7 +54,7 @@ func TestServer_ConnectionsCannotBeStarved(t *testing.T) {
 	// The engine is not started, so every channel is stopped; this test is
 	// about the door, so /readyz answers 200 all the same.
 	cfg.HTTP.ReadyWithStoppedChannels = true
-	srv := newServer(t, api.Options{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
+	srv := newServer(t, serverOptions{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
 	must(t, srv.Start(context.Background()))
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	addr := srv.Addr().String()

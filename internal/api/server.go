@@ -17,8 +17,11 @@
 // one, replaying one that is not FAILED), 413 for a body over
 // http.max_body_bytes, 422 for a well-formed request with an unacceptable
 // value (an unknown channel, a payload over http.max_payload_bytes).
-// The request and response types are sdk/client's; docs/openapi.yaml
-// describes every route.
+// The request and response types are sdk/wire's; docs/openapi.yaml
+// describes every route. Every route is a thin door over one operation of a
+// service.Operations (docs/design.md §8): it parses the request, calls the
+// operation and writes its answer; the API imports no store, queue or plugin
+// host.
 package api
 
 import (
@@ -34,28 +37,18 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/pluginhost"
-	"github.com/notifyd/notifyd/internal/queue"
-	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// Defaults for Options.
-const (
-	CountsTTLDefault    = 5 * time.Second
-	CheckTimeoutDefault = 2 * time.Second
-)
+// CountsTTLDefault is the default of Options.CountsTTL.
+const CountsTTLDefault = 5 * time.Second
 
 // Server timeouts: generous for a 1 MiB body on a slow link, short enough
 // that idle or stalled clients do not pile up.
@@ -70,52 +63,26 @@ const (
 	maxHeaderBytes = 64 << 10
 )
 
-// Engine is what the API uses of the delivery engine, *delivery.Engine:
-// channel states, and the channel's Redis queues across its partitions. The
-// engine need not be started for the queue operations (tests build one with
-// delivery.New and never start it).
-type Engine interface {
-	Channels(ctx context.Context) []delivery.ChannelState
-	Stats(ctx context.Context, channel string) (queue.Stats, error)
-	Revive(ctx context.Context, rows []outbox.Queued) error
-	DeadRemove(ctx context.Context, channel string, ids []int64) error
-	Pause(ctx context.Context, channel, reason string) error
-	Resume(ctx context.Context, channel string) error
-	// Stalled and Stalls report pipeline stages without progress, for the
-	// metric and /readyz.
-	Stalled() map[string]time.Duration
-	Stalls() []string
-}
-
 // Options configure a Server.
 type Options struct {
-	Config *config.Config        // http section and channels; required
-	Store  *outbox.Store         // required
-	Engine Engine                // required
-	Redis  redis.UniversalClient // required, for /readyz
-	// Service runs the operator operations (DLQ, overview, pause, cancel);
-	// required. The API is one of its doors.
-	Service *service.Service
-	// Schedules answers the subscriber, schedule, campaign and job routes;
-	// required.
-	Schedules *schedule.Service
-	// Plugins is the engine's plugin host: /readyz asks every running
-	// channel's plugin for its health, and the plugin metrics read it. nil:
-	// no plugin checks.
-	Plugins *pluginhost.Host
+	Config *config.Config // http section and channels; required
+	// Ops runs every operation the routes answer (the daemon's
+	// *service.Service, or *notifyd.Daemon); required. The API is one of its
+	// doors.
+	Ops service.Operations
 	// UI, when set, is served under /ui/ (the dashboard; it does its own
 	// session auth).
 	UI http.Handler
 	// Metrics is where the API reports and what /metrics serves; nil makes
-	// one. The API registers the queue, plugin and job collectors on it.
+	// one. The collectors that read the queues, plugins and jobs are the
+	// service's, registered on it by the composition root
+	// (service.Service.Collectors).
 	Metrics *metrics.Registry
 	Logger  hclog.Logger
 	// CountsTTL is how old the outbox counts /v1/channels answers with may
 	// be (a count reads the whole table; the service's sampler keeps one).
 	// Default CountsTTLDefault.
 	CountsTTL time.Duration
-	// CheckTimeout bounds each /readyz check. Default CheckTimeoutDefault.
-	CheckTimeout time.Duration
 	// Listener, when set, is what Start serves on instead of listening on
 	// http.listen (Stop closes it): notifyd hands over the one its stand-in
 	// answered on while it waited for Postgres and Redis, so the address
@@ -129,20 +96,14 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	cfg       *config.Config
-	store     *outbox.Store
-	redis     redis.UniversalClient
-	schedules *schedule.Service
-	engine    Engine
-	plugins   *pluginhost.Host
+	ops       service.Operations
 	metrics   *metrics.Registry
 	tracer    trace.Tracer // nil: off
 	log       hclog.Logger
 	tokens    tokens
 	proxies   httpguard.Proxies
 	throttle  *httpguard.Throttle // failed bearer tokens per client
-	ops       *service.Service
 	countsTTL time.Duration
-	checkTO   time.Duration
 	handler   http.Handler
 	// metricsHandler serves s.metrics, built once.
 	metricsHandler http.Handler
@@ -157,16 +118,14 @@ type Server struct {
 
 // New builds the API and its routes; Start serves it.
 func New(o Options) (*Server, error) {
-	if o.Config == nil || o.Store == nil || o.Engine == nil || o.Redis == nil || o.Service == nil || o.Schedules == nil {
-		return nil, errors.New("api: Config, Store, Engine, Redis, Service and Schedules are required")
+	if o.Config == nil || o.Ops == nil {
+		return nil, errors.New("api: Config and Ops are required")
 	}
 	s := &Server{
-		cfg: o.Config, store: o.Store, redis: o.Redis, schedules: o.Schedules,
-		engine: o.Engine, plugins: o.Plugins, metrics: o.Metrics, ui: o.UI, given: o.Listener, tracer: o.Tracer,
-		log:     cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
-		checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
+		cfg: o.Config, ops: o.Ops, metrics: o.Metrics, ui: o.UI, given: o.Listener, tracer: o.Tracer,
+		log:       cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger()),
+		countsTTL: cmp.Or(o.CountsTTL, CountsTTLDefault),
 	}
-	s.ops, s.countsTTL = o.Service, cmp.Or(o.CountsTTL, CountsTTLDefault)
 	if s.metrics == nil {
 		s.metrics = metrics.New(version.Version)
 	}
@@ -179,15 +138,6 @@ func New(o Options) (*Server, error) {
 	s.proxies, s.throttle = proxies, httpguard.NewThrottle(o.Config.HTTP.AuthFailuresPerMinute)
 	if s.tokens.empty() {
 		s.log.Warn("http.tokens is empty: every /v1 request will be refused with 401; set http.tokens to use the API")
-	}
-	if err := s.metrics.Register(
-		metrics.NewQueueCollector(s.queueStats, s.channelNames),
-		metrics.NewPluginCollector(s.pluginStates),
-		metrics.NewJobCollector(s.activeJobs),
-		metrics.NewChannelCollector(s.channelFlows),
-		metrics.NewStallCollector(o.Engine.Stalled),
-	); err != nil {
-		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
 	s.metricsHandler = s.metrics.Handler()
 	s.handler = httpguard.NewInflight(cmp.Or(o.Config.HTTP.MaxInflightBodyBytes, config.DefaultMaxInflight),
@@ -376,9 +326,10 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 // unreachable Postgres or Redis: the stand-in's while notifyd waits for them.
 const outageRetryAfter = 1
 
-// answer writes err: an *Error as it is, an outage of Postgres or Redis
-// (httpguard.Outage) as 503 with Retry-After, anything else as a 500 whose
-// text goes only to the log (it may hold database details).
+// answer writes err: an *Error as it is, a service.Error by its Kind, an
+// outage of Postgres or Redis (httpguard.Outage) as 503 with Retry-After,
+// anything else as a 500 whose text goes only to the log (it may hold
+// database details).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) {
@@ -387,26 +338,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var se *service.Error
 	if errors.As(err, &se) {
-		switch se.Kind {
-		case service.NotFound:
-			writeError(w, notFound("%s", se.Message))
-		case service.Conflict:
-			writeError(w, conflict("%s", se.Message))
-		default:
-			writeError(w, invalid("%s", se.Message))
-		}
+		writeError(w, refusal(se))
 		return
 	}
-	if outbox.IsRowError(err) {
+	if msg, ok := service.StorageRefusal(err); ok {
 		// Postgres refused a value of the request (every bound is checked
 		// before, so this is a bound that was missed): the client's fault,
 		// said without SQLSTATE text.
 		s.log.Warn("API request refused by the database", "route", r.Pattern, "error", err)
-		var pg *pgconn.PgError
-		msg := "a value of the request cannot be stored"
-		if errors.As(err, &pg) {
-			msg += ": " + pg.Message
-		}
 		writeError(w, invalid("%s", msg))
 		return
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/api"
@@ -28,6 +29,7 @@ import (
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 
@@ -150,7 +152,7 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	if rc == nil {
 		rc = rds.Client
 	}
-	b.srv = newServer(t, api.Options{
+	b.srv = newServer(t, serverOptions{
 		Config: cfg, Store: b.store, Engine: b.engine, Redis: rc, Plugins: b.host,
 		Metrics: b.metrics, Logger: log.Named("api"),
 	})
@@ -164,27 +166,45 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	return b
 }
 
+// serverOptions are what a test builds an API from: the service's parts
+// and the API's own options.
+type serverOptions struct {
+	Config    *config.Config
+	Store     *outbox.Store
+	Engine    service.Engine
+	Redis     redis.UniversalClient // pinged by /readyz
+	Plugins   *pluginhost.Host
+	Metrics   *metrics.Registry
+	Logger    hclog.Logger
+	CountsTTL time.Duration
+	Tracer    trace.Tracer
+}
+
 // newServer builds the API as the composition root does, over a service
 // layer and a schedule service of its own (neither started: the overview
-// counts on demand, and nothing here materialises runs).
-func newServer(t testing.TB, o api.Options) *api.Server {
+// counts on demand, and nothing here materialises runs), with the service's
+// collectors on the API's registry.
+func newServer(t testing.TB, o serverOptions) *api.Server {
 	t.Helper()
-	eng, ok := o.Engine.(service.Engine)
-	if !ok {
-		t.Fatalf("newServer: %T is not a service.Engine", o.Engine)
+	sched, err := schedule.New(o.Store.Pool(), o.Config, schedule.Options{Logger: o.Logger})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var err error
-	if o.Service == nil {
-		if o.Service, err = service.New(service.Options{Config: o.Config, Store: o.Store, Engine: eng, Logger: o.Logger}); err != nil {
-			t.Fatal(err)
-		}
+	ops, err := service.New(service.Options{
+		Config: o.Config, Store: o.Store, Engine: o.Engine, Schedules: sched, Plugins: o.Plugins, Redis: o.Redis, Logger: o.Logger,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o.Schedules == nil {
-		if o.Schedules, err = schedule.New(o.Store.Pool(), o.Config, schedule.Options{Logger: o.Logger}); err != nil {
-			t.Fatal(err)
-		}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New(version.Version)
 	}
-	srv, err := api.New(o)
+	if err := o.Metrics.Register(ops.Collectors()...); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Options{
+		Config: o.Config, Ops: ops, Metrics: o.Metrics, Logger: o.Logger, CountsTTL: o.CountsTTL, Tracer: o.Tracer,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Text that Postgres cannot store (invalid UTF-8, NUL) reached it from a
@@ -45,7 +45,7 @@ func checkRequestText(r *http.Request) *Error {
 
 // textProblem says why s cannot be stored as text ("" when it can).
 func textProblem(s string) string {
-	if err := outbox.CheckText(s); err != nil {
+	if err := wire.CheckText(s); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -67,7 +67,7 @@ func checkBodyText(b []byte) *Error {
 		}
 		return badRequest("request body is not valid UTF-8 (byte %d)", i)
 	}
-	if p := outbox.JSONEscapeProblem(b); p != "" && !strings.Contains(p, `\u0000`) {
+	if p := wire.JSONEscapeProblem(b); p != "" && !strings.Contains(p, `\u0000`) {
 		return badRequest("request body %s", p)
 	}
 	return nil
@@ -131,4 +131,18 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut
+// (the outbox's rule for text it quotes back).
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = " …[truncated]"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

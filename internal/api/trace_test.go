@@ -10,7 +10,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 
@@ -23,7 +22,7 @@ func TestServer_EnqueueTrace(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(b.ctx) })
-	traced := httptest.NewServer(newServer(t, api.Options{
+	traced := httptest.NewServer(newServer(t, serverOptions{
 		Config: b.cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client, Tracer: tp.Tracer("test"),
 	}).Handler())
 	t.Cleanup(traced.Close)

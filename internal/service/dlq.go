@@ -6,45 +6,33 @@ import (
 	"slices"
 
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Selector picks dead letters: IDs, or every one of Channel. With IDs,
 // Channel (when set) restricts them to that channel.
-type Selector struct {
-	IDs     []int64
-	Channel string
-}
+type Selector = wire.DLQSelector
 
-// Skipped is an id a replay or purge asked for and left alone, and why.
-type Skipped struct {
-	ID     int64
-	Reason string
-}
-
-// Replayed says what a replay did.
-type Replayed struct {
-	// IDs are the rows moved FAILED → QUEUED (attempts reset), ascending.
-	IDs []int64
-	// Skipped are the asked-for ids left alone: gone, not FAILED, on
-	// another channel, or on a channel this instance does not run.
-	Skipped []Skipped
-	// RedisErr is the first error pushing replayed rows to Redis after
-	// their Postgres commit. They are QUEUED; the sweeper pushes them
-	// within SweepAfter. Nothing is lost, but the caller should say so.
-	RedisErr   error
-	SweepAfter string
-}
-
-// Purged says what a purge did.
-type Purged struct {
-	N       int64 // FAILED rows deleted, with their attempt history
-	Skipped []Skipped
-}
+// DeadLimitDefault is the page size of Dead when the query gives none.
+const DeadLimitDefault = 100
 
 // Dead lists FAILED rows from Postgres (the truth; Redis' dead list is an
-// index of it), oldest first, keyset-paged after an id: at most limit rows.
-func (s *Service) Dead(ctx context.Context, channel string, after int64, limit int) ([]outbox.Notification, error) {
-	return s.store.ListFailed(ctx, channel, after, limit)
+// index of it), oldest first, keyset-paged after q.After: at most q.Limit
+// rows (DeadLimitDefault when 0). NextAfter is the last id of a full page.
+func (s *Service) Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DeadLimitDefault
+	}
+	rows, err := s.store.ListFailed(ctx, q.Channel, q.After, limit)
+	if err != nil {
+		return wire.DLQPage{}, err
+	}
+	page := wire.DLQPage{Notifications: notificationInfos(rows)}
+	if len(rows) == limit {
+		page.NextAfter = rows[len(rows)-1].ID
+	}
+	return page, nil
 }
 
 // Replay sends dead letters back to their channel's queue with a fresh
@@ -59,8 +47,21 @@ func (s *Service) Dead(ctx context.Context, channel string, after int64, limit i
 // channel must be configured here (nobody else would deliver them); with
 // neither, every configured channel. Either way it works in transactions
 // of ChunkRows, pushing each chunk as soon as it commits.
-func (s *Service) Replay(ctx context.Context, sel Selector) (Replayed, error) {
-	out := Replayed{SweepAfter: s.cfg.Delivery.SweepAfter.String()}
+//
+// IDs are the rows moved FAILED → QUEUED (attempts reset), ascending. When
+// pushing them to Redis after their Postgres commit fails, they are QUEUED
+// and the sweeper pushes them within delivery.sweep_after: nothing is lost,
+// and Warning says so.
+func (s *Service) Replay(ctx context.Context, sel Selector) (out wire.Replayed, _ error) {
+	var redisErr error
+	out.IDs = []int64{}
+	defer func() {
+		out.Replayed = int64(len(out.IDs))
+		if redisErr != nil {
+			out.Warning = fmt.Sprintf("replayed in Postgres, but queueing in Redis failed (%v); the sweeper queues them within delivery.sweep_after (%s)",
+				redisErr, s.cfg.Delivery.SweepAfter)
+		}
+	}()
 	if err := s.needEngine(); err != nil {
 		return out, err
 	}
@@ -70,8 +71,8 @@ func (s *Service) Replay(ctx context.Context, sel Selector) (Replayed, error) {
 		for _, q := range rows {
 			out.IDs = append(out.IDs, q.ID)
 		}
-		if err := s.engine.Revive(rctx, rows); err != nil && out.RedisErr == nil {
-			out.RedisErr = err
+		if err := s.engine.Revive(rctx, rows); err != nil && redisErr == nil {
+			redisErr = err
 			s.log.Warn("replay: rows are QUEUED in Postgres but the Redis push failed; the sweeper will queue them",
 				"rows", len(rows), "error", err)
 		}
@@ -130,8 +131,8 @@ func (s *Service) Replay(ctx context.Context, sel Selector) (Replayed, error) {
 // reports the others in Skipped. By channel — configured or not: purging is
 // how an operator clears a channel that is gone — every FAILED row of it,
 // in transactions of ChunkRows. Purging every channel at once is refused.
-func (s *Service) Purge(ctx context.Context, sel Selector) (Purged, error) {
-	var out Purged
+func (s *Service) Purge(ctx context.Context, sel Selector) (wire.Purged, error) {
+	var out wire.Purged
 	if err := s.needEngine(); err != nil {
 		return out, err
 	}
@@ -156,7 +157,7 @@ func (s *Service) Purge(ctx context.Context, sel Selector) (Purged, error) {
 				return out, err
 			}
 			n, err := s.store.PurgeFailed(ctx, "", ok)
-			out.N += n
+			out.Purged += n
 			if err != nil {
 				return out, err
 			}
@@ -183,7 +184,7 @@ func (s *Service) Purge(ctx context.Context, sel Selector) (Purged, error) {
 			ids[i] = n.ID
 		}
 		n, err := s.store.PurgeFailed(ctx, sel.Channel, ids)
-		out.N += n
+		out.Purged += n
 		if err != nil {
 			return out, err
 		}
@@ -198,13 +199,13 @@ func (s *Service) Purge(ctx context.Context, sel Selector) (Purged, error) {
 // failedAmong splits ids into the FAILED ones (on channel when set, and on
 // a configured channel when runnable) and the skipped others, with the
 // reason for each.
-func (s *Service) failedAmong(ctx context.Context, ids []int64, channel string, runnable bool) ([]int64, []Skipped, error) {
+func (s *Service) failedAmong(ctx context.Context, ids []int64, channel string, runnable bool) ([]int64, []wire.Skipped, error) {
 	st, err := s.store.Statuses(ctx, ids)
 	if err != nil {
 		return nil, nil, err
 	}
 	var ok []int64
-	var skipped []Skipped
+	var skipped []wire.Skipped
 	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		if seen[id] {
@@ -226,7 +227,7 @@ func (s *Service) failedAmong(ctx context.Context, ids []int64, channel string, 
 			ok = append(ok, id)
 			continue
 		}
-		skipped = append(skipped, Skipped{ID: id, Reason: reason})
+		skipped = append(skipped, wire.Skipped{ID: id, Reason: reason})
 	}
 	return ok, skipped, nil
 }
@@ -241,11 +242,11 @@ func queuedIDs(rows []outbox.Queued) []int64 {
 
 // lost are the ids of want missing from got: rows that changed state
 // between the check and the update.
-func lost(want, got []int64, reason string) []Skipped {
-	var out []Skipped
+func lost(want, got []int64, reason string) []wire.Skipped {
+	var out []wire.Skipped
 	for _, id := range want {
 		if !slices.Contains(got, id) {
-			out = append(out, Skipped{ID: id, Reason: reason})
+			out = append(out, wire.Skipped{ID: id, Reason: reason})
 		}
 	}
 	return out

@@ -11,7 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Statuses are the notification statuses in the order an overview lists
@@ -22,49 +22,70 @@ var Statuses = []string{
 }
 
 // Overview is every channel at a glance: the configured ones, and any other
-// that still has rows in the outbox.
+// that still has rows in the outbox. It is what could be read, and Unread
+// says what could not: one behaviour for every door (docs/design.md §8).
 type Overview struct {
-	Channels []ChannelOverview
-	// CountsAt is when the outbox counts were taken (zero: not yet);
-	// CountErr the last count's error, when it failed (the counts are
-	// then the last good ones).
+	// Channels are by name, each with its engine state (a stopped channel's
+	// Error fit to show: Service.Channels), its Redis queue sizes across
+	// partitions and its outbox rows by status, cluster-wide (every status
+	// present, 0 when none).
+	Channels []wire.ChannelStats
+	// CountsAt is when the outbox counts were taken (zero: not yet).
 	CountsAt time.Time
-	CountErr error
+	// Unread is what could not be read, in the order it was found: the
+	// outbox counts (the counts shown are then the last good ones, or none)
+	// and each channel whose queue sizes could not be read (shown as 0).
+	Unread []Unread
 }
 
-// ChannelOverview is one channel.
-type ChannelOverview struct {
-	Name       string
-	Configured bool
-	Plugin     string
-	// State is the engine's view of a configured channel on this instance
-	// (Service.Channels: a stopped channel's Error is its reason, fit to
-	// show).
-	State delivery.ChannelState
-	// Queue is its Redis queue sizes across partitions; QueueErr the error
-	// reading them (an unconfigured channel has no queue to read).
-	Queue    queue.Stats
-	QueueErr error
-	// Counts is its outbox rows by status, cluster-wide (every status
-	// present, 0 when none).
-	Counts map[string]int64
+// Unread is one part of the overview that could not be read.
+type Unread struct {
+	// Channel is the channel whose queue sizes are missing; "" is the
+	// outbox counts.
+	Channel string
+	Err     error
+}
+
+// Err is the first part that could not be read, nil when every part was.
+func (o Overview) Err() error {
+	if len(o.Unread) == 0 {
+		return nil
+	}
+	return o.Unread[0].Err
+}
+
+// CountErr is why the outbox counts could not be read, nil when they were.
+func (o Overview) CountErr() error { return o.unread("") }
+
+// QueueErr is why channel's queue sizes could not be read, nil when they
+// were.
+func (o Overview) QueueErr(channel string) error { return o.unread(channel) }
+
+func (o Overview) unread(channel string) error {
+	for _, u := range o.Unread {
+		if u.Channel == channel {
+			return u.Err
+		}
+	}
+	return nil
 }
 
 // Overview reads every channel. The outbox counts come from the last
 // sample when it is younger than maxAge, and are counted now otherwise (one
 // count at a time: concurrent callers wait for it and share it); maxAge < 0
 // takes the last sample whatever its age and never counts on the caller's
-// time, for a page that refreshes itself. A failed count is an error only
-// when there is no earlier sample to show.
+// time, for a page that refreshes itself. A part that cannot be read (the
+// counts, a channel's queue) does not stop the others: it is named in
+// Unread. The only error is a Service without an engine (ErrNoEngine).
 func (s *Service) Overview(ctx context.Context, maxAge time.Duration) (Overview, error) {
 	if err := s.needEngine(); err != nil {
 		return Overview{}, err
 	}
 	counts, at, countErr := s.counts.get(ctx, maxAge)
-	if counts == nil && countErr != nil {
-		return Overview{}, countErr
+	out := Overview{CountsAt: at}
+	if countErr != nil {
+		out.Unread = append(out.Unread, Unread{Err: countErr})
 	}
-	out := Overview{CountsAt: at, CountErr: countErr}
 	states := map[string]delivery.ChannelState{}
 	chans, err := s.Channels(ctx)
 	if err != nil {
@@ -80,24 +101,39 @@ func (s *Service) Overview(ctx context.Context, maxAge time.Duration) (Overview,
 		}
 	}
 	slices.Sort(names)
-	out.Channels = make([]ChannelOverview, len(names))
+	out.Channels = make([]wire.ChannelStats, len(names))
+	queueErrs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		c := ChannelOverview{Name: name, State: states[name], Counts: make(map[string]int64, len(Statuses))}
+		st := states[name]
+		c := wire.ChannelStats{
+			Name: name, Counts: make(map[string]int64, len(Statuses)),
+			Running: st.Running, Error: st.Error, Paused: st.Paused, PauseReason: st.Reason, Breaker: st.Breaker,
+			Partitions: st.Partitions, PluginRestarts: st.Restarts,
+		}
 		if cfg, ok := s.cfg.Channels[name]; ok {
 			c.Configured, c.Plugin = true, cfg.Plugin
 		}
-		for _, st := range Statuses {
-			c.Counts[st] = counts[name][st]
+		for _, status := range Statuses {
+			c.Counts[status] = counts[name][status]
 		}
+		c.Sent, c.Failed = c.Counts[outbox.StatusSent], c.Counts[outbox.StatusFailed]
 		out.Channels[i] = c
 		if c.Configured { // an outbox-only name may not even be a valid queue name
 			wg.Go(func() {
-				out.Channels[i].Queue, out.Channels[i].QueueErr = s.engine.Stats(ctx, name)
+				q, err := s.engine.Stats(ctx, name)
+				queueErrs[i] = err
+				c := &out.Channels[i]
+				c.Ready, c.Delayed, c.Processing, c.Dead, c.Instances = q.Ready, q.Delayed, q.Processing, q.Dead, q.Instances
 			})
 		}
 	}
 	wg.Wait()
+	for i, err := range queueErrs {
+		if err != nil {
+			out.Unread = append(out.Unread, Unread{Channel: names[i], Err: err})
+		}
+	}
 	return out, nil
 }
 
@@ -258,10 +294,4 @@ func (r *ring[T]) items() []T {
 	out := make([]T, 0, len(r.buf))
 	out = append(out, r.buf[r.next:]...)
 	return append(out, r.buf[:r.next]...)
-}
-
-// Counts is the outbox rows by channel and status, with the same maxAge
-// rule as Overview, for a door that needs only the counts.
-func (s *Service) Counts(ctx context.Context, maxAge time.Duration) (map[string]map[string]int64, time.Time, error) {
-	return s.counts.get(ctx, maxAge)
 }

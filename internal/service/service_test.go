@@ -19,6 +19,7 @@ import (
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // bundle is a Service over real Postgres and Redis, with an engine that is
@@ -96,8 +97,8 @@ func TestReplay_IDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.IDs, failed) || res.RedisErr != nil {
-		t.Errorf("replayed %v (redis %v), want %v", res.IDs, res.RedisErr, failed)
+	if !slices.Equal(res.IDs, failed) || res.Warning != "" || res.Replayed != int64(len(failed)) {
+		t.Errorf("replayed %v (%d, redis warning %q), want %v", res.IDs, res.Replayed, res.Warning, failed)
 	}
 	want := map[int64]string{sent[0]: "is SENT, not FAILED", 999_999_999: "does not exist", gone[0]: `channel "retired", which this instance does not run`}
 	if len(res.Skipped) != len(want) {
@@ -164,7 +165,7 @@ func TestPurge(t *testing.T) {
 	retired := b.rows(t, "retired", outbox.StatusFailed, service.ChunkRows+1)
 
 	res, err := b.ops.Purge(b.ctx, service.Selector{IDs: []int64{failed[0], queued[0]}})
-	if err != nil || res.N != 1 || len(res.Skipped) != 1 || res.Skipped[0].ID != queued[0] {
+	if err != nil || res.Purged != 1 || len(res.Skipped) != 1 || res.Skipped[0].ID != queued[0] {
 		t.Errorf("purge by ids = %+v, %v; want 1 purged, the QUEUED one skipped", res, err)
 	}
 	if b.status(t, queued[0]) != outbox.StatusQueued {
@@ -172,7 +173,7 @@ func TestPurge(t *testing.T) {
 	}
 	// A channel that is not configured can be purged: that is how it is cleared.
 	res, err = b.ops.Purge(b.ctx, service.Selector{Channel: "retired"})
-	if err != nil || res.N != int64(len(retired)) {
+	if err != nil || res.Purged != int64(len(retired)) {
 		t.Errorf("purge retired = %+v, %v; want %d", res, err, len(retired))
 	}
 	if b.status(t, failed[1]) != outbox.StatusFailed {
@@ -271,18 +272,18 @@ func TestEnqueueAndRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := outbox.NewNotification{Channel: "orders", Recipient: "ada", Payload: json.RawMessage(`{"text":"hi"}`), IdempotencyKey: "k1"}
+	ok := wire.Notification{Channel: "orders", Recipient: "ada", Payload: json.RawMessage(`{"text":"hi"}`), IdempotencyKey: "k1"}
 	for _, ops := range []*service.Service{b.ops, dbOnly} {
 		var se *service.Error
-		_, err := ops.Enqueue(b.ctx, []outbox.NewNotification{ok, {Channel: "nope", Recipient: "r", Payload: json.RawMessage(`{}`)}})
+		_, err := ops.Enqueue(b.ctx, []wire.Notification{ok, {Channel: "nope", Recipient: "r", Payload: json.RawMessage(`{}`)}}, "")
 		if !errors.As(err, &se) || se.Kind != service.Invalid || !strings.Contains(se.Message, `notification 1: channel "nope" is not configured`) {
 			t.Errorf("unconfigured channel: %v", err)
 		}
-		_, err = ops.Enqueue(b.ctx, []outbox.NewNotification{{Channel: "orders", Recipient: "r", Payload: json.RawMessage(`{`)}})
+		_, err = ops.Enqueue(b.ctx, []wire.Notification{{Channel: "orders", Recipient: "r", Payload: json.RawMessage(`{`)}}, "")
 		if !errors.As(err, &se) || se.Kind != service.Invalid || !strings.Contains(se.Message, "payload is not valid JSON") {
 			t.Errorf("bad payload: %v", err)
 		}
-		res, err := ops.Enqueue(b.ctx, []outbox.NewNotification{ok})
+		res, err := ops.Enqueue(b.ctx, []wire.Notification{ok}, "")
 		if err != nil || len(res) != 1 {
 			t.Fatalf("Enqueue = %v, %v", res, err)
 		}

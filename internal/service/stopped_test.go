@@ -86,7 +86,7 @@ func TestService_Channels_Stopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ov.Channels[0].Name != "bad" || ov.Channels[0].State.Error != reason {
-		t.Errorf("overview's bad channel: %+v, want the same reason", ov.Channels[0].State)
+	if ov.Channels[0].Name != "bad" || ov.Channels[0].Error != reason {
+		t.Errorf("overview's bad channel: %+v, want the same reason", ov.Channels[0])
 	}
 }

@@ -1,149 +1,66 @@
 package ui
 
 import (
-	"context"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/delivery"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
-
-// healthTimeout bounds a plugin health check made for a page.
-const healthTimeout = 2 * time.Second
 
 type channelsData struct {
 	Instance string
 	// Stopped are the configured channels that do not run on this
 	// instance, named with their reason in a banner above the table.
-	Stopped   []delivery.ChannelState
+	Stopped   []wire.ChannelStats
 	Rows      []channelRow
-	Plugins   []pluginRow
+	Plugins   []service.PluginHealth
 	CountedAt time.Time // when the Postgres counts were taken (zero = not yet)
 	CountErr  string
 	Statuses  []string
 }
 
 type channelRow struct {
-	delivery.ChannelState
+	wire.ChannelStats
 	State    string // running | paused | stopped
-	Queue    queue.Stats
-	QueueErr string
-	Counts   map[string]int64 // Postgres rows by status
+	QueueErr string // why its queue sizes could not be read
 	Chart    chart
 }
 
-type pluginRow struct {
-	Name     string
-	Version  string
-	PID      int
-	Restarts int
-	Healthy  bool
-	Health   string // "ok" or the error
-	Channels []string
-}
-
+// channelsPage is the configured channels at a glance: the service's
+// overview, which shows what it could read and names what it could not (a
+// failed count above the table, a queue Redis did not answer in its row).
 func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	ctx := r.Context()
 	// The page refreshes itself: the counts are the sampler's, never
 	// counted on the page's time (service.Overview).
-	ov, err := s.d.Service.Overview(ctx, -1)
-	data := channelsData{Instance: s.d.Engine.Instance(), CountedAt: ov.CountsAt, Statuses: service.Statuses}
-	switch {
-	case err != nil:
-		data.CountErr = err.Error()
-	case ov.CountErr != nil:
-		data.CountErr = ov.CountErr.Error()
-	}
-	// The service's states: a stopped channel's reason is fit to show.
-	states, err := s.d.Service.Channels(ctx)
+	ov, err := s.d.Ops.Overview(ctx, -1)
 	if err != nil {
 		s.failErr(w, r, "channels", err)
 		return
 	}
-	for _, st := range states {
-		if !st.Running {
-			data.Stopped = append(data.Stopped, st)
-		}
+	data := channelsData{Instance: s.d.Ops.Instance(), CountedAt: ov.CountsAt, Statuses: service.Statuses}
+	if err := ov.CountErr(); err != nil {
+		data.CountErr = err.Error()
 	}
-	byName := map[string]service.ChannelOverview{}
 	for _, c := range ov.Channels {
-		byName[c.Name] = c
-	}
-	rows := make([]channelRow, len(states))
-	var wg sync.WaitGroup
-	for i, st := range states {
-		c, counted := byName[st.Name]
-		rows[i] = channelRow{ChannelState: st, State: "stopped", Counts: c.Counts, Chart: newChart(s.d.Service.Rates(st.Name))}
+		if !c.Configured {
+			continue // rows left in the outbox only: the API lists them
+		}
+		row := channelRow{ChannelStats: c, State: "stopped", Chart: newChart(s.d.Ops.Rates(c.Name))}
 		switch {
-		case st.Running && st.Paused:
-			rows[i].State = "paused"
-		case st.Running:
-			rows[i].State = "running"
+		case c.Running && c.Paused:
+			row.State = "paused"
+		case c.Running:
+			row.State = "running"
+		default:
+			data.Stopped = append(data.Stopped, c)
 		}
-		if counted {
-			rows[i].Queue = c.Queue
-			if c.QueueErr != nil {
-				rows[i].QueueErr = c.QueueErr.Error()
-			}
-			continue
+		if err := ov.QueueErr(c.Name); err != nil {
+			row.QueueErr = err.Error()
 		}
-		wg.Go(func() { // the overview failed: read the queue anyway
-			q, err := s.d.Engine.Stats(ctx, st.Name)
-			rows[i].Queue = q
-			if err != nil {
-				rows[i].QueueErr = err.Error()
-			}
-		})
+		data.Rows = append(data.Rows, row)
 	}
-	data.Plugins = s.pluginRows(ctx, states)
-	wg.Wait()
-	data.Rows = rows
+	data.Plugins = s.d.Ops.Plugins(ctx)
 	s.render(w, r, http.StatusOK, "channels", sess, view{Title: "Channels", Nav: "channels", Refresh: 5, Data: data})
-}
-
-// pluginRows checks the plugins of running channels, side by side. It never
-// launches a plugin: only channels the engine reports running have one.
-func (s *server) pluginRows(ctx context.Context, states []delivery.ChannelState) []pluginRow {
-	if s.d.Plugins == nil {
-		return nil
-	}
-	var names []string
-	byName := map[string]*pluginRow{}
-	for _, row := range states {
-		if !row.Running {
-			continue
-		}
-		p, ok := byName[row.Plugin]
-		if !ok {
-			p = &pluginRow{Name: row.Plugin}
-			byName[row.Plugin] = p
-			names = append(names, row.Plugin)
-		}
-		p.Channels = append(p.Channels, row.Name)
-	}
-	out := make([]pluginRow, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		out[i] = *byName[name]
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-			defer cancel()
-			p, err := s.d.Plugins.Plugin(ctx, name)
-			if err != nil {
-				out[i].Health = err.Error()
-				return
-			}
-			out[i].Version, out[i].PID, out[i].Restarts = p.Info().Version, p.PID(), p.Restarts()
-			if err := p.Health(ctx); err != nil {
-				out[i].Health = err.Error()
-				return
-			}
-			out[i].Healthy, out[i].Health = true, "ok"
-		})
-	}
-	wg.Wait()
-	return out
 }

@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 const (
@@ -37,7 +36,7 @@ type deadData struct {
 }
 
 type deadRow struct {
-	outbox.Notification
+	wire.NotificationInfo
 	Configured bool // replayable here: its channel is configured
 }
 
@@ -60,29 +59,31 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	rows, err := s.d.Store.ListFailed(r.Context(), channel, after, int(limit)+1)
+	page, err := s.d.Ops.Dead(r.Context(), wire.DLQQuery{Channel: channel, After: after, Limit: int(limit) + 1})
 	if err != nil {
 		s.failErr(w, r, "list dead letters", err)
 		return
 	}
+	rows := page.Notifications
 	data := deadData{Channel: channel, After: after, Limit: int(limit), Dead: -1, Configured: s.configured(channel)}
 	if len(rows) > int(limit) {
 		rows = rows[:limit]
 		data.Next = rows[len(rows)-1].ID
 	}
 	for _, n := range rows {
-		data.Rows = append(data.Rows, deadRow{Notification: n, Configured: s.configured(n.Channel)})
+		data.Rows = append(data.Rows, deadRow{NotificationInfo: n, Configured: s.configured(n.Channel)})
 	}
-	counts, at, _ := s.d.Service.Counts(r.Context(), -1)
-	data.CountedAt = at
-	for ch, byStatus := range counts {
-		if channel == "" || ch == channel {
-			data.Failed += byStatus[outbox.StatusFailed]
-		}
-	}
-	if data.Configured {
-		if st, err := s.d.Engine.Stats(r.Context(), channel); err == nil {
-			data.Dead = st.Dead
+	// The counts are the sampler's (never counted on the page's time); a
+	// part the overview could not read is left out.
+	if ov, err := s.d.Ops.Overview(r.Context(), -1); err == nil {
+		data.CountedAt = ov.CountsAt
+		for _, c := range ov.Channels {
+			if channel == "" || c.Name == channel {
+				data.Failed += c.Failed
+			}
+			if data.Configured && c.Name == channel && ov.QueueErr(channel) == nil {
+				data.Dead = c.Dead
+			}
 		}
 	}
 	s.render(w, r, http.StatusOK, "dead", sess, view{Title: "Dead letters", Nav: "dead", Data: data})
@@ -96,7 +97,7 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 	back := backURL(f)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
-	var sel service.Selector
+	var sel wire.DLQSelector
 	switch {
 	case f.Get("one") != "":
 		id, err := strconv.ParseInt(f.Get("one"), 10, 64)
@@ -125,13 +126,13 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 		sel.IDs = ids
 	}
-	res, err := s.d.Service.Replay(ctx, sel)
+	res, err := s.d.Ops.Replay(ctx, sel)
 	s.sessions.setFlash(sess, replayFlash(res, err))
 	redirect(w, r, back)
 }
 
 // replayFlash says what a replay did in each store, and what it skipped.
-func replayFlash(res service.Replayed, err error) *flash {
+func replayFlash(res wire.Replayed, err error) *flash {
 	var b strings.Builder
 	if err != nil {
 		fmt.Fprintf(&b, "Replay stopped after %d: %v.", len(res.IDs), err)
@@ -145,10 +146,12 @@ func replayFlash(res service.Replayed, err error) *flash {
 		}
 		b.WriteString(".")
 	}
-	if res.RedisErr != nil {
-		fmt.Fprintf(&b, " They are QUEUED in Postgres, but Redis failed (%v): the sweeper queues them again within %s.", res.RedisErr, res.SweepAfter)
+	if res.Warning != "" {
+		// The service's words: replayed in Postgres, queueing in Redis
+		// failed, the sweeper queues them within delivery.sweep_after.
+		fmt.Fprintf(&b, " They are QUEUED in Postgres, but Redis failed: %s.", res.Warning)
 	}
-	return &flash{Text: b.String(), Error: err != nil || res.RedisErr != nil || len(res.Skipped) > 0}
+	return &flash{Text: b.String(), Error: err != nil || res.Warning != "" || len(res.Skipped) > 0}
 }
 
 type purgeData struct {
@@ -187,29 +190,34 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, sess *session
 	if f.Get("confirm") != "yes" {
 		d := purgeData{Channel: channel, After: f.Get("after"), IDs: ids, All: all}
 		if all {
-			counts, _, _ := s.d.Service.Counts(r.Context(), -1)
-			d.About = counts[channel][outbox.StatusFailed]
+			if ov, err := s.d.Ops.Overview(r.Context(), -1); err == nil {
+				for _, c := range ov.Channels {
+					if c.Name == channel {
+						d.About = c.Failed
+					}
+				}
+			}
 		}
 		s.render(w, r, http.StatusOK, "purge", sess, view{Title: "Purge dead letters?", Nav: "dead", Data: d})
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
-	sel := service.Selector{IDs: ids}
+	sel := wire.DLQSelector{IDs: ids}
 	if all {
-		sel = service.Selector{Channel: channel}
+		sel = wire.DLQSelector{Channel: channel}
 	}
-	res, err := s.d.Service.Purge(ctx, sel)
+	res, err := s.d.Ops.Purge(ctx, sel)
 	if err != nil {
-		s.sessions.setFlash(sess, &flash{Text: fmt.Sprintf("Purge stopped after %d: %v", res.N, err), Error: true})
+		s.sessions.setFlash(sess, &flash{Text: fmt.Sprintf("Purge stopped after %d: %v", res.Purged, err), Error: true})
 	} else {
-		text := fmt.Sprintf("Purged %d dead letter(s).", res.N)
+		text := fmt.Sprintf("Purged %d dead letter(s).", res.Purged)
 		if len(res.Skipped) > 0 {
 			text += fmt.Sprintf(" %d were not purged: notification %d %s.", len(res.Skipped), res.Skipped[0].ID, res.Skipped[0].Reason)
 		}
 		s.sessions.setFlash(sess, &flash{Text: text, Error: len(res.Skipped) > 0})
 	}
-	s.log.Info("dead letters purged", "channel", channel, "all", all, "purged", res.N)
+	s.log.Info("dead letters purged", "channel", channel, "all", all, "purged", res.Purged)
 	redirect(w, r, deadURL(channel, ""))
 }
 

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"html/template"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"plural":    plural,
 		"chartW":    func() float64 { return chartW },
 		"chartH":    func() float64 { return chartH },
+		"seconds":   func(f float64) time.Duration { return time.Duration(math.Round(f * float64(time.Second))) },
 	}
 	pages := make(map[string]*template.Template, len(pageNames))
 	for _, name := range pageNames {

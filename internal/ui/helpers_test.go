@@ -211,7 +211,9 @@ func setup(t testing.TB, opts ...option) *bundle {
 		t.Fatal(err)
 	}
 
-	ops, err := service.New(service.Options{Config: b.cfg, Store: b.store, Engine: e, Logger: log, SampleInterval: o.sample})
+	ops, err := service.New(service.Options{
+		Config: b.cfg, Store: b.store, Engine: e, Schedules: b.sched, Plugins: host, Logger: log, SampleInterval: o.sample,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +221,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ops.Stop(context.Background()) })
-	h, err := ui.New(ui.Deps{
-		Config: b.cfg, Store: b.store, Engine: e, Plugins: host, Schedules: b.sched,
-		Service: ops, Logger: log, Now: o.now,
-	})
+	h, err := ui.New(ui.Deps{Config: b.cfg, Ops: ops, Logger: log, Now: o.now})
 	if err != nil {
 		t.Fatalf("ui.New: %v", err)
 	}

@@ -1,27 +1,32 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 const jobsPerPage = 50
 
+// Job states and kinds, as the jobs carry them (wire.Job).
+const (
+	jobRunning = "RUNNING"
+	jobDone    = "DONE"
+)
+
 var (
-	jobKinds  = []string{schedule.KindSchedule, schedule.KindCampaign}
-	jobStates = []string{
-		string(schedule.JobPending), string(schedule.JobRunning), string(schedule.JobDone),
-		string(schedule.JobFailed), string(schedule.JobCancelled), string(schedule.JobSkipped),
-	}
+	jobKinds  = []string{"schedule", "campaign"}
+	jobStates = []string{"PENDING", jobRunning, jobDone, "FAILED", "CANCELLED", "SKIPPED"}
 )
 
 type jobsData struct {
-	Enabled    bool // a schedule service was given
-	Schedules  []schedule.ScheduleInfo
+	Enabled    bool // the operations have a schedule service
+	Schedules  []wire.Schedule
 	Jobs       []jobRow
 	Kind       string
 	State      string
@@ -34,19 +39,14 @@ type jobsData struct {
 }
 
 type jobRow struct {
-	*schedule.Job
+	wire.Job
 	Stuck   bool          // RUNNING, but its owner's heartbeat is older than jobs.stuck_after
 	Silence time.Duration // since the last heartbeat (RUNNING jobs)
 	Percent int           // done of total, when total is known
 }
 
 func (s *server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session) {
-	data := jobsData{Kinds: jobKinds, States: jobStates, StuckAfter: s.d.Config.Jobs.StuckAfter}
-	if s.d.Schedules == nil {
-		s.render(w, r, http.StatusOK, "jobs", sess, view{Title: "Jobs", Nav: "jobs", Data: data})
-		return
-	}
-	data.Enabled = true
+	data := jobsData{Kinds: jobKinds, States: jobStates, StuckAfter: s.d.Config.Jobs.StuckAfter, Enabled: true}
 	q := r.URL.Query()
 	data.Kind, data.State = q.Get("kind"), q.Get("state")
 	if data.Kind != "" && !slices.Contains(jobKinds, data.Kind) {
@@ -65,13 +65,19 @@ func (s *server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session)
 	data.Before = before
 
 	ctx := r.Context()
-	if data.Schedules, err = s.d.Schedules.Schedules(ctx); err != nil {
+	schedules, err := s.d.Ops.Schedules(ctx)
+	if errors.Is(err, service.ErrNoSchedules) {
+		data.Enabled = false
+		s.render(w, r, http.StatusOK, "jobs", sess, view{Title: "Jobs", Nav: "jobs", Data: data})
+		return
+	}
+	if err != nil {
 		s.failErr(w, r, "list schedules", err)
 		return
 	}
-	jobs, err := s.d.Schedules.ListJobs(ctx, schedule.JobFilter{
-		Kind: data.Kind, State: schedule.JobState(data.State), BeforeID: before, Limit: jobsPerPage + 1,
-	})
+	data.Schedules = schedules.Schedules
+	page, err := s.d.Ops.Jobs(ctx, wire.JobQuery{Kind: data.Kind, State: data.State, Before: before, Limit: jobsPerPage + 1})
+	jobs := page.Jobs
 	if err != nil {
 		s.failErr(w, r, "list jobs", err)
 		return
@@ -93,9 +99,9 @@ func (s *server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session)
 
 // jobRow flags a RUNNING job whose heartbeat is older than jobs.stuck_after:
 // its owner is gone or wedged, and another instance should take it over.
-func (s *server) jobRow(j *schedule.Job, now time.Time) jobRow {
+func (s *server) jobRow(j wire.Job, now time.Time) jobRow {
 	row := jobRow{Job: j}
-	if j.State == schedule.JobRunning {
+	if j.State == jobRunning {
 		beat := j.Heartbeat
 		if beat.IsZero() {
 			beat = j.StartedAt
@@ -107,7 +113,7 @@ func (s *server) jobRow(j *schedule.Job, now time.Time) jobRow {
 	}
 	if j.Total != nil && *j.Total > 0 {
 		row.Percent = int(min(100, j.Done*100 / *j.Total))
-	} else if j.Total != nil || j.State == schedule.JobDone {
+	} else if j.Total != nil || j.State == jobDone {
 		row.Percent = 100 // an empty audience is done as soon as it starts
 	}
 	return row

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 const lookupPerPage = 50
@@ -29,7 +29,7 @@ const (
 type lookupData struct {
 	Q       string
 	By      string
-	Rows    []outbox.Notification // a recipient's notifications, newest first
+	Rows    []wire.NotificationInfo // a recipient's notifications, newest first
 	Before  int64
 	Next    int64  // before= of the next page; 0 = this is the last
 	Message string // why nothing is shown
@@ -55,9 +55,9 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		render(http.StatusOK)
 		return
 	}
-	if len(d.Q) > outbox.MaxRecipientLen {
+	if len(d.Q) > wire.MaxRecipientLen {
 		// Longer than any recipient or idempotency key notifyd stores.
-		d.Message = fmt.Sprintf("The search is %d bytes long; no id, key or recipient is longer than %d.", len(d.Q), outbox.MaxRecipientLen)
+		d.Message = fmt.Sprintf("The search is %d bytes long; no id, key or recipient is longer than %d.", len(d.Q), wire.MaxRecipientLen)
 		d.Q = d.Q[:0]
 		render(http.StatusBadRequest)
 		return
@@ -78,7 +78,7 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		return
 	}
 	if (d.By == byID || d.By == byAuto) && idErr == nil && id > 0 {
-		_, err := s.d.Store.Get(ctx, id)
+		_, err := s.d.Ops.Notification(ctx, id)
 		if ok, err := found(err); err != nil {
 			s.failErr(w, r, "look up notification by id", err)
 			return
@@ -88,7 +88,7 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	if d.By == byKey || d.By == byAuto {
-		n, err := s.d.Store.GetByIdempotencyKey(ctx, d.Q)
+		n, err := s.d.Ops.NotificationByKey(ctx, d.Q)
 		if ok, err := found(err); err != nil {
 			s.failErr(w, r, "look up notification by idempotency key", err)
 			return
@@ -98,7 +98,7 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	if d.By == byRecipient || d.By == byAuto {
-		rows, err := s.d.Store.ListByRecipient(ctx, d.Q, before, lookupPerPage+1)
+		rows, err := s.d.Ops.NotificationsByRecipient(ctx, d.Q, before, lookupPerPage+1)
 		if err != nil {
 			s.failErr(w, r, "look up notifications by recipient", err)
 			return
@@ -123,22 +123,22 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 	render(http.StatusOK)
 }
 
-// found turns a Get's ErrNotFound into false.
+// found turns a look-up's NotFound into false.
 func found(err error) (bool, error) {
-	if errors.Is(err, outbox.ErrNotFound) {
+	var refused *service.Error
+	if errors.As(err, &refused) && refused.Kind == service.NotFound {
 		return false, nil
 	}
 	return err == nil, err
 }
 
 type notificationData struct {
-	N           *outbox.Notification
-	Payload     string // indented JSON
-	Result      string // indented JSON, "" = none
+	N           wire.NotificationInfo // Waiting says what holds it back: its channel's breaker or pause
+	Payload     string                // indented JSON
+	Result      string                // indented JSON, "" = none
 	Terminal    bool
-	Replayable  bool   // FAILED, on a configured channel
-	Cancellable bool   // PENDING or QUEUED
-	Waiting     string // what holds it back: its channel's breaker or pause
+	Replayable  bool // FAILED, on a configured channel
+	Cancellable bool // PENDING or QUEUED
 }
 
 func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -147,7 +147,7 @@ func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *
 		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", r.PathValue("id")))
 		return
 	}
-	n, err := s.d.Service.Notification(r.Context(), id)
+	n, err := s.d.Ops.Notification(r.Context(), id)
 	var refused *service.Error
 	if errors.As(err, &refused) && refused.Kind == service.NotFound {
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no notification %d (it may have been purged).", id))
@@ -159,10 +159,9 @@ func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *
 	}
 	d := notificationData{
 		N: n, Payload: indentJSON(n.Payload), Result: indentJSON(n.Result),
-		Terminal:    n.Status == outbox.StatusSent || n.Status == outbox.StatusFailed || n.Status == outbox.StatusCancelled,
-		Replayable:  n.Status == outbox.StatusFailed && s.configured(n.Channel),
-		Cancellable: n.Status == outbox.StatusPending || n.Status == outbox.StatusQueued,
-		Waiting:     s.d.Service.Waiting(r.Context(), n),
+		Terminal:    n.Status == wire.StatusSent || n.Status == wire.StatusFailed || n.Status == wire.StatusCancelled,
+		Replayable:  n.Status == wire.StatusFailed && s.configured(n.Channel),
+		Cancellable: n.Status == wire.StatusPending || n.Status == wire.StatusQueued,
 	}
 	v := view{Title: fmt.Sprintf("Notification %d", id), Nav: "lookup", Data: d}
 	if !d.Terminal {
@@ -178,7 +177,7 @@ func (s *server) notificationReplay(w http.ResponseWriter, r *http.Request, sess
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Minute)
 	defer cancel()
-	res, err := s.d.Service.Replay(ctx, service.Selector{IDs: []int64{id}})
+	res, err := s.d.Ops.Replay(ctx, wire.DLQSelector{IDs: []int64{id}})
 	if err != nil {
 		s.failErr(w, r, "replay notification", err)
 		return
@@ -194,7 +193,7 @@ func (s *server) notificationCancel(w http.ResponseWriter, r *http.Request, sess
 	if !ok {
 		return
 	}
-	changed, err := s.d.Service.Cancel(r.Context(), id)
+	changed, err := s.d.Ops.Cancel(r.Context(), id)
 	var refused *service.Error
 	switch {
 	case errors.As(err, &refused):

@@ -12,7 +12,6 @@ package ui
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -29,25 +28,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/httpguard"
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/pluginhost"
-	"github.com/notifyd/notifyd/internal/queue"
-	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
-
-// Engine is what the dashboard uses of the delivery engine (a
-// *delivery.Engine): channel states, and the Redis side of the queues with
-// every partition of a channel taken care of.
-type Engine interface {
-	Instance() string
-	Channels(ctx context.Context) []delivery.ChannelState
-	Stats(ctx context.Context, channel string) (queue.Stats, error)
-	Revive(ctx context.Context, rows []outbox.Queued) error
-	DeadRemove(ctx context.Context, channel string, ids []int64) error
-}
 
 // Prefix is the path the dashboard is served under: mount the handler New
 // returns with mux.Handle(ui.Prefix, h).
@@ -69,17 +53,16 @@ var templateFS embed.FS
 //go:embed assets
 var assetFS embed.FS
 
-// Deps is what the dashboard reads and acts on. Config, Store, Engine and
-// Service are required; without Plugins or Schedules the pages that need them say so
-// instead of showing that part.
+// Deps is what the dashboard reads and acts on. Config and Ops are
+// required; an Ops without schedules (service.ErrNoSchedules) or plugins
+// makes the pages that need them say so instead of showing that part.
 type Deps struct {
-	Config    *config.Config // channels, http.tokens, jobs.stuck_after
-	Store     *outbox.Store
-	Engine    Engine            // channel states and queues
-	Plugins   *pluginhost.Host  // plugin health
-	Schedules *schedule.Service // schedules and jobs
-	Service   *service.Service  // the operations: DLQ, overview, cancel; required
-	Logger    hclog.Logger
+	Config *config.Config // channels, http.tokens, jobs.stuck_after
+	// Ops runs every operation a page shows or a form performs (the
+	// daemon's *service.Service, or *notifyd.Daemon): the dashboard is one
+	// of its doors.
+	Ops    service.Operations
+	Logger hclog.Logger
 
 	// SessionIdle logs a session out after this long without a request;
 	// SessionMax after this long whatever happens.
@@ -111,8 +94,8 @@ type server struct {
 // its throughput sampler. It fails when a required dependency is missing or
 // no API token is configured (nobody could log in).
 func New(d Deps) (http.Handler, error) {
-	if d.Config == nil || d.Store == nil || d.Engine == nil || d.Service == nil {
-		return nil, errors.New("ui: Deps.Config, Deps.Store, Deps.Engine and Deps.Service are required")
+	if d.Config == nil || d.Ops == nil {
+		return nil, errors.New("ui: Deps.Config and Deps.Ops are required")
 	}
 	s := &server{
 		d:   d,
@@ -212,7 +195,7 @@ func (s *server) routes() http.Handler {
 // store as text ("" when nothing): such input gets a 400 page naming it, not
 // a database error.
 func badText(r *http.Request) string {
-	if err := outbox.CheckText(r.URL.Path); err != nil {
+	if err := wire.CheckText(r.URL.Path); err != nil {
 		return "The address " + err.Error() + "."
 	}
 	vals := r.URL.Query()
@@ -223,7 +206,7 @@ func badText(r *http.Request) string {
 	}
 	for k, vs := range vals {
 		for _, v := range append([]string{k}, vs...) {
-			if err := outbox.CheckText(v); err != nil {
+			if err := wire.CheckText(v); err != nil {
 				return fmt.Sprintf("The field %q %s.", strings.ToValidUTF8(k, "?"), err)
 			}
 		}

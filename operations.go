@@ -1,0 +1,134 @@
+package notifyd
+
+import (
+	"context"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// *Daemon is the operations facade: every operation the API, the dashboard
+// and the CLI perform, in sdk/wire types, each forwarded to the one
+// implementation, the daemon's service (internal/service). A daemon started
+// with Options.WaitForServices answers them once Ready is closed.
+var _ service.Operations = (*Daemon)(nil)
+
+// Instance is this instance's id.
+func (d *Daemon) Instance() string { return d.ops.Instance() }
+
+// Enqueue writes ns as PENDING notifications in one statement, each keeping
+// traceParent ("" = none); a repeated idempotency key answers the original
+// with Duplicate set, a channel stopped here with a Warning.
+func (d *Daemon) Enqueue(ctx context.Context, ns []wire.Notification, traceParent string) ([]wire.Enqueued, error) {
+	return d.ops.Enqueue(ctx, ns, traceParent)
+}
+
+// Notification is one notification with its attempt history, receipt and
+// what holds it back; a *service.Error of Kind NotFound for an unknown id.
+func (d *Daemon) Notification(ctx context.Context, id int64) (wire.NotificationInfo, error) {
+	return d.ops.Notification(ctx, id)
+}
+
+// NotificationByKey is the notification of an idempotency key (NotFound when
+// none has it).
+func (d *Daemon) NotificationByKey(ctx context.Context, key string) (wire.NotificationInfo, error) {
+	return d.ops.NotificationByKey(ctx, key)
+}
+
+// NotificationsByRecipient lists a recipient's notifications newest first,
+// ids below before (0: from the newest), at most limit.
+func (d *Daemon) NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) ([]wire.NotificationInfo, error) {
+	return d.ops.NotificationsByRecipient(ctx, recipient, before, limit)
+}
+
+// Cancel cancels a PENDING or QUEUED notification; changed is false when it
+// was cancelled already, any other state is a Conflict.
+func (d *Daemon) Cancel(ctx context.Context, id int64) (changed bool, err error) {
+	return d.ops.Cancel(ctx, id)
+}
+
+// Dead is a page of dead letters (FAILED notifications), oldest first.
+func (d *Daemon) Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, error) {
+	return d.ops.Dead(ctx, q)
+}
+
+// Replay sends dead letters (by ids, or every one of a channel) back to
+// their queue with a fresh retry budget, reporting the ids it skipped.
+func (d *Daemon) Replay(ctx context.Context, sel wire.DLQSelector) (wire.Replayed, error) {
+	return d.ops.Replay(ctx, sel)
+}
+
+// Purge deletes dead letters (by ids, or every one of a channel) for good.
+func (d *Daemon) Purge(ctx context.Context, sel wire.DLQSelector) (wire.Purged, error) {
+	return d.ops.Purge(ctx, sel)
+}
+
+// Overview is every channel at a glance, its outbox counts at most maxAge
+// old (< 0: the last sample), with what could not be read.
+func (d *Daemon) Overview(ctx context.Context, maxAge time.Duration) (service.Overview, error) {
+	return d.ops.Overview(ctx, maxAge)
+}
+
+// Rates is a channel's SENT throughput over the last samples, oldest first.
+func (d *Daemon) Rates(channel string) []service.Rate { return d.ops.Rates(channel) }
+
+// Plugins is the health of the plugins of the channels running here.
+func (d *Daemon) Plugins(ctx context.Context) []service.PluginHealth { return d.ops.Plugins(ctx) }
+
+// Pause stops every instance sending on channel; reason is shown to
+// operators.
+func (d *Daemon) Pause(ctx context.Context, channel, reason string) error {
+	return d.ops.Pause(ctx, channel, reason)
+}
+
+// Resume lets a paused channel send again.
+func (d *Daemon) Resume(ctx context.Context, channel string) error { return d.ops.Resume(ctx, channel) }
+
+// Callback hands a provider's callback, authenticated for channel, to the
+// channel's plugin and records the receipts it reads.
+func (d *Daemon) Callback(ctx context.Context, channel string, req sdk.CallbackRequest) (sdk.CallbackAnswer, wire.CallbackResult, error) {
+	return d.ops.Callback(ctx, channel, req)
+}
+
+// PutSubscriber creates or replaces a subscriber and answers it as stored.
+func (d *Daemon) PutSubscriber(ctx context.Context, sub wire.Subscriber) (wire.Subscriber, error) {
+	return d.ops.PutSubscriber(ctx, sub)
+}
+
+// Subscriber reads one subscriber (NotFound when there is none).
+func (d *Daemon) Subscriber(ctx context.Context, id string) (wire.Subscriber, error) {
+	return d.ops.Subscriber(ctx, id)
+}
+
+// DeleteSubscriber deletes one subscriber (NotFound when there is none).
+func (d *Daemon) DeleteSubscriber(ctx context.Context, id string) error {
+	return d.ops.DeleteSubscriber(ctx, id)
+}
+
+// Schedules lists the configured schedules with their next fire time and
+// latest run.
+func (d *Daemon) Schedules(ctx context.Context) (wire.Schedules, error) { return d.ops.Schedules(ctx) }
+
+// RunSchedule creates or resumes a run of schedule name; the job's Outcome
+// says which.
+func (d *Daemon) RunSchedule(ctx context.Context, name string, req wire.RunRequest) (wire.Job, error) {
+	return d.ops.RunSchedule(ctx, name, req)
+}
+
+// CreateCampaign validates a campaign and creates its job.
+func (d *Daemon) CreateCampaign(ctx context.Context, c wire.Campaign) (wire.Job, error) {
+	return d.ops.CreateCampaign(ctx, c)
+}
+
+// Jobs lists bulk jobs (schedule runs and campaigns) newest first.
+func (d *Daemon) Jobs(ctx context.Context, q wire.JobQuery) (wire.Jobs, error) {
+	return d.ops.Jobs(ctx, q)
+}
+
+// Job reads one bulk job (NotFound when there is none).
+func (d *Daemon) Job(ctx context.Context, id int64) (wire.Job, error) { return d.ops.Job(ctx, id) }
+
+// Readiness is what /readyz reports.
+func (d *Daemon) Readiness(ctx context.Context) (wire.Readiness, error) { return d.ops.Readiness(ctx) }
