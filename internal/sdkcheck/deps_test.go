@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -26,19 +25,18 @@ var forbidden = []string{
 // TestOutsideModule builds, outside this repository, the programs the SDK
 // exists for — provider plugins (examples/hello-provider on sdk.HTTPSender,
 // examples/hello-batch on sdk.HTTPBatchSender) and an application that
-// talks to notifyd over HTTP — each as a module of its own that requires
-// only github.com/notifyd/notifyd/sdk (replaced by this checkout's sdk/, as
-// a release would be fetched). go mod tidy writes what each really needs:
+// talks to notifyd over HTTP — each as a module of its own that depends on
+// github.com/notifyd/notifyd/sdk alone, set up with the steps sdk/README.md
+// gives for an unpublished checkout (checkoutSteps: this checkout's sdk/
+// replaces the module, as a release would be fetched). go mod tidy then
+// writes what each really needs:
 // no go.mod may list the daemon's module or its dependencies, and no build
 // may link any package of them. The client application may not link pgx or
 // go-plugin either: it imports the client and nothing else. Each plugin's
 // own test runs there too: the conformance kit (sdktest) against the plugin
 // in process and as the built binary.
 func TestOutsideModule(t *testing.T) {
-	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "sdk"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	checkout := checkoutDir(t)
 	example := func(dir, file string) string { return readFile(t, filepath.Join("..", "..", "examples", dir, file)) }
 	for _, app := range []struct {
 		name, main string
@@ -58,25 +56,19 @@ func TestOutsideModule(t *testing.T) {
 			if app.test != "" {
 				write(t, filepath.Join(dir, "main_test.go"), app.test)
 			}
-			write(t, filepath.Join(dir, "go.mod"), "module example.com/"+app.name+"\n\ngo "+goVersion(t)+"\n\n"+
-				"require github.com/notifyd/notifyd/sdk v0.0.0-00010101000000-000000000000\n\n"+
-				"replace github.com/notifyd/notifyd/sdk => "+sdkDir+"\n")
+			setUpModule(t, dir, "example.com/"+app.name, checkout, false)
 			gocmd(t, dir, "mod", "tidy")
 			mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			deps := gocmd(t, dir, "list", "-deps", ".")
-			for _, bad := range append(append([]string{}, forbidden...), app.extra...) {
-				if strings.Contains(string(mod), bad) {
-					t.Errorf("go.mod lists %s:\n%s", bad, mod)
-				}
-				for _, p := range strings.Fields(deps) {
-					if strings.HasPrefix(p, bad) {
-						t.Errorf("links %s", p)
-					}
+			bad := append(append([]string{}, forbidden...), app.extra...)
+			for _, b := range bad {
+				if strings.Contains(string(mod), b) {
+					t.Errorf("go.mod lists %s:\n%s", b, mod)
 				}
 			}
+			checkLinks(t, gocmd(t, dir, "list", "-deps", "."), bad)
 			if strings.Contains(string(mod), "github.com/notifyd/notifyd ") {
 				t.Errorf("go.mod requires the daemon's module:\n%s", mod)
 			}
@@ -150,18 +142,26 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// goVersion is the go line the SDK's go.mod asks for.
-func goVersion(t *testing.T) string {
+// checkLinks fails the test for each package of deps (go list -deps) under
+// one of the prefixes bad.
+func checkLinks(t *testing.T, deps string, bad []string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "sdk", "go.mod"))
+	for _, p := range strings.Fields(deps) {
+		for _, b := range bad {
+			if strings.HasPrefix(p, b) {
+				t.Errorf("links %s", p)
+			}
+		}
+	}
+}
+
+// checkoutDir is this checkout's root: the daemon's module, with the SDK's in
+// sdk/.
+func checkoutDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "go "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	t.Fatalf("sdk/go.mod has no go line (runtime %s)", runtime.Version())
-	return ""
+	return dir
 }
