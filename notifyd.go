@@ -1,13 +1,16 @@
-// Package notifyd is the composition root: it builds and starts the whole
-// daemon — Postgres store, Redis queues, providers, the delivery engine,
-// schedules, the API and the dashboard — from one config, the way `notifyd
-// serve` does, so that an application can embed notifyd in its own process
-// (with providers written in Go, see Options.Providers) and tests can start
-// it in one call. docs/design.md says what each part does.
+// Package notifyd is notifyd's whole public surface: the composition root
+// that builds and starts the daemon — Postgres store, Redis queues,
+// providers, the delivery engine, schedules, the API and the dashboard —
+// from one config, the way `notifyd serve` does, so that an application can
+// embed notifyd in its own process (with providers written in Go, see
+// Options.Providers) and tests start it in one call; and the operations
+// facade, *Daemon, whose methods take and return the sdk/wire types.
+// Everything else lives under internal/. docs/design.md says what each part
+// does; README.md, "Using the modules from outside", how to depend on it.
 //
-//	cfg := config.Default()               // or config.Load(path)
+//	cfg := notifyd.DefaultConfig()        // or notifyd.LoadConfig(path)
 //	cfg.Postgres.URL, cfg.Redis.URL = …
-//	cfg.Channels = map[string]config.Channel{"alerts": {Plugin: "memo"}}
+//	cfg.Channels = map[string]notifyd.ChannelConfig{"alerts": {Plugin: "memo"}}
 //	d, err := notifyd.Start(ctx, &cfg, notifyd.Options{
 //		Providers: notifyd.NewInProcess(map[string]sdk.Provider{"memo": memo{}}, nil),
 //	})
