@@ -132,3 +132,20 @@ func (d *Daemon) Job(ctx context.Context, id int64) (wire.Job, error) { return d
 
 // Readiness is what /readyz reports.
 func (d *Daemon) Readiness(ctx context.Context) (wire.Readiness, error) { return d.ops.Readiness(ctx) }
+
+// ImportSubscribers writes many subscribers as PutSubscriber does, in one
+// statement, and answers how many.
+func (d *Daemon) ImportSubscribers(ctx context.Context, subs []wire.Subscriber) (int, error) {
+	return d.ops.ImportSubscribers(ctx, subs)
+}
+
+// RunJob materialises a PENDING job (a campaign just created) in this
+// process and answers it finished; an ErrConflict Error when a serving
+// instance has taken it or it has finished.
+func (d *Daemon) RunJob(ctx context.Context, id int64) (wire.Job, error) { return d.ops.RunJob(ctx, id) }
+
+// CancelJob cancels an unfinished job and its notifications still PENDING,
+// answering the job and how many notifications it cancelled.
+func (d *Daemon) CancelJob(ctx context.Context, id int64) (wire.Job, int64, error) {
+	return d.ops.CancelJob(ctx, id)
+}

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 
-	notifyd "github.com/notifyd/notifyd"
-
 	"github.com/hashicorp/go-hclog"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/config"
@@ -27,11 +23,6 @@ func loadConfig(path string) (*config.Config, hclog.Logger, error) {
 		return nil, nil, err
 	}
 	return cfg, cfg.Log.NewLogger("notifyd", os.Stderr), nil
-}
-
-// openPostgres connects and pings, so an unreachable database is one clear line.
-func openPostgres(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
-	return notifyd.OpenPostgres(ctx, cfg)
 }
 
 func newVersionCmd() *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 )
 
@@ -21,9 +22,9 @@ func TestOpenPostgres_noURLCredentials(t *testing.T) {
 	} {
 		cfg := config.Default()
 		cfg.Postgres.URL = raw
-		_, err := openPostgres(context.Background(), &cfg)
+		_, err := notifyd.Migrate(context.Background(), &cfg) // connects first
 		if err == nil {
-			t.Fatalf("openPostgres(%s…) = nil error; want a connect or parse error", raw[:20])
+			t.Fatalf("connecting to %s… = nil error; want a connect or parse error", raw[:20])
 		}
 		for _, secret := range []string{"pgpw-SECRET", "pgq-SECRET"} {
 			if strings.Contains(err.Error(), secret) {

@@ -9,10 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/schedule"
-	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // newCampaignCmd creates an ad-hoc bulk job (docs/design.md §6) through the API, or
@@ -40,9 +39,9 @@ func newCampaignCmd() *cobra.Command {
 			if path == "" {
 				return campaignAPI(cmd, &af, channel, topic, query, contentKey, p, run, watch, every)
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
-				job, err := svc.CreateCampaign(ctx, schedule.Campaign{
-					Channel: channel, Audience: config.Audience{Topic: topic, Query: query, Key: key}, Payload: p,
+			return withDaemon(cmd.Context(), path, func(ctx context.Context, d *notifyd.Daemon) error {
+				job, err := d.CreateCampaign(ctx, wire.Campaign{
+					Channel: channel, Audience: wire.Audience{Topic: topic, Query: query, Key: key}, Payload: p,
 					ContentKey: contentKey,
 				})
 				if err != nil {
@@ -53,8 +52,8 @@ func newCampaignCmd() *cobra.Command {
 					return nil
 				}
 				id := job.ID
-				job, err = svc.RunJob(ctx, id)
-				if errors.Is(err, schedule.ErrJobFinished) {
+				job, err = d.RunJob(ctx, id)
+				if e := (*notifyd.Error)(nil); errors.As(err, &e) && e.Kind == notifyd.ErrConflict {
 					return fmt.Errorf("job %d was picked up by a serving instance; follow it with notifyd jobs %d", id, id)
 				}
 				if err != nil {
@@ -84,29 +83,22 @@ func newCampaignCmd() *cobra.Command {
 	return cmd
 }
 
-// withSchedule loads the config, connects and builds the schedule service
-// (not started) for a one-shot command, with the operations over it and the
-// database alone (service.Service without an engine: its jobs in wire
-// types, the API's).
-func withSchedule(ctx context.Context, path string, fn func(context.Context, *schedule.Service, *service.Service) error) error {
+// withDaemon loads the config and opens notifyd on the database alone
+// (notifyd.Open: no engine, no Redis) for a one-shot command in --config
+// mode, under the CLI's instance name, and closes it after fn.
+func withDaemon(ctx context.Context, path string, fn func(context.Context, *notifyd.Daemon) error) error {
 	cfg, log, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
-	pool, err := openPostgres(ctx, cfg)
+	c := *cfg
+	c.Instance.ID = cliInstance(cfg)
+	d, err := notifyd.Open(ctx, &c, notifyd.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	svc, err := schedule.New(pool, cfg, schedule.Options{Logger: log.Named("schedule"), InstanceID: cliInstance(cfg)})
-	if err != nil {
-		return err
-	}
-	ops, err := service.New(service.Options{Config: cfg, Store: outbox.New(pool), Schedules: svc, Logger: log.Named("service")})
-	if err != nil {
-		return err
-	}
-	return fn(ctx, svc, ops)
+	defer func() { _ = d.Stop(context.WithoutCancel(ctx)) }()
+	return fn(ctx, d)
 }
 
 // cliInstance names a CLI process as a job owner, so `notifyd jobs` shows

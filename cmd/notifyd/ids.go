@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/internal/service"
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/sdk/client"
 )
 
@@ -38,7 +38,7 @@ func idRefusal(err error) (string, bool) {
 	if errors.As(err, &api) && api.StatusCode >= 400 && api.StatusCode < 500 {
 		return api.Message, true
 	}
-	var op *service.Error
+	var op *notifyd.Error
 	if errors.As(err, &op) {
 		return op.Message, true
 	}

@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/internal/schedule"
-	"github.com/notifyd/notifyd/internal/service"
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/sdk/client"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -36,7 +35,7 @@ func newJobsCmd() *cobra.Command {
 				q := client.JobQuery{Kind: kind, Schedule: sched, State: state, Limit: limit}
 				return jobsAPI(cmd, &af, args, q, cancel, watch, every)
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
+			return withDaemon(cmd.Context(), path, func(ctx context.Context, ops *notifyd.Daemon) error {
 				out := cmd.OutOrStdout()
 				if len(args) == 0 {
 					if cancel {
@@ -56,7 +55,7 @@ func newJobsCmd() *cobra.Command {
 					return watchJob(ctx, out, func(ctx context.Context) (wire.Job, error) { return ops.Job(ctx, id) }, every, false)
 				}
 				if cancel {
-					job, n, err := svc.CancelJob(ctx, id)
+					job, n, err := ops.CancelJob(ctx, id)
 					if err != nil {
 						return err
 					}

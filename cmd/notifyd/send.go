@@ -1,14 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/service"
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -29,7 +29,7 @@ func newSendCmd() *cobra.Command {
 			if path == "" {
 				return sendAPI(cmd, &af, channel, recipient, payload, key, at)
 			}
-			cfg, _, err := loadConfig(path)
+			cfg, log, err := loadConfig(path)
 			if err != nil {
 				return err
 			}
@@ -42,15 +42,11 @@ func newSendCmd() *cobra.Command {
 					return err
 				}
 			}
-			pool, err := openPostgres(cmd.Context(), cfg)
+			ops, err := notifyd.Open(cmd.Context(), cfg, notifyd.Options{Logger: log}) // the database alone
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			ops, err := service.New(service.Options{Config: cfg, Store: outbox.New(pool)}) // the database alone
-			if err != nil {
-				return err
-			}
+			defer func() { _ = ops.Stop(context.WithoutCancel(cmd.Context())) }()
 			ctx, traced, end := startSendSpan(cmd.Context(), cfg)
 			n := wire.Notification{
 				Channel: channel, Recipient: recipient, Payload: json.RawMessage(payload),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/service"
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -27,21 +27,15 @@ func newStatusCmd() *cobra.Command {
 			if path == "" {
 				return statusAPI(cmd, &af, args, history)
 			}
-			cfg, _, err := loadConfig(path)
+			cfg, log, err := loadConfig(path)
 			if err != nil {
 				return err
 			}
-			pool, err := openPostgres(cmd.Context(), cfg)
+			ops, err := notifyd.Open(cmd.Context(), cfg, notifyd.Options{Logger: log}) // the database alone
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			store := outbox.New(pool)
-			defer store.Close()
-			ops, err := service.New(service.Options{Config: cfg, Store: store}) // the database alone
-			if err != nil {
-				return err
-			}
+			defer func() { _ = ops.Stop(context.WithoutCancel(cmd.Context())) }()
 			ids, err := parseIDs(args, "notification")
 			if err != nil {
 				return err
@@ -97,7 +91,7 @@ func receiptLine(w io.Writer, outcome, code, detail string, at time.Time) {
 // lastErrorCell is the LAST ERROR column: on a SENT row the error is an
 // earlier attempt's, and says so.
 func lastErrorCell(status, lastErr string) string {
-	if status == outbox.StatusSent && lastErr != "" {
+	if status == wire.StatusSent && lastErr != "" {
 		return "(earlier failure, delivered since) " + lastErr
 	}
 	return lastErr

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/notifyd/notifyd/internal/schedule"
-	"github.com/notifyd/notifyd/internal/service"
+	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // newSubscribersCmd manages subscribers through the API, or directly in the
@@ -57,8 +57,8 @@ func newSubscribersImportCmd() *cobra.Command {
 			if path == "" {
 				return importSubscribersAPI(cmd, &af, in, name)
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
-				n, err := importSubscribers(ctx, svc, in, name)
+			return withDaemon(cmd.Context(), path, func(ctx context.Context, d *notifyd.Daemon) error {
+				n, err := importSubscribers(ctx, d, in, name)
 				fmt.Fprintf(cmd.OutOrStdout(), "%d subscribers upserted\n", n)
 				return err
 			})
@@ -70,16 +70,16 @@ func newSubscribersImportCmd() *cobra.Command {
 	return cmd
 }
 
-func importSubscribers(ctx context.Context, svc *schedule.Service, r io.Reader, name string) (int, error) {
+func importSubscribers(ctx context.Context, d *notifyd.Daemon, r io.Reader, name string) (int, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var (
-		batch []schedule.Subscriber
+		batch []wire.Subscriber
 		total int
 		line  int
 	)
 	flush := func() error {
-		n, err := svc.UpsertSubscribers(ctx, batch)
+		n, err := d.ImportSubscribers(ctx, batch)
 		total += n
 		batch = batch[:0]
 		return err
@@ -89,7 +89,7 @@ func importSubscribers(ctx context.Context, svc *schedule.Service, r io.Reader, 
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
-		var s schedule.Subscriber
+		var s wire.Subscriber
 		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&s); err != nil {
@@ -124,8 +124,8 @@ func newSubscribersGetCmd() *cobra.Command {
 			if path == "" {
 				return getSubscriberAPI(cmd, &af, args[0])
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
-				s, err := svc.GetSubscriber(ctx, args[0])
+			return withDaemon(cmd.Context(), path, func(ctx context.Context, d *notifyd.Daemon) error {
+				s, err := d.Subscriber(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -156,8 +156,8 @@ func newSubscribersDeleteCmd() *cobra.Command {
 				}
 				return c.DeleteSubscriber(cmd.Context(), args[0])
 			}
-			return withSchedule(cmd.Context(), path, func(ctx context.Context, svc *schedule.Service, ops *service.Service) error {
-				return svc.DeleteSubscriber(ctx, args[0])
+			return withDaemon(cmd.Context(), path, func(ctx context.Context, d *notifyd.Daemon) error {
+				return d.DeleteSubscriber(ctx, args[0])
 			})
 		},
 	}

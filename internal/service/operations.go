@@ -76,6 +76,15 @@ type Operations interface {
 	Jobs(ctx context.Context, q wire.JobQuery) (wire.Jobs, error)
 	// Job reads one job; NotFound when there is none.
 	Job(ctx context.Context, id int64) (wire.Job, error)
+	// ImportSubscribers writes many subscribers as PutSubscriber does, in
+	// one statement, and answers how many.
+	ImportSubscribers(ctx context.Context, subs []wire.Subscriber) (int, error)
+	// RunJob materialises a PENDING job here and answers it finished;
+	// Conflict when another instance has it or it has finished.
+	RunJob(ctx context.Context, id int64) (wire.Job, error)
+	// CancelJob cancels an unfinished job and its PENDING notifications,
+	// answering the job and how many it cancelled.
+	CancelJob(ctx context.Context, id int64) (wire.Job, int64, error)
 
 	// Readiness is what /readyz reports: Postgres, Redis, every running
 	// channel's plugin, the pipeline's stages and stopped channels.

@@ -205,3 +205,45 @@ func jobOut(j *schedule.Job) wire.Job {
 	}
 	return out
 }
+
+// ImportSubscribers creates or replaces subscribers as PutSubscriber does,
+// many in one statement (the CLI's `subscribers import`), and answers how many
+// it wrote.
+func (s *Service) ImportSubscribers(ctx context.Context, subs []wire.Subscriber) (int, error) {
+	if err := s.needSchedules(); err != nil {
+		return 0, err
+	}
+	in := make([]schedule.Subscriber, len(subs))
+	for i, sub := range subs {
+		in[i] = schedule.Subscriber{ExternalID: sub.ExternalID, Addresses: sub.Addresses, Attributes: sub.Attributes, Topics: sub.Topics}
+	}
+	n, err := s.sched.UpsertSubscribers(ctx, in)
+	return n, scheduleError(err)
+}
+
+// RunJob materialises a PENDING job in this process and answers it once it
+// has finished (the CLI's `campaign --run`); Conflict when another instance
+// has taken it or it has finished.
+func (s *Service) RunJob(ctx context.Context, id int64) (wire.Job, error) {
+	if err := s.needSchedules(); err != nil {
+		return wire.Job{}, err
+	}
+	job, err := s.sched.RunJob(ctx, id)
+	if err != nil {
+		return wire.Job{}, scheduleError(err)
+	}
+	return jobOut(job), nil
+}
+
+// CancelJob cancels a job that has not finished, and its notifications still
+// PENDING; it answers the job and how many notifications it cancelled.
+func (s *Service) CancelJob(ctx context.Context, id int64) (wire.Job, int64, error) {
+	if err := s.needSchedules(); err != nil {
+		return wire.Job{}, 0, err
+	}
+	job, n, err := s.sched.CancelJob(ctx, id)
+	if err != nil {
+		return wire.Job{}, 0, scheduleError(err)
+	}
+	return jobOut(job), n, nil
+}
