@@ -474,15 +474,17 @@ func (d *Daemon) Addr() net.Addr {
 	}
 }
 
-// Engine is the delivery engine (channel states, stalls).
+// Engine is the delivery engine (channel states, stalls): a hook for tests
+// and the benchmark; an application uses the operations instead.
 func (d *Daemon) Engine() *delivery.Engine { return d.engine }
 
-// Service is the operations — replay and purge dead letters, the channel
-// overview, pause and resume, cancel — as the API and dashboard run them.
+// Service is the one implementation of the operations behind the daemon's
+// own methods, the API and the dashboard: a hook for tests.
 func (d *Daemon) Service() *service.Service { return d.ops }
 
-// Store is the outbox, for an application that enqueues in its own process
-// (outbox.Insert inside its own transactions is the transactional outbox).
+// Store is the outbox: a hook for tests that reach into it. An application
+// enqueues with Enqueue, or with sdk/txoutbox.EnqueueTx inside its own
+// transactions (the transactional outbox).
 func (d *Daemon) Store() *outbox.Store { return d.store }
 
 // OpenPostgres opens the pool that postgres.url and postgres.max_conns
