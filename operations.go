@@ -142,7 +142,9 @@ func (d *Daemon) ImportSubscribers(ctx context.Context, subs []wire.Subscriber) 
 // RunJob materialises a PENDING job (a campaign just created) in this
 // process and answers it finished; an ErrConflict Error when a serving
 // instance has taken it or it has finished.
-func (d *Daemon) RunJob(ctx context.Context, id int64) (wire.Job, error) { return d.ops.RunJob(ctx, id) }
+func (d *Daemon) RunJob(ctx context.Context, id int64) (wire.Job, error) {
+	return d.ops.RunJob(ctx, id)
+}
 
 // CancelJob cancels an unfinished job and its notifications still PENDING,
 // answering the job and how many notifications it cancelled.
