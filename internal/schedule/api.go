@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,24 +12,12 @@ import (
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// ScheduleInfo is a configured schedule with its next fire time and latest run.
-type ScheduleInfo struct {
-	Name     string          `json:"name"`
-	Channel  string          `json:"channel"`
-	Cron     string          `json:"cron"`
-	Timezone string          `json:"timezone"`
-	Lead     time.Duration   `json:"lead"`
-	MaxLate  time.Duration   `json:"max_late"`
-	Audience config.Audience `json:"audience"`
-	NextFire time.Time       `json:"next_fire"`
-	LastRun  *Job            `json:"last_run,omitempty"`
-}
-
-// Schedules lists the configured schedules, by name.
-func (s *Service) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+// Schedules lists the configured schedules, by name, each with its next fire
+// time and latest run.
+func (s *Service) Schedules(ctx context.Context) ([]wire.Schedule, error) {
 	now := s.now()
 	names := s.scheduleNames()
-	last := map[string]*Job{}
+	last := map[string]*jobRow{}
 	rows, err := s.pool.Query(ctx, `
 		SELECT DISTINCT ON (schedule) `+jobColumns+` FROM jobs
 		WHERE schedule = ANY($1) ORDER BY schedule, fire_time DESC`, names)
@@ -48,14 +35,19 @@ func (s *Service) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	out := make([]ScheduleInfo, 0, len(names))
+	out := make([]wire.Schedule, 0, len(names))
 	for _, n := range names {
 		c := s.schedules[n]
-		out = append(out, ScheduleInfo{
+		info := wire.Schedule{
 			Name: n, Channel: c.cfg.Channel, Cron: c.cfg.Cron, Timezone: c.cfg.Timezone,
-			Lead: c.cfg.Lead, MaxLate: c.cfg.MaxLate, Audience: c.cfg.Audience,
-			NextFire: c.next(now), LastRun: last[n],
-		})
+			Lead: wire.Duration(c.cfg.Lead), MaxLate: wire.Duration(c.cfg.MaxLate), Audience: wire.Audience(c.cfg.Audience),
+			NextFire: c.next(now),
+		}
+		if r := last[n]; r != nil {
+			j := r.out()
+			info.LastRun = &j
+		}
+		out = append(out, info)
 	}
 	return out, nil
 }
@@ -72,7 +64,7 @@ type RunOptions struct {
 	// outage may have cut short). Exclusive with FireTime.
 	Last bool
 	// Force sends that fire time again to everyone, under new idempotency
-	// keys, even though it already ran (a forced re-run, Job.Rerun > 0).
+	// keys, even though it already ran (a forced re-run, wire.Job.Rerun > 0).
 	Force bool
 }
 
@@ -93,8 +85,21 @@ var ErrAlreadyRan = errors.New("already ran")
 // and since its idempotency keys are the fire time's, a recipient it already
 // materialised is not sent twice; a DONE one is refused with ErrAlreadyRan
 // (and the job) unless o.Force, which creates the fire time's next re-run: a
-// run that sends to everyone again, once, under keys of its own.
-func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (*Job, string, error) {
+// run that sends to everyone again, once, under keys of its own. The job's
+// Outcome says which it did (RunCreated, RunResumed, RunExists; "" with
+// ErrAlreadyRan).
+func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (wire.Job, error) {
+	job, outcome, err := s.runNow(ctx, name, o)
+	if job == nil {
+		return wire.Job{}, err
+	}
+	out := job.out()
+	out.Outcome = outcome
+	return out, err
+}
+
+// runNow is RunNow, answering the row and the outcome apart.
+func (s *Service) runNow(ctx context.Context, name string, o RunOptions) (*jobRow, string, error) {
 	c, ok := s.schedules[name]
 	if !ok {
 		return nil, "", fmt.Errorf("schedule %q: %w", name, ErrUnknownSchedule)
@@ -123,7 +128,7 @@ func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (*Job, 
 	n := newJob{
 		kind: KindSchedule, schedule: name, timezone: c.cfg.Timezone, channel: c.cfg.Channel,
 		fireTime: fire, audience: c.cfg.Audience, payload: c.cfg.Payload,
-		state: JobPending, now: now, contentKey: contentKey,
+		state: jobPending, now: now, contentKey: contentKey,
 	}
 	if o.Force {
 		if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(rerun) + 1, 0) FROM jobs WHERE schedule = $1 AND fire_time = $2`,
@@ -143,9 +148,9 @@ func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (*Job, 
 		return job, RunCreated, nil
 	}
 	switch job.State {
-	case JobPending, JobRunning:
+	case jobPending, jobRunning:
 		return job, RunExists, nil
-	case JobDone:
+	case jobDone:
 		return job, "", fmt.Errorf("schedule %q already ran for fire time %s (job %d, DONE: %d done, %d failed, %d skipped); nothing was sent again — force a re-run to send it to everyone again: %w",
 			name, fire.Format(time.RFC3339), job.ID, job.Done, job.Failed, job.Skipped, ErrAlreadyRan)
 	}
@@ -156,7 +161,7 @@ func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (*Job, 
 		WHERE id = $1 AND state IN ('FAILED', 'CANCELLED', 'SKIPPED')
 		RETURNING `+jobColumns, job.ID, now))
 	if errors.Is(err, pgx.ErrNoRows) { // it changed under us: say what it is now
-		if job, err = s.GetJob(ctx, job.ID); err != nil {
+		if job, err = s.getJob(ctx, job.ID); err != nil {
 			return nil, "", err
 		}
 		return job, RunExists, nil
@@ -168,65 +173,49 @@ func (s *Service) RunNow(ctx context.Context, name string, o RunOptions) (*Job, 
 	return resumed, RunResumed, nil
 }
 
-// Campaign is an operator's ad-hoc bulk send.
-type Campaign struct {
-	Channel  string          `json:"channel"`
-	Audience config.Audience `json:"audience"`
-	Payload  map[string]any  `json:"payload"`
-	// ContentKey names the content (Job.ContentKey); "": this campaign alone.
-	ContentKey string `json:"content_key,omitempty"`
-}
-
 // CreateCampaign validates the campaign (channel configured, audience shape
 // and, for a query, its columns; payload templates) and creates its job,
-// PENDING, due now.
-func (s *Service) CreateCampaign(ctx context.Context, c Campaign) (*Job, error) {
+// PENDING, due now. c.ContentKey "" is this campaign alone.
+func (s *Service) CreateCampaign(ctx context.Context, c wire.Campaign) (wire.Job, error) {
 	if _, ok := s.cfg.Channels[c.Channel]; !ok {
-		return nil, fmt.Errorf("campaign: channel %q is not configured: %w", c.Channel, ErrInvalid)
+		return wire.Job{}, fmt.Errorf("campaign: channel %q is not configured: %w", c.Channel, ErrInvalid)
 	}
 	if c.Audience.Topic != "" && !config.NameRE.MatchString(c.Audience.Topic) {
-		return nil, fmt.Errorf("campaign: topic %q must match %s: %w", c.Audience.Topic, config.NameRE, ErrInvalid)
+		return wire.Job{}, fmt.Errorf("campaign: topic %q must match %s: %w", c.Audience.Topic, config.NameRE, ErrInvalid)
 	}
 	aud, err := newAudience(c.Audience, c.Channel)
 	if err != nil {
-		return nil, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
+		return wire.Job{}, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
 	}
 	if qa, ok := aud.(*queryAudience); ok {
 		if err := qa.check(ctx, s.pool); err != nil {
-			return nil, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
+			return wire.Job{}, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
 		}
 	}
 	if _, err := compilePayload(c.Payload); err != nil {
-		return nil, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
+		return wire.Job{}, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
 	}
 	if c.ContentKey != "" {
 		if _, err := checkContentKey(c.ContentKey); err != nil {
-			return nil, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
+			return wire.Job{}, fmt.Errorf("campaign: %w: %w", err, ErrInvalid)
 		}
 	}
 	job, _, err := jobInsert(ctx, s.pool, newJob{
-		kind: KindCampaign, timezone: "UTC", channel: c.Channel, audience: c.Audience,
-		payload: c.Payload, state: JobPending, now: s.now(), contentKey: c.ContentKey,
+		kind: KindCampaign, timezone: "UTC", channel: c.Channel, audience: config.Audience(c.Audience),
+		payload: c.Payload, state: jobPending, now: s.now(), contentKey: c.ContentKey,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create campaign: %w", err)
+		return wire.Job{}, fmt.Errorf("create campaign: %w", err)
 	}
 	s.log.Info("campaign created", "job", job.ID, "channel", c.Channel, "topic", c.Audience.Topic)
-	return job, nil
+	return job.out(), nil
 }
 
-// JobFilter narrows ListJobs; zero fields do not filter.
-type JobFilter struct {
-	Kind     string
-	Schedule string
-	State    JobState
-	BeforeID int64 // page: jobs with id < BeforeID
-	Limit    int   // default 50, at most 1000
-}
-
-// ListJobs lists jobs newest first.
-func (s *Service) ListJobs(ctx context.Context, f JobFilter) ([]*Job, error) {
-	limit := f.Limit
+// ListJobs lists jobs newest first, filtered by q's kind, schedule and
+// state (zero fields do not filter), with ids below q.Before (0: from the
+// newest); q.Limit 0 is 50, at most 1000.
+func (s *Service) ListJobs(ctx context.Context, q wire.JobQuery) ([]wire.Job, error) {
+	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
 	}
@@ -235,18 +224,18 @@ func (s *Service) ListJobs(ctx context.Context, f JobFilter) ([]*Job, error) {
 		SELECT `+jobColumns+` FROM jobs
 		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR schedule = $2) AND ($3 = '' OR state = $3)
 		  AND ($4 = 0 OR id < $4)
-		ORDER BY id DESC LIMIT $5`, f.Kind, f.Schedule, string(f.State), f.BeforeID, limit)
+		ORDER BY id DESC LIMIT $5`, q.Kind, q.Schedule, q.State, q.Before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	var out []*Job
+	var out []wire.Job
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
-		out = append(out, j)
+		out = append(out, j.out())
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -255,7 +244,16 @@ func (s *Service) ListJobs(ctx context.Context, f JobFilter) ([]*Job, error) {
 }
 
 // GetJob returns one job; ErrNotFound if there is none.
-func (s *Service) GetJob(ctx context.Context, id int64) (*Job, error) {
+func (s *Service) GetJob(ctx context.Context, id int64) (wire.Job, error) {
+	j, err := s.getJob(ctx, id)
+	if err != nil {
+		return wire.Job{}, err
+	}
+	return j.out(), nil
+}
+
+// getJob is GetJob's row.
+func (s *Service) getJob(ctx context.Context, id int64) (*jobRow, error) {
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("job %d: %w", id, ErrNotFound)
@@ -270,10 +268,10 @@ func (s *Service) GetJob(ctx context.Context, id int64) (*Job, error) {
 // are still PENDING (rows already queued go on), in one transaction. It
 // returns the job and how many notifications it cancelled; ErrJobFinished if
 // the job had already ended.
-func (s *Service) CancelJob(ctx context.Context, id int64) (*Job, int64, error) {
+func (s *Service) CancelJob(ctx context.Context, id int64) (wire.Job, int64, error) {
 	now := s.now()
 	var (
-		job       *Job
+		job       *jobRow
 		cancelled int64
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -298,31 +296,13 @@ func (s *Service) CancelJob(ctx context.Context, id int64) (*Job, int64, error) 
 	if errors.Is(err, pgx.ErrNoRows) {
 		j, gerr := s.GetJob(ctx, id)
 		if gerr != nil {
-			return nil, 0, gerr
+			return wire.Job{}, 0, gerr
 		}
 		return j, 0, fmt.Errorf("cancel job %d: it is %s: %w", id, j.State, ErrJobFinished)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("cancel job %d: %w", id, err)
+		return wire.Job{}, 0, fmt.Errorf("cancel job %d: %w", id, err)
 	}
 	s.log.Info("job cancelled", "job", id, "notifications_cancelled", cancelled)
-	return job, cancelled, nil
-}
-
-// String is a one-line description of the job for logs and the CLI.
-func (j *Job) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "job %d %s %s", j.ID, j.Kind, j.State)
-	if j.Schedule != "" {
-		fmt.Fprintf(&b, " schedule=%s fire_time=%s", j.Schedule, j.FireTime.Format(time.RFC3339))
-	}
-	total := "?"
-	if j.Total != nil {
-		total = fmt.Sprint(*j.Total)
-	}
-	fmt.Fprintf(&b, " done=%d/%s skipped=%d cursor=%q", j.Done, total, j.Skipped, j.Cursor)
-	if j.Owner != "" {
-		fmt.Fprintf(&b, " owner=%s", j.Owner)
-	}
-	return b.String()
+	return job.out(), cancelled, nil
 }

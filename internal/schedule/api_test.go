@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 func TestService_RunNow(t *testing.T) {
@@ -17,11 +18,11 @@ func TestService_RunNow(t *testing.T) {
 	s := b.service(t, "a")
 	b.clock.Set(utc("2024-03-01T03:04:05.678Z"))
 
-	first, _, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{})
+	first, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{})
+	again, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{})
 	if err != nil || again.ID != first.ID {
 		t.Errorf("RunNow twice in one second = job %v, %v; want the same job %d", again, err, first.ID)
 	}
@@ -31,10 +32,10 @@ func TestService_RunNow(t *testing.T) {
 	if err := s.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j := mustGetJob(t, b.ctx, s, first.ID); j.State != JobDone || j.Done != 30 {
-		t.Errorf("run = %s, want DONE 30/30", j)
+	if j := mustGetJob(t, b.ctx, s, first.ID); j.State != jobDone || j.Done != 30 {
+		t.Errorf("run = %s, want DONE 30/30", jobLine(j))
 	}
-	if _, _, err := s.RunNow(b.ctx, "nope", RunOptions{}); !errors.Is(err, ErrUnknownSchedule) || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := s.RunNow(b.ctx, "nope", RunOptions{}); !errors.Is(err, ErrUnknownSchedule) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("RunNow(nope) = %v, want ErrUnknownSchedule naming it", err)
 	}
 }
@@ -46,7 +47,7 @@ func TestService_Schedules(t *testing.T) {
 	b.cfg.Schedules["hourly"] = dailyQuiz("30 * * * *", "UTC")
 	s := b.service(t, "a")
 	b.clock.Set(utc("2024-03-09T14:00:00Z"))
-	run, _, err := s.RunNow(b.ctx, "hourly", RunOptions{})
+	run, err := s.RunNow(b.ctx, "hourly", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +64,8 @@ func TestService_Schedules(t *testing.T) {
 	if !got[1].NextFire.Equal(utc("2024-03-09T14:30:00Z")) || got[1].LastRun == nil || got[1].LastRun.ID != run.ID {
 		t.Errorf("hourly: next %s, last %v; want 14:30Z and job %d", got[1].NextFire, got[1].LastRun, run.ID)
 	}
-	if got[0].Lead != 10*time.Minute || got[0].Timezone != "America/New_York" {
-		t.Errorf("daily-quiz lead %s tz %s, want 10m America/New_York", got[0].Lead, got[0].Timezone)
+	if got[0].Lead != wire.Duration(10*time.Minute) || got[0].Timezone != "America/New_York" {
+		t.Errorf("daily-quiz lead %s tz %s, want 10m America/New_York", time.Duration(got[0].Lead), got[0].Timezone)
 	}
 }
 
@@ -75,18 +76,18 @@ func TestService_CreateCampaign_invalid(t *testing.T) {
 	ok := map[string]any{"t": "x"}
 	tests := []struct {
 		name string
-		c    Campaign
+		c    wire.Campaign
 		want string
 	}{
-		{"unknown channel", Campaign{Channel: "sms", Audience: config.Audience{Topic: "t"}, Payload: ok}, `channel "sms" is not configured`},
-		{"no audience", Campaign{Channel: "quiz", Payload: ok}, "give exactly one of topic or query"},
-		{"both audiences", Campaign{Channel: "quiz", Audience: config.Audience{Topic: "t", Query: "SELECT 1", Key: "k"}, Payload: ok}, "give exactly one of topic or query"},
-		{"bad topic", Campaign{Channel: "quiz", Audience: config.Audience{Topic: "a b"}, Payload: ok}, `topic "a b"`},
-		{"query without key", Campaign{Channel: "quiz", Audience: config.Audience{Query: "SELECT 1"}, Payload: ok}, "audience.key is required"},
-		{"query fails", Campaign{Channel: "quiz", Audience: config.Audience{Query: "SELEC 1", Key: "k"}, Payload: ok}, "audience query fails"},
-		{"query lacks key", Campaign{Channel: "quiz", Audience: config.Audience{Query: "SELECT 'r' AS recipient", Key: "id"}, Payload: ok}, `returns no column "id"`},
-		{"empty payload", Campaign{Channel: "quiz", Audience: config.Audience{Topic: "t"}}, "payload is empty"},
-		{"bad template", Campaign{Channel: "quiz", Audience: config.Audience{Topic: "t"}, Payload: map[string]any{"t": "{{if}}"}}, "payload t"},
+		{"unknown channel", wire.Campaign{Channel: "sms", Audience: wire.Audience{Topic: "t"}, Payload: ok}, `channel "sms" is not configured`},
+		{"no audience", wire.Campaign{Channel: "quiz", Payload: ok}, "give exactly one of topic or query"},
+		{"both audiences", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t", Query: "SELECT 1", Key: "k"}, Payload: ok}, "give exactly one of topic or query"},
+		{"bad topic", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "a b"}, Payload: ok}, `topic "a b"`},
+		{"query without key", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Query: "SELECT 1"}, Payload: ok}, "audience.key is required"},
+		{"query fails", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Query: "SELEC 1", Key: "k"}, Payload: ok}, "audience query fails"},
+		{"query lacks key", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Query: "SELECT 'r' AS recipient", Key: "id"}, Payload: ok}, `returns no column "id"`},
+		{"empty payload", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t"}}, "payload is empty"},
+		{"bad template", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t"}, Payload: map[string]any{"t": "{{if}}"}}, "payload t"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +97,7 @@ func TestService_CreateCampaign_invalid(t *testing.T) {
 			}
 		})
 	}
-	if jobs, err := s.ListJobs(b.ctx, JobFilter{}); err != nil || len(jobs) != 0 {
+	if jobs, err := s.ListJobs(b.ctx, wire.JobQuery{}); err != nil || len(jobs) != 0 {
 		t.Errorf("ListJobs = %v, %v; want no job created", jobs, err)
 	}
 }
@@ -110,7 +111,7 @@ func TestService_runFailures(t *testing.T) {
 	}
 	s := b.service(t, "a")
 	t.Run("template that does not render: each recipient FAILED, the run goes on", func(t *testing.T) {
-		job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
+		job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"},
 			Payload: map[string]any{"t": "{{.data.missing}}"}})
 		if err != nil {
 			t.Fatal(err)
@@ -119,8 +120,8 @@ func TestService_runFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := mustGetJob(t, b.ctx, s, job.ID)
-		if j.State != JobDone || j.Failed != 10 {
-			t.Errorf("job = %s failed %d, want DONE with 10 failed", j, j.Failed)
+		if j.State != jobDone || j.Failed != 10 {
+			t.Errorf("job = %s failed %d, want DONE with 10 failed", jobLine(j), j.Failed)
 		}
 		var reason string
 		if err := b.db.Pool.QueryRow(b.ctx, `SELECT last_error FROM notifications WHERE job_id = $1 AND recipient = 'addr-1' AND status = 'FAILED'`,
@@ -129,7 +130,7 @@ func TestService_runFailures(t *testing.T) {
 		}
 	})
 	t.Run("query broken after creation", func(t *testing.T) {
-		job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Query: "SELECT id, r AS recipient FROM people", Key: "id"},
+		job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Query: "SELECT id, r AS recipient FROM people", Key: "id"},
 			Payload: map[string]any{"t": "x"}})
 		if err != nil {
 			t.Fatal(err)
@@ -141,8 +142,8 @@ func TestService_runFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := mustGetJob(t, b.ctx, s, job.ID)
-		if j.State != JobFailed || !strings.Contains(j.Error, "people") {
-			t.Errorf("job = %s error %q, want FAILED naming the missing table", j, j.Error)
+		if j.State != jobFailed || !strings.Contains(j.Error, "people") {
+			t.Errorf("job = %s error %q, want FAILED naming the missing table", jobLine(j), j.Error)
 		}
 	})
 }
@@ -160,12 +161,12 @@ func TestService_oneRunningPerAudience(t *testing.T) {
 	seedTopic(t, b.ctx, b.db.Pool, "daily-quiz", "quiz", 40, 0)
 	seedTopic(t, b.ctx, b.db.Pool, "other", "quiz", 10, 0)
 	a, other := b.service(t, "a"), b.service(t, "b")
-	first, _, err := a.RunNow(b.ctx, "daily-quiz", RunOptions{})
+	first, err := a.RunNow(b.ctx, "daily-quiz", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Second)
-	second, _, err := a.RunNow(b.ctx, "daily-quiz", RunOptions{})
+	second, err := a.RunNow(b.ctx, "daily-quiz", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +174,9 @@ func TestService_oneRunningPerAudience(t *testing.T) {
 	if err := a.RunOnce(b.ctx); !errors.Is(err, errAbandon) {
 		t.Fatalf("a RunOnce = %v, want errAbandon", err)
 	}
-	camp := func(channel, topic string) *Job {
+	camp := func(channel, topic string) wire.Job {
 		t.Helper()
-		j, err := other.CreateCampaign(b.ctx, Campaign{Channel: channel, Audience: config.Audience{Topic: topic}, Payload: map[string]any{"t": "x"}})
+		j, err := other.CreateCampaign(b.ctx, wire.Campaign{Channel: channel, Audience: wire.Audience{Topic: topic}, Payload: map[string]any{"t": "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,23 +187,23 @@ func TestService_oneRunningPerAudience(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []int64{second.ID, sameAudience.ID} {
-		if j := mustGetJob(t, b.ctx, other, id); j.State != JobPending {
-			t.Errorf("job %d = %s, want PENDING while run %d over the same audience is RUNNING", id, j, first.ID)
+		if j := mustGetJob(t, b.ctx, other, id); j.State != jobPending {
+			t.Errorf("job %d = %s, want PENDING while run %d over the same audience is RUNNING", id, jobLine(j), first.ID)
 		}
 	}
-	if j := mustGetJob(t, b.ctx, other, otherTopic.ID); j.State != JobDone || j.Done != 10 {
-		t.Errorf("campaign to another topic = %s, want DONE 10/10", j)
+	if j := mustGetJob(t, b.ctx, other, otherTopic.ID); j.State != jobDone || j.Done != 10 {
+		t.Errorf("campaign to another topic = %s, want DONE 10/10", jobLine(j))
 	}
-	if j := mustGetJob(t, b.ctx, other, otherChannel.ID); j.State != JobDone {
-		t.Errorf("campaign to the topic on another channel = %s, want DONE", j)
+	if j := mustGetJob(t, b.ctx, other, otherChannel.ID); j.State != jobDone {
+		t.Errorf("campaign to the topic on another channel = %s, want DONE", jobLine(j))
 	}
 	b.clock.Advance(b.cfg.Jobs.StuckAfter + time.Second)
 	if err := other.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []int64{first.ID, second.ID, sameAudience.ID} {
-		if j := mustGetJob(t, b.ctx, other, id); j.State != JobDone || j.Done != 40 {
-			t.Errorf("job %d = %s, want DONE 40/40 after the takeover", id, j)
+		if j := mustGetJob(t, b.ctx, other, id); j.State != jobDone || j.Done != 40 {
+			t.Errorf("job %d = %s, want DONE 40/40 after the takeover", id, jobLine(j))
 		}
 	}
 	var running int
@@ -243,13 +244,13 @@ func TestService_RunNowFireTime(t *testing.T) {
 	b.clock.Set(utc("2024-03-01T05:00:00Z")) // 14:00 in Seoul: today's 08:00 has passed
 	fire := utc("2024-02-29T23:00:00Z")      // 08:00 KST
 
-	last, outcome, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{Last: true})
-	if err != nil || outcome != RunCreated || !last.FireTime.Equal(fire) {
-		t.Fatalf("RunNow(last) = %v, %q, %v; want a new run at %s", last, outcome, err, fire)
+	last, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{Last: true})
+	if err != nil || last.Outcome != RunCreated || !last.FireTime.Equal(fire) {
+		t.Fatalf("RunNow(last) = %s, %q, %v; want a new run at %s", jobLine(last), last.Outcome, err, fire)
 	}
-	again, outcome, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire})
-	if err != nil || outcome != RunExists || again.ID != last.ID {
-		t.Fatalf("RunNow(fire) while PENDING = %v, %q, %v; want job %d, exists", again, outcome, err, last.ID)
+	again, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire})
+	if err != nil || again.Outcome != RunExists || again.ID != last.ID {
+		t.Fatalf("RunNow(fire) while PENDING = %s, %q, %v; want job %d, exists", jobLine(again), again.Outcome, err, last.ID)
 	}
 	// The run dies after two chunks and an operator's cancel ends it.
 	s.afterChunk = func(_ int64, chunk int) error {
@@ -270,29 +271,29 @@ func TestService_RunNowFireTime(t *testing.T) {
 	if made == 0 || made >= 23 {
 		t.Fatalf("%d notifications after two chunks, want some but not all", made)
 	}
-	resumed, outcome, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire.In(time.FixedZone("KST", 9*3600))})
-	if err != nil || outcome != RunResumed || resumed.ID != last.ID || resumed.State != JobPending {
-		t.Fatalf("RunNow(fire) after a cancel = %v, %q, %v; want job %d resumed, PENDING", resumed, outcome, err, last.ID)
+	resumed, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire.In(time.FixedZone("KST", 9*3600))})
+	if err != nil || resumed.Outcome != RunResumed || resumed.ID != last.ID || resumed.State != jobPending {
+		t.Fatalf("RunNow(fire) after a cancel = %s, %q, %v; want job %d resumed, PENDING", jobLine(resumed), resumed.Outcome, err, last.ID)
 	}
 	if err := s.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j := mustGetJob(t, b.ctx, s, last.ID); j.State != JobDone || j.Done != 23 {
-		t.Errorf("resumed run = %s, want DONE 23/23", j)
+	if j := mustGetJob(t, b.ctx, s, last.ID); j.State != jobDone || j.Done != 23 {
+		t.Errorf("resumed run = %s, want DONE 23/23", jobLine(j))
 	}
 	if n := notificationsOf(t, b, prefix); n != 23 {
 		t.Errorf("%d notifications for the fire time, want 23: one per subscriber", n)
 	}
-	_, _, err = s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire})
+	_, err = s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire})
 	if !errors.Is(err, ErrAlreadyRan) || !strings.Contains(err.Error(), "2024-03-01T08:00:00+09:00") || !strings.Contains(err.Error(), "force") {
 		t.Errorf("RunNow(fire) after DONE = %v, want ErrAlreadyRan naming the fire time and force", err)
 	}
 	if n := notificationsOf(t, b, prefix); n != 23 {
 		t.Errorf("%d notifications after a refused run, want 23", n)
 	}
-	forced, outcome, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire, Force: true})
-	if err != nil || outcome != RunCreated || forced.Rerun != 1 {
-		t.Fatalf("forced RunNow = %v, %q, %v; want re-run 1, created", forced, outcome, err)
+	forced, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire, Force: true})
+	if err != nil || forced.Outcome != RunCreated || forced.Rerun != 1 {
+		t.Fatalf("forced RunNow = %s, %q, %v; want re-run 1, created", jobLine(forced), forced.Outcome, err)
 	}
 	if err := s.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
@@ -300,10 +301,10 @@ func TestService_RunNowFireTime(t *testing.T) {
 	if n := notificationsOf(t, b, prefix+"rerun1:"); n != 23 {
 		t.Errorf("%d notifications for the re-run, want 23", n)
 	}
-	if _, _, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: b.clock.Now().Add(time.Hour)}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "future") {
+	if _, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: b.clock.Now().Add(time.Hour)}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "future") {
 		t.Errorf("RunNow(future) = %v, want ErrInvalid saying it is in the future", err)
 	}
-	if _, _, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire, Last: true}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.RunNow(b.ctx, "daily-quiz", RunOptions{FireTime: fire, Last: true}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("RunNow(fire and last) = %v, want ErrInvalid", err)
 	}
 	// The schedule's own evaluation finds the fire time taken and creates
@@ -334,7 +335,7 @@ func TestService_contentKey(t *testing.T) {
 	s := b.service(t, "a")
 	b.clock.Set(utc("2024-03-01T05:00:00Z"))
 	for _, name := range []string{"early-quiz", "all-quiz"} {
-		j, _, err := s.RunNow(b.ctx, name, RunOptions{Last: true})
+		j, err := s.RunNow(b.ctx, name, RunOptions{Last: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +343,7 @@ func TestService_contentKey(t *testing.T) {
 			t.Errorf("%s content key = %q, want quiz-2024-03-01 (the fire time's date in Seoul)", name, j.ContentKey)
 		}
 	}
-	camp, err := s.CreateCampaign(b.ctx, Campaign{Channel: "quiz", Audience: config.Audience{Topic: "early"},
+	camp, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "early"},
 		Payload: map[string]any{"t": "x"}, ContentKey: "quiz-2024-03-01"})
 	if err != nil {
 		t.Fatal(err)
@@ -353,10 +354,10 @@ func TestService_contentKey(t *testing.T) {
 	if n := notificationsOf(t, b, "content:quiz:quiz-2024-03-01:"); n != 50 {
 		t.Errorf("%d notifications for the content, want 50: each of the 50 distinct recipients once", n)
 	}
-	if j := mustGetJob(t, b.ctx, s, camp.ID); j.State != JobDone || j.Done != 30 {
-		t.Errorf("campaign = %s, want DONE 30/30 (every member already had the content)", j)
+	if j := mustGetJob(t, b.ctx, s, camp.ID); j.State != jobDone || j.Done != 30 {
+		t.Errorf("campaign = %s, want DONE 30/30 (every member already had the content)", jobLine(j))
 	}
-	if _, err := s.CreateCampaign(b.ctx, Campaign{Channel: "quiz", Audience: config.Audience{Topic: "early"},
+	if _, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "early"},
 		Payload: map[string]any{"t": "x"}, ContentKey: strings.Repeat("k", config.MaxContentKeyLen+1)}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("campaign with a %d-byte content key: %v, want ErrInvalid", config.MaxContentKeyLen+1, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // querier is what audiences read through: a pool, a connection or a tx.
@@ -60,7 +60,7 @@ type audienceSource interface {
 }
 
 // newAudience builds the reader for a job's audience on a channel.
-func newAudience(a config.Audience, channel string) (audienceSource, error) {
+func newAudience(a wire.Audience, channel string) (audienceSource, error) {
 	switch {
 	case a.Topic != "" && a.Query == "":
 		return topicAudience{topic: a.Topic, channel: channel}, nil

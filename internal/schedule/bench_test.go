@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // BenchmarkMaterialise_topic1M materialises a 1,000,000-subscriber topic into
@@ -48,7 +49,7 @@ func BenchmarkMaterialise_topic1M(b *testing.B) {
 			var rows int64
 			b.ResetTimer()
 			for range b.N {
-				job, err := s.CreateCampaign(tb.ctx, Campaign{Channel: "quiz", Audience: config.Audience{Topic: "everyone"}, Payload: payloads[name]})
+				job, err := s.CreateCampaign(tb.ctx, wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "everyone"}, Payload: payloads[name]})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -56,8 +57,8 @@ func BenchmarkMaterialise_topic1M(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if done.State != JobDone || done.Done != n {
-					b.Fatalf("job = %s, want DONE %d/%d", done, n, n)
+				if done.State != jobDone || done.Done != n {
+					b.Fatalf("job = %s, want DONE %d/%d", jobLine(done), n, n)
 				}
 				rows += done.Done
 			}

@@ -1,11 +1,15 @@
 package schedule
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/notifyd/notifyd/sdk/wire"
+)
 
 // CheckSubscriber reports why s cannot be stored (nil when it can), with
 // the field named: the same check UpsertSubscribers applies, for callers
 // that want to refuse a subscriber before opening a transaction.
-func CheckSubscriber(s Subscriber) error {
+func CheckSubscriber(s wire.Subscriber) error {
 	return validateSubscriber(0, s)
 }
 

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Invalid UTF-8 inside attributes must be refused: json.Marshal would turn
 // it into U+FFFD, so "\xff" and "\xfe" would be stored as the same value.
 func TestCheckSubscriber(t *testing.T) {
 	t.Parallel()
-	ok := Subscriber{ExternalID: "u1", Addresses: map[string]string{"orders": "a"},
+	ok := wire.Subscriber{ExternalID: "u1", Addresses: map[string]string{"orders": "a"},
 		Attributes: map[string]any{"name": "é", "l": []any{"x", map[string]any{"k": "v"}}}}
 	if err := CheckSubscriber(ok); err != nil {
 		t.Fatalf("CheckSubscriber(valid) = %v, want nil", err)

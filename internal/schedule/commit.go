@@ -19,7 +19,7 @@ import (
 // insert happens only if it matched: a deposed owner (or a second worker on
 // the same job) changes nothing, and the job row lock the update takes
 // orders the chunk against takeover and cancel.
-func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job, c renderedChunk) error {
+func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *jobRow, c renderedChunk) error {
 	payloads := c.payloads
 	var static *string
 	if payloads == nil {
@@ -70,7 +70,7 @@ func (s *Service) commitChunk(ctx context.Context, conn *pgxpool.Conn, job *Job,
 	job.Skipped += int64(c.skipped)
 	job.Failed += int64(len(c.failed))
 	if c.last {
-		job.State = JobDone
+		job.State = jobDone
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func (s *Service) chunkConn(ctx context.Context) (*pgxpool.Conn, func(), error) 
 // whose audience is a topic without the rows ever leaving Postgres: each
 // chunk is one statement that reads the next page of the topic, advances the
 // job (guarded as in commitChunk) and inserts the page's rows.
-func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *Job, a topicAudience, static string) error {
+func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *jobRow, a topicAudience, static string) error {
 	size := s.chunkSize(job)
 	for n := 0; ; n++ {
 		if s.beforeChunk != nil {
@@ -120,7 +120,7 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 		}
 		var (
 			cursor        *string
-			state         JobState
+			state         string
 			read, skipped int
 		)
 		// The LIMIT is a literal, as in topicAudience.fetch.
@@ -173,7 +173,7 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 				return err
 			}
 		}
-		if state == JobDone {
+		if state == jobDone {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -188,7 +188,7 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 // back, and moves them to the chunk's failed rows with the reason, so the
 // chunk can commit and the run go on. It costs nothing unless a chunk
 // failed.
-func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *Job, c renderedChunk) (renderedChunk, error) {
+func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *jobRow, c renderedChunk) (renderedChunk, error) {
 	try := func(idx []int) error {
 		rs, ps := make([]string, len(idx)), make([]string, 0, len(idx))
 		for i, k := range idx {

@@ -56,7 +56,7 @@
 // crashes the process) is failed after jobs.max_takeovers takeovers.
 //
 // Idempotency keys — one notification per recipient per content (see
-// Job.idempotencyPrefix): "schedule:<name>:<fire time RFC3339>:<recipient>"
+// jobRow.idempotencyPrefix): "schedule:<name>:<fire time RFC3339>:<recipient>"
 // for runs, "campaign:<job id>:<recipient>" for campaigns, and
 // "content:<channel>:<content key>:<recipient>" for either when it names its
 // content (schedules.<name>.content_key, a campaign's content_key), shared by

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // failedReasons is recipient → last_error of a job's FAILED notifications.
@@ -31,9 +31,9 @@ func (b *testBundle) failedReasons(t *testing.T, job int64) map[string]string {
 // runCampaign creates a campaign over audience with payload, runs it to the
 // end on s and returns the job, failing the test if it is not DONE with
 // failed members.
-func (b *testBundle) runCampaign(t *testing.T, s *Service, audience config.Audience, payload map[string]any, failed int64) *Job {
+func (b *testBundle) runCampaign(t *testing.T, s *Service, audience wire.Audience, payload map[string]any, failed int64) wire.Job {
 	t.Helper()
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: audience, Payload: payload})
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: audience, Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +41,8 @@ func (b *testBundle) runCampaign(t *testing.T, s *Service, audience config.Audie
 		t.Fatal(err)
 	}
 	j := mustGetJob(t, b.ctx, s, job.ID)
-	if j.State != JobDone || j.Failed != failed {
-		t.Errorf("job = %s failed %d, want DONE with %d failed", j, j.Failed, failed)
+	if j.State != jobDone || j.Failed != failed {
+		t.Errorf("job = %s failed %d, want DONE with %d failed", jobLine(j), j.Failed, failed)
 	}
 	return j
 }
@@ -103,7 +103,7 @@ func TestService_hostileTemplates(t *testing.T) {
 			if strings.HasPrefix(tt.template, "{{define") { // a define cannot sit inside an if; it guards itself
 				tmpl = tt.template
 			}
-			job := b.runCampaign(t, s, config.Audience{Topic: "news"}, map[string]any{"x": tmpl}, 1)
+			job := b.runCampaign(t, s, wire.Audience{Topic: "news"}, map[string]any{"x": tmpl}, 1)
 			reasons := b.failedReasons(t, job.ID)
 			// A busy machine may reach the render's 1 s clock before the
 			// step that was meant to stop it: either is the bound holding.
@@ -129,7 +129,7 @@ func TestService_perRecipientFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.service(t, "a")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "quiz"},
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "quiz"},
 		Payload: map[string]any{"text": "Today's quiz: {{.data.title}}"}})
 	if err != nil {
 		t.Fatal(err)
@@ -138,8 +138,8 @@ func TestService_perRecipientFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := mustGetJob(t, b.ctx, s, job.ID)
-	if j.State != JobDone || j.Failed != 1 || j.Done != 2 {
-		t.Errorf("job = %s, failed %d; want DONE 2/2 with 1 failed", j, j.Failed)
+	if j.State != jobDone || j.Failed != 1 || j.Done != 2 {
+		t.Errorf("job = %s, failed %d; want DONE 2/2 with 1 failed", jobLine(j), j.Failed)
 	}
 	if got := b.failedReasons(t, job.ID)["addr-2"]; !strings.Contains(got, "title") {
 		t.Errorf("addr-2: %q, want FAILED naming the missing key", got)
@@ -166,7 +166,7 @@ func TestService_overlongQueryRecipient(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.service(t, "a")
-	job := b.runCampaign(t, s, config.Audience{Query: "SELECT id, r AS recipient FROM people", Key: "id"},
+	job := b.runCampaign(t, s, wire.Audience{Query: "SELECT id, r AS recipient FROM people", Key: "id"},
 		map[string]any{"t": "{{.recipient}}!"}, 1)
 	var r, key, reason string
 	err := b.db.Pool.QueryRow(b.ctx, `SELECT recipient, idempotency_key, last_error FROM notifications WHERE job_id = $1 AND status = 'FAILED'`,
@@ -188,7 +188,7 @@ func TestService_takeoverCrashLoop(t *testing.T) {
 	b.cfg.Jobs.MaxTakeovers = 2
 	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", 3, 0)
 	s := b.service(t, "a")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"t": "{{.recipient}}"}})
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"}, Payload: map[string]any{"t": "{{.recipient}}"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestService_takeoverCrashLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	takeOver := func() *Job {
+	takeOver := func() *jobRow {
 		t.Helper()
 		got, err := s.acquire(b.ctx, 0)
 		if err != nil {
@@ -231,8 +231,8 @@ func TestService_takeoverCrashLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := mustGetJob(t, b.ctx, s, job.ID)
-	if j.State != JobDone || j.Failed != 1 {
-		t.Errorf("job = %s failed %d, want DONE with the one quarantined member failed", j, j.Failed)
+	if j.State != jobDone || j.Failed != 1 {
+		t.Errorf("job = %s failed %d, want DONE with the one quarantined member failed", jobLine(j), j.Failed)
 	}
 	reasons := b.failedReasons(t, job.ID)
 	if got := reasons["addr-2"]; !strings.Contains(got, "quarantined") || !strings.Contains(got, "jobs.max_takeovers 2") || len(reasons) != 1 {
@@ -267,7 +267,7 @@ CREATE TRIGGER refuse_addr_2 BEFORE INSERT ON notifications FOR EACH ROW EXECUTE
 				t.Fatal(err)
 			}
 			s := b.service(t, "a")
-			job := b.runCampaign(t, s, config.Audience{Topic: "news"}, map[string]any{"t": payload}, 1)
+			job := b.runCampaign(t, s, wire.Audience{Topic: "news"}, map[string]any{"t": payload}, 1)
 			if got := b.failedReasons(t, job.ID)["addr-2"]; !strings.Contains(got, "addr-2 is refused here") {
 				t.Errorf("addr-2: %q, want FAILED with Postgres' reason", got)
 			}

@@ -11,27 +11,22 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// JobState is where a bulk job is in its life.
-type JobState string
-
-// Job states. PENDING → RUNNING → DONE | FAILED | CANCELLED; a RUNNING job
-// whose owner stopped gracefully goes back to PENDING (cursor kept). SKIPPED
-// records a fire time missed by more than the schedule's max_late.
+// Job states, the values of wire.Job.State. PENDING → RUNNING → DONE |
+// FAILED | CANCELLED; a RUNNING job whose owner stopped gracefully goes back
+// to PENDING (cursor kept). SKIPPED records a fire time missed by more than
+// the schedule's max_late. DONE, FAILED, CANCELLED and SKIPPED are terminal
+// (wire.Job.Terminal).
 const (
-	JobPending   JobState = "PENDING"
-	JobRunning   JobState = "RUNNING"
-	JobDone      JobState = "DONE"
-	JobFailed    JobState = "FAILED"
-	JobCancelled JobState = "CANCELLED"
-	JobSkipped   JobState = "SKIPPED"
+	jobPending   = "PENDING"
+	jobRunning   = "RUNNING"
+	jobDone      = "DONE"
+	jobFailed    = "FAILED"
+	jobCancelled = "CANCELLED"
+	jobSkipped   = "SKIPPED"
 )
-
-// Terminal reports whether no further transition can happen.
-func (s JobState) Terminal() bool {
-	return s == JobDone || s == JobFailed || s == JobCancelled || s == JobSkipped
-}
 
 // Job kinds.
 const (
@@ -39,49 +34,29 @@ const (
 	KindCampaign = "campaign"
 )
 
-// Job is a bulk job: a schedule run or a campaign, with its progress.
-type Job struct {
+// jobRow is a jobs row as the package works on it: the wire form the package's
+// API answers with (out), and what only the worker needs beside it.
+type jobRow struct {
+	wire.Job
 	// takeovers: how many times in a row this job was taken over from a
 	// dead owner at its cursor (Service.isolate).
 	takeovers int
+}
 
-	ID       int64           `json:"id"`
-	Kind     string          `json:"kind"`
-	Schedule string          `json:"schedule,omitempty"`
-	FireTime time.Time       `json:"fire_time,omitzero"`
-	Timezone string          `json:"timezone"`
-	Channel  string          `json:"channel"`
-	Audience config.Audience `json:"audience"`
-	Payload  map[string]any  `json:"payload"`
-	State    JobState        `json:"state"`
-	// Cursor is the key of the last recipient materialised ("" = none yet).
-	Cursor string `json:"cursor"`
-	// Done counts audience members processed (rows inserted, already there, or
-	// skipped); it reaches Total when the job is DONE.
-	Done int64 `json:"done"`
-	// Skipped counts members without an address on the channel (topic) or
-	// with a NULL recipient (query).
-	Skipped int64 `json:"skipped"`
-	// Failed counts members whose notification could not be made (a
-	// payload template error, a bound): each is a FAILED notification.
-	Failed int64 `json:"failed"`
-	// Total is the audience size, counted when the job first starts; nil before.
-	Total      *int64    `json:"total"`
-	Owner      string    `json:"owner,omitempty"`
-	Heartbeat  time.Time `json:"heartbeat_at,omitzero"`
-	Error      string    `json:"error,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	StartedAt  time.Time `json:"started_at,omitzero"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	// Rerun is 0 for a schedule's run of a fire time, and n for the n-th
-	// forced re-run of it (RunNow with Force), which sends to everyone again
-	// under its own idempotency keys.
-	Rerun int `json:"rerun,omitempty"`
-	// ContentKey names the job's content (see idempotencyPrefix): jobs with
-	// the same content key on one channel send each recipient once between
-	// them.
-	ContentKey string `json:"content_key,omitempty"`
+// out is the job as the package's API answers it: the wire form, with its
+// progress (Done/Total in [0, 1]) when its total is known. It is the one
+// place a row becomes a wire.Job.
+func (j *jobRow) out() wire.Job {
+	w := j.Job
+	w.Progress = nil
+	if j.Total != nil {
+		p := 1.0
+		if *j.Total > 0 {
+			p = min(1, float64(j.Done)/float64(*j.Total))
+		}
+		w.Progress = &p
+	}
+	return w
 }
 
 // idempotencyPrefix is what every row of the job's idempotency key starts
@@ -96,7 +71,7 @@ type Job struct {
 //   - otherwise (a campaign) the campaign: "campaign:<job id>:".
 //
 // A forced re-run adds "rerun<n>:", so it sends to everyone again, once.
-func (j *Job) idempotencyPrefix() string {
+func (j *jobRow) idempotencyPrefix() string {
 	var p string
 	switch {
 	case j.ContentKey != "":
@@ -114,7 +89,7 @@ func (j *Job) idempotencyPrefix() string {
 
 // dueAt is when the job's rows are due: a run's fire time, a campaign's
 // creation. Rows materialised later than that are simply due at once.
-func (j *Job) dueAt() time.Time {
+func (j *jobRow) dueAt() time.Time {
 	if j.Kind == KindCampaign {
 		return j.CreatedAt
 	}
@@ -125,9 +100,9 @@ const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, chann
 	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
 	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, ''), takeovers`
 
-func scanJob(row pgx.Row) (*Job, error) {
+func scanJob(row pgx.Row) (*jobRow, error) {
 	var (
-		j                                  Job
+		j                                  jobRow
 		audience, payload                  []byte
 		fire, heartbeat, started, finished *time.Time
 	)
@@ -137,11 +112,9 @@ func scanJob(row pgx.Row) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	var a struct{ Topic, Query, Key string }
-	if err := json.Unmarshal(audience, &a); err != nil {
+	if err := json.Unmarshal(audience, &j.Audience); err != nil {
 		return nil, fmt.Errorf("job %d: audience: %w", j.ID, err)
 	}
-	j.Audience = config.Audience{Topic: a.Topic, Query: a.Query, Key: a.Key}
 	if err := json.Unmarshal(payload, &j.Payload); err != nil {
 		return nil, fmt.Errorf("job %d: payload: %w", j.ID, err)
 	}
@@ -173,7 +146,7 @@ type newJob struct {
 	fireTime                          time.Time // zero for campaigns
 	audience                          config.Audience
 	payload                           map[string]any
-	state                             JobState // PENDING or SKIPPED
+	state                             string // jobPending or jobSkipped
 	lastError                         string
 	now                               time.Time
 	rerun                             int    // 0, or a forced re-run's number
@@ -183,7 +156,7 @@ type newJob struct {
 // JobInsert inserts a job. A run that already exists for (schedule, fire
 // time, rerun) is not inserted again: created is false and the existing job
 // is returned.
-func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool, err error) {
+func jobInsert(ctx context.Context, q querier, n newJob) (job *jobRow, created bool, err error) {
 	aud, err := audienceJSON(n.audience)
 	if err != nil {
 		return nil, false, fmt.Errorf("insert job: %w", err)
@@ -196,7 +169,7 @@ func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool
 	if !n.fireTime.IsZero() {
 		fire = &n.fireTime
 	}
-	if n.state.Terminal() {
+	if n.state == jobSkipped {
 		finished = &n.now
 	}
 	var sched *string
@@ -228,7 +201,7 @@ func jobInsert(ctx context.Context, q querier, n newJob) (job *Job, created bool
 // a RUNNING job — they wait their turn, so a campaign and a schedule run over
 // one topic never materialise side by side — and the jobs in exclude. It
 // returns nil when there is nothing to claim.
-func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclude []int64, onlyID int64) (*Job, error) {
+func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclude []int64, onlyID int64) (*jobRow, error) {
 	job, err := scanJob(q.QueryRow(ctx, `
 		UPDATE jobs SET state = 'RUNNING', owner = $1, heartbeat_at = $2, updated_at = $2,
 		                started_at = coalesce(started_at, $2)
@@ -259,7 +232,7 @@ func jobClaim(ctx context.Context, q querier, owner string, now time.Time, exclu
 // than staleBefore. The update is conditional on the owner and heartbeat read
 // a moment before, so of several instances (or a late heartbeat from the old
 // owner) exactly one wins. It returns nil when nothing is stuck.
-func jobTakeOver(ctx context.Context, q querier, owner string, now, staleBefore time.Time, exclude []int64) (*Job, error) {
+func jobTakeOver(ctx context.Context, q querier, owner string, now, staleBefore time.Time, exclude []int64) (*jobRow, error) {
 	var (
 		id       int64
 		oldOwner string
@@ -317,7 +290,7 @@ func jobSetTotal(ctx context.Context, q pgxExecer, id int64, owner string, total
 
 // jobFinishIfRunning moves the owner's RUNNING job to a terminal state or, for
 // PENDING, releases it (cursor kept) for any instance to resume.
-func jobFinishIfRunning(ctx context.Context, q pgxExecer, id int64, owner string, state JobState, msg string, now time.Time) (bool, error) {
+func jobFinishIfRunning(ctx context.Context, q pgxExecer, id int64, owner string, state, msg string, now time.Time) (bool, error) {
 	tag, err := q.Exec(ctx, `
 		UPDATE jobs SET state = $3, last_error = nullif($4, ''), updated_at = $5,
 		       owner = NULL, heartbeat_at = NULL,

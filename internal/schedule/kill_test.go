@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Environment of the child process TestService_killNine starts: this test
@@ -69,7 +70,7 @@ func TestService_killNine(t *testing.T) {
 	b := setup(t)
 	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", n, 13)
 	s := b.service(t, "survivor")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"m": "{{.recipient}}"}})
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"}, Payload: map[string]any{"m": "{{.recipient}}"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +82,10 @@ func TestService_killNine(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
-	var mid *Job
+	var mid wire.Job
 	for {
 		mid = mustGetJob(t, b.ctx, s, job.ID)
-		if mid.Done >= n/4 || mid.State.Terminal() || time.Now().After(deadline) {
+		if mid.Done >= n/4 || mid.Terminal() || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -94,8 +95,8 @@ func TestService_killNine(t *testing.T) {
 	}
 	_ = child.Wait()
 	mid = mustGetJob(t, b.ctx, s, job.ID)
-	if mid.State != JobRunning || mid.Owner != "child" || mid.Done == 0 || mid.Done >= n {
-		t.Fatalf("after kill -9: %s, want RUNNING, owned by child, part done", mid)
+	if mid.State != jobRunning || mid.Owner != "child" || mid.Done == 0 || mid.Done >= n {
+		t.Fatalf("after kill -9: %s, want RUNNING, owned by child, part done", jobLine(mid))
 	}
 
 	// Now on the heartbeat's clock: fresh, then stale.
@@ -104,15 +105,15 @@ func TestService_killNine(t *testing.T) {
 		t.Fatal(err)
 	}
 	if j := mustGetJob(t, b.ctx, s, job.ID); j.Owner != "child" {
-		t.Fatalf("taken over before stuck_after: %s", j)
+		t.Fatalf("taken over before stuck_after: %s", jobLine(j))
 	}
 	b.clock.Set(mid.Heartbeat.Add(b.cfg.Jobs.StuckAfter + time.Second))
 	if err := s.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
 	}
 	end := mustGetJob(t, b.ctx, s, job.ID)
-	if end.State != JobDone || end.Done != n || end.Skipped != n/13 {
-		t.Errorf("end: %s, want DONE %d/%d, %d skipped", end, n, n, n/13)
+	if end.State != jobDone || end.Done != n || end.Skipped != n/13 {
+		t.Errorf("end: %s, want DONE %d/%d, %d skipped", jobLine(end), n, n, n/13)
 	}
 	if d := diffSets(jobRecipients(t, b.ctx, b.db.Pool, job.ID), expectedRecipients(n, 13)); d != "" {
 		t.Errorf("notifications differ from the audience: %s", d)

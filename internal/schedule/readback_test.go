@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // expanding is 20 numbers of 100,001 digits once Postgres prints them: 219
@@ -23,7 +23,7 @@ func TestService_expandingAttributes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := b.service(t, "a")
-	err := CheckSubscriber(Subscriber{ExternalID: "x", Attributes: map[string]any{"n": json.Number("1e100000")}})
+	err := CheckSubscriber(wire.Subscriber{ExternalID: "x", Attributes: map[string]any{"n": json.Number("1e100000")}})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "$.n") || !strings.Contains(err.Error(), "100001 characters") {
 		t.Errorf("CheckSubscriber(1e100000) = %v, want ErrInvalid naming $.n and its 100001 characters", err)
 	}
@@ -43,7 +43,7 @@ func TestService_expandingAttributes(t *testing.T) {
 		t.Errorf("GetSubscriber(sub-1) = %+v, %v; want its attributes", got, err)
 	}
 
-	job := b.runCampaign(t, s, config.Audience{Topic: "quiz"}, map[string]any{"text": "{{.data.title}}"}, 1)
+	job := b.runCampaign(t, s, wire.Audience{Topic: "quiz"}, map[string]any{"text": "{{.data.title}}"}, 1)
 	reasons := b.failedReasons(t, job.ID)
 	if got := reasons["addr-2"]; !strings.Contains(got, "reads back as") {
 		t.Errorf("addr-2: %q, want FAILED: its data reads back past the bound", got)
@@ -57,7 +57,7 @@ func TestService_expandingAttributes(t *testing.T) {
 		UNION ALL SELECT 2, 'p2', $1::jsonb`, expanding); err != nil {
 		t.Fatal(err)
 	}
-	job = b.runCampaign(t, s, config.Audience{Query: "SELECT id, recipient, data FROM people", Key: "id"},
+	job = b.runCampaign(t, s, wire.Audience{Query: "SELECT id, recipient, data FROM people", Key: "id"},
 		map[string]any{"text": "{{.data.title}}"}, 1)
 	reasons = b.failedReasons(t, job.ID)
 	if got := reasons["p2"]; !strings.Contains(got, "reads back as") || len(reasons) != 1 {

@@ -46,7 +46,7 @@ func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) 
 		wall.Location = time.UTC
 		sched = &wall
 	}
-	if _, err := newAudience(s.Audience, s.Channel); err != nil {
+	if _, err := newAudience(wire.Audience(s.Audience), s.Channel); err != nil {
 		return nil, fmt.Errorf("schedule %q: %w", name, err)
 	}
 	if _, err := compilePayload(s.Payload); err != nil {
@@ -283,7 +283,7 @@ func (s *Service) evaluate(ctx context.Context, now time.Time) error {
 func (s *Service) createRun(ctx context.Context, c *compiledSchedule, r plannedRun, now time.Time) error {
 	n := newJob{
 		kind: KindSchedule, schedule: c.name, timezone: c.cfg.Timezone, channel: c.cfg.Channel,
-		fireTime: r.fire, audience: c.cfg.Audience, payload: c.cfg.Payload, state: JobPending, now: now,
+		fireTime: r.fire, audience: c.cfg.Audience, payload: c.cfg.Payload, state: jobPending, now: now,
 	}
 	key, err := c.contentKey(r.fire)
 	if err != nil {
@@ -293,7 +293,7 @@ func (s *Service) createRun(ctx context.Context, c *compiledSchedule, r plannedR
 	}
 	n.contentKey = key
 	if r.skipped {
-		n.state = JobSkipped
+		n.state = jobSkipped
 		n.lastError = fmt.Sprintf("missed by %s while no instance ran, more than max_late %s", r.late.Round(time.Second), c.cfg.MaxLate)
 	}
 	job, created, err := jobInsert(ctx, s.pool, n)

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Defaults for Options.
@@ -244,25 +245,25 @@ func (s *Service) RunOnce(ctx context.Context) error {
 
 // RunJob claims one PENDING job by id and runs it here to its end (the CLI's
 // campaign --run). It returns ErrJobFinished if the job is not PENDING.
-func (s *Service) RunJob(ctx context.Context, id int64) (*Job, error) {
+func (s *Service) RunJob(ctx context.Context, id int64) (wire.Job, error) {
 	job, err := s.acquire(ctx, id)
 	if err != nil {
-		return nil, err
+		return wire.Job{}, err
 	}
 	if job == nil {
-		return nil, fmt.Errorf("job %d is not PENDING (or its schedule has a RUNNING job): %w", id, ErrJobFinished)
+		return wire.Job{}, fmt.Errorf("job %d is not PENDING (or its schedule has a RUNNING job): %w", id, ErrJobFinished)
 	}
 	err = s.runJob(ctx, job)
 	s.release(job.ID)
 	if err != nil {
-		return nil, err
+		return wire.Job{}, err
 	}
 	return s.GetJob(ctx, id)
 }
 
 // acquire claims a PENDING job (onlyID if non-zero) or, failing that, takes
 // over a stuck RUNNING one, and marks it active here.
-func (s *Service) acquire(ctx context.Context, onlyID int64) (*Job, error) {
+func (s *Service) acquire(ctx context.Context, onlyID int64) (*jobRow, error) {
 	s.mu.Lock()
 	exclude := make([]int64, 0, len(s.active))
 	for id := range s.active {

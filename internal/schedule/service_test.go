@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 func dailyQuiz(cron, tz string) config.Schedule {
@@ -23,9 +24,9 @@ func dailyQuiz(cron, tz string) config.Schedule {
 }
 
 // runs lists a schedule's runs, oldest fire time first.
-func runs(t *testing.T, b *testBundle, s *Service, schedule string) []*Job {
+func runs(t *testing.T, b *testBundle, s *Service, schedule string) []wire.Job {
 	t.Helper()
-	jobs, err := s.ListJobs(b.ctx, JobFilter{Schedule: schedule})
+	jobs, err := s.ListJobs(b.ctx, wire.JobQuery{Schedule: schedule})
 	if err != nil {
 		t.Fatalf("ListJobs: %v", err)
 	}
@@ -72,8 +73,8 @@ func TestService_RunOnce_firesInZoneAcrossDST(t *testing.T) {
 		if f := last.FireTime.UTC().Format(time.RFC3339); f != st.wantFire {
 			t.Errorf("at %s: newest run fires %s, want %s", st.now, f, st.wantFire)
 		}
-		if last.State != JobDone || last.Done != 20 || last.Total == nil || *last.Total != 20 {
-			t.Errorf("at %s: run %s, want DONE 20/20", st.now, last)
+		if last.State != jobDone || last.Done != 20 || last.Total == nil || *last.Total != 20 {
+			t.Errorf("at %s: run %s, want DONE 20/20", st.now, jobLine(last))
 		}
 		// The rows: due at the fire time, keyed by schedule, fire time and
 		// recipient, payload rendered with the subscriber's attributes.
@@ -126,7 +127,7 @@ func TestService_RunOnce_missedFireTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := runs(t, b, s, "daily-quiz")
-		if len(got) != 1 || got[0].State != JobDone || !got[0].FireTime.Equal(utc("2024-03-01T23:00:00Z")) {
+		if len(got) != 1 || got[0].State != jobDone || !got[0].FireTime.Equal(utc("2024-03-01T23:00:00Z")) {
 			t.Fatalf("runs = %v, want one DONE run at 2024-03-01T23:00:00Z", got)
 		}
 		var late int
@@ -147,8 +148,8 @@ func TestService_RunOnce_missedFireTimes(t *testing.T) {
 			t.Fatalf("runs = %v, want 2", got)
 		}
 		sk := got[1]
-		if sk.State != JobSkipped || !sk.FireTime.Equal(utc("2024-03-04T23:00:00Z")) || !strings.Contains(sk.Error, "max_late") {
-			t.Errorf("second run = %s (%q), want SKIPPED at 2024-03-04T23:00:00Z naming max_late", sk, sk.Error)
+		if sk.State != jobSkipped || !sk.FireTime.Equal(utc("2024-03-04T23:00:00Z")) || !strings.Contains(sk.Error, "max_late") {
+			t.Errorf("second run = %s (%q), want SKIPPED at 2024-03-04T23:00:00Z naming max_late", jobLine(sk), sk.Error)
 		}
 		if n := len(jobRecipients(t, b.ctx, b.db.Pool, sk.ID)); n != 0 {
 			t.Errorf("skipped run has %d notifications, want 0", n)
@@ -160,7 +161,7 @@ func TestService_RunOnce_missedFireTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := runs(t, b, s, "daily-quiz")
-		if len(got) != 3 || got[2].State != JobDone || !got[2].FireTime.Equal(utc("2024-03-05T23:00:00Z")) {
+		if len(got) != 3 || got[2].State != jobDone || !got[2].FireTime.Equal(utc("2024-03-05T23:00:00Z")) {
 			t.Fatalf("runs = %v, want a third, DONE, at 2024-03-05T23:00:00Z", got)
 		}
 	})
@@ -195,7 +196,7 @@ func TestService_RunOnce_threeInstancesCreateOneRun(t *testing.T) {
 		}
 	}
 	got := runs(t, b, svcs[0], "daily-quiz")
-	if len(got) != 1 || !got[0].FireTime.Equal(utc("2024-03-31T06:00:00Z")) || got[0].State != JobDone {
+	if len(got) != 1 || !got[0].FireTime.Equal(utc("2024-03-31T06:00:00Z")) || got[0].State != jobDone {
 		t.Fatalf("runs = %v, want exactly one DONE run at 2024-03-31T06:00:00Z", got)
 	}
 	if d := diffSets(jobRecipients(t, b.ctx, b.db.Pool, got[0].ID), expectedRecipients(n, 0)); d != "" {
@@ -240,7 +241,7 @@ func testTakeOver(t *testing.T, payload map[string]any) {
 		}
 		return nil
 	}
-	job, err := a.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
+	job, err := a.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"},
 		Payload: payload})
 	if err != nil {
 		t.Fatal(err)
@@ -249,8 +250,8 @@ func testTakeOver(t *testing.T, payload map[string]any) {
 		t.Fatalf("instance a RunOnce = %v, want it killed (errAbandon)", err)
 	}
 	mid := mustGetJob(t, b.ctx, a, job.ID)
-	if mid.State != JobRunning || mid.Owner != "a" || mid.Done != killAfter*chunk || mid.Cursor == "" {
-		t.Fatalf("after the kill: %s, want RUNNING owned by a with %d done and a cursor", mid, killAfter*chunk)
+	if mid.State != jobRunning || mid.Owner != "a" || mid.Done != killAfter*chunk || mid.Cursor == "" {
+		t.Fatalf("after the kill: %s, want RUNNING owned by a with %d done and a cursor", jobLine(mid), killAfter*chunk)
 	}
 	inserted := len(jobRecipients(t, b.ctx, b.db.Pool, job.ID))
 
@@ -265,16 +266,16 @@ func testTakeOver(t *testing.T, payload map[string]any) {
 	if err := other.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j := mustGetJob(t, b.ctx, other, job.ID); j.Owner != "a" || j.State != JobRunning {
-		t.Fatalf("before stuck_after: %s, want still RUNNING and a's", j)
+	if j := mustGetJob(t, b.ctx, other, job.ID); j.Owner != "a" || j.State != jobRunning {
+		t.Fatalf("before stuck_after: %s, want still RUNNING and a's", jobLine(j))
 	}
 	b.clock.Advance(2 * time.Second)
 	if err := other.RunOnce(b.ctx); err != nil {
 		t.Fatal(err)
 	}
 	end := mustGetJob(t, b.ctx, other, job.ID)
-	if end.State != JobDone || end.Done != n || end.Total == nil || *end.Total != n || end.Skipped != n/noAddrEvery {
-		t.Errorf("end: %s, want DONE %d/%d with %d skipped", end, n, n, n/noAddrEvery)
+	if end.State != jobDone || end.Done != n || end.Total == nil || *end.Total != n || end.Skipped != n/noAddrEvery {
+		t.Errorf("end: %s, want DONE %d/%d with %d skipped", jobLine(end), n, n, n/noAddrEvery)
 	}
 	if len(resumedAt) != 1 || resumedAt[0] != mid.Cursor {
 		t.Errorf("b resumed at cursor %v, want %q (where a stopped)", resumedAt, mid.Cursor)
@@ -297,7 +298,7 @@ func TestService_deposedOwnerCommitsNothing(t *testing.T) {
 	b.cfg.Jobs.ChunkSize = chunk
 	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", n, 0)
 	a, other := b.service(t, "a"), b.service(t, "b")
-	job, err := a.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
+	job, err := a.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"},
 		Payload: map[string]any{"msg": "static"}})
 	if err != nil {
 		t.Fatal(err)
@@ -316,8 +317,8 @@ func TestService_deposedOwnerCommitsNothing(t *testing.T) {
 		t.Fatalf("b RunOnce: %v", otherErr)
 	}
 	end := mustGetJob(t, b.ctx, a, job.ID)
-	if end.State != JobDone || end.Done != n {
-		t.Errorf("end: %s, want DONE %d/%d", end, n, n)
+	if end.State != jobDone || end.Done != n {
+		t.Errorf("end: %s, want DONE %d/%d", jobLine(end), n, n)
 	}
 	if d := diffSets(jobRecipients(t, b.ctx, b.db.Pool, job.ID), expectedRecipients(n, 0)); d != "" {
 		t.Errorf("notifications differ from the audience: %s", d)
@@ -331,7 +332,7 @@ func TestService_CancelJob(t *testing.T) {
 	b.cfg.Jobs.ChunkSize = chunk
 	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", n, 0)
 	s := b.service(t, "a")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"},
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"},
 		Payload: map[string]any{"msg": "m"}})
 	if err != nil {
 		t.Fatal(err)
@@ -350,8 +351,8 @@ func TestService_CancelJob(t *testing.T) {
 		t.Fatalf("CancelJob: %v", err)
 	}
 	j := mustGetJob(t, b.ctx, s, job.ID)
-	if j.State != JobCancelled || j.Done != 3*chunk {
-		t.Errorf("job = %s, want CANCELLED after 3 chunks", j)
+	if j.State != jobCancelled || j.Done != 3*chunk {
+		t.Errorf("job = %s, want CANCELLED after 3 chunks", jobLine(j))
 	}
 	var pending, cancelledRows int64
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FILTER (WHERE status = 'PENDING'), count(*) FILTER (WHERE status = 'CANCELLED')
@@ -397,7 +398,7 @@ func TestService_queryAudience(t *testing.T) {
 	if err := s.CheckAudiences(b.ctx); err != nil {
 		t.Fatalf("CheckAudiences: %v", err)
 	}
-	run, _, err := s.RunNow(b.ctx, "alarm", RunOptions{})
+	run, err := s.RunNow(b.ctx, "alarm", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,8 +412,8 @@ func TestService_queryAudience(t *testing.T) {
 		}
 	}
 	j := mustGetJob(t, b.ctx, s, run.ID)
-	if j.State != JobDone || j.Total == nil || *j.Total != 225 || j.Done != 225 || j.Skipped != 225-int64(len(want)) {
-		t.Errorf("job = %s, want DONE 225/225 with %d skipped (NULL recipients)", j, 225-len(want))
+	if j.State != jobDone || j.Total == nil || *j.Total != 225 || j.Done != 225 || j.Skipped != 225-int64(len(want)) {
+		t.Errorf("job = %s, want DONE 225/225 with %d skipped (NULL recipients)", jobLine(j), 225-len(want))
 	}
 	if d := diffSets(jobRecipients(t, b.ctx, b.db.Pool, run.ID), slices.Sorted(slices.Values(want))); d != "" {
 		t.Errorf("notifications differ from the query's rows: %s", d)
@@ -489,7 +490,7 @@ func TestService_StartStop(t *testing.T) {
 			})
 		}
 	}
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,8 +503,8 @@ func TestService_StartStop(t *testing.T) {
 		t.Fatal("Stop did not return")
 	}
 	mid := mustGetJob(t, b.ctx, s, job.ID)
-	if mid.State != JobPending || mid.Owner != "" || mid.Done != 5*chunk || mid.Cursor == "" {
-		t.Fatalf("after Stop: %s, want PENDING, no owner, %d done, cursor kept", mid, 5*chunk)
+	if mid.State != jobPending || mid.Owner != "" || mid.Done != 5*chunk || mid.Cursor == "" {
+		t.Fatalf("after Stop: %s, want PENDING, no owner, %d done, cursor kept", jobLine(mid), 5*chunk)
 	}
 	// Any instance resumes a released job at once, without waiting for stuck_after.
 	other := b.service(t, "b")
@@ -511,8 +512,8 @@ func TestService_StartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := mustGetJob(t, b.ctx, other, job.ID)
-	if end.State != JobDone || end.Done != n {
-		t.Errorf("end: %s, want DONE %d/%d", end, n, n)
+	if end.State != jobDone || end.Done != n {
+		t.Errorf("end: %s, want DONE %d/%d", jobLine(end), n, n)
 	}
 	if d := diffSets(jobRecipients(t, b.ctx, b.db.Pool, job.ID), expectedRecipients(n, 0)); d != "" {
 		t.Errorf("notifications differ from the audience: %s", d)
@@ -526,7 +527,7 @@ func TestService_commitChunk_guards(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := b.service(t, "a")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,8 +571,8 @@ func TestService_commitChunk_guards(t *testing.T) {
 	if err := s.commitChunk(b.ctx, conn, claimed, chunk); !errors.Is(err, errDeposed) {
 		t.Errorf("commit after cancel = %v, want errDeposed", err)
 	}
-	if j := mustGetJob(t, b.ctx, s, job.ID); j.Cursor != "5" || j.Done != 1 || j.State != JobCancelled {
-		t.Errorf("job = %s, want CANCELLED at cursor 5 with 1 done", j)
+	if j := mustGetJob(t, b.ctx, s, job.ID); j.Cursor != "5" || j.Done != 1 || j.State != jobCancelled {
+		t.Errorf("job = %s, want CANCELLED at cursor 5 with 1 done", jobLine(j))
 	}
 }
 
@@ -582,7 +583,7 @@ func TestService_materialiseInDB_guards(t *testing.T) {
 	b := setup(t)
 	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", 50, 0)
 	s, other := b.service(t, "a"), b.service(t, "b")
-	job, err := s.CreateCampaign(b.ctx, Campaign{Channel: "hooks", Audience: config.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
+	job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "news"}, Payload: map[string]any{"m": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}

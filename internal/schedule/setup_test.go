@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // fakeClock is the injected clock: time moves only when a test moves it.
@@ -166,13 +168,34 @@ func diffSets(got, want []string) string {
 	return fmt.Sprintf("%d missing (e.g. %v), %d extra or duplicated (e.g. %v)", len(missing), trim(missing), len(extra), trim(extra))
 }
 
-func mustGetJob(t testing.TB, ctx context.Context, s *Service, id int64) *Job {
+func mustGetJob(t testing.TB, ctx context.Context, s *Service, id int64) wire.Job {
 	t.Helper()
 	j, err := s.GetJob(ctx, id)
 	if err != nil {
 		t.Fatalf("GetJob(%d): %v", id, err)
 	}
 	return j
+}
+
+// jobLine is a one-line description of a job for test failures.
+func jobLine(j wire.Job) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %d %s %s", j.ID, j.Kind, j.State)
+	if j.Schedule != "" {
+		fmt.Fprintf(&b, " schedule=%s fire_time=%s", j.Schedule, j.FireTime.Format(time.RFC3339))
+	}
+	total := "?"
+	if j.Total != nil {
+		total = fmt.Sprint(*j.Total)
+	}
+	fmt.Fprintf(&b, " done=%d/%s skipped=%d failed=%d cursor=%q", j.Done, total, j.Skipped, j.Failed, j.Cursor)
+	if j.Owner != "" {
+		fmt.Fprintf(&b, " owner=%s", j.Owner)
+	}
+	if j.Error != "" {
+		fmt.Fprintf(&b, " error=%q", j.Error)
+	}
+	return b.String()
 }
 
 // lazyPool is a pool that never connects unless used: for tests of what New

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/notifyd/notifyd/sdk/wire"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -17,22 +15,8 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
-
-// Subscriber is an application's user as notifyd knows it.
-type Subscriber struct {
-	ExternalID string `json:"external_id"`
-	// Addresses maps a channel name to the recipient on it (a Kakao UUID, a
-	// webhook URL, …); a topic audience skips subscribers without one.
-	Addresses map[string]string `json:"addresses"`
-	// Attributes are the application's data, .data in payload templates.
-	Attributes map[string]any `json:"attributes"`
-	// Topics: on upsert, topics to subscribe to (added, never removed); on
-	// read, every topic the subscriber is in.
-	Topics    []string  `json:"topics,omitempty"`
-	CreatedAt time.Time `json:"created_at,omitzero"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
-}
 
 // Limits on subscriber input (docs/config.md, "Bounds"). An address is a
 // recipient, so it has the outbox's recipient bound.
@@ -55,7 +39,7 @@ const (
 	MaxAttributesDepth = 32
 )
 
-func validateSubscriber(i int, s Subscriber) error {
+func validateSubscriber(i int, s wire.Subscriber) error {
 	at := fmt.Sprintf("subscriber %d (%q)", i, s.ExternalID)
 	if s.ExternalID == "" || len(s.ExternalID) > MaxExternalIDLen {
 		return fmt.Errorf("subscriber %d: external_id must be 1..%d bytes: %w", i, MaxExternalIDLen, ErrInvalid)
@@ -141,10 +125,11 @@ func jsonDepth(v any) int {
 }
 
 // UpsertSubscribers inserts or replaces subscribers (addresses and attributes
-// are replaced as given) and adds their topics: one statement per batch of
+// are replaced as given) and adds their topics (never removes any); their
+// CreatedAt and UpdatedAt are ignored: one statement per batch of
 // up to MaxUpsertBatch. A subscriber listed twice keeps its last entry. It
 // returns how many subscribers were written.
-func (s *Service) UpsertSubscribers(ctx context.Context, subs []Subscriber) (int, error) {
+func (s *Service) UpsertSubscribers(ctx context.Context, subs []wire.Subscriber) (int, error) {
 	for i, sub := range subs {
 		if err := validateSubscriber(i, sub); err != nil {
 			return 0, err
@@ -157,7 +142,7 @@ func (s *Service) UpsertSubscribers(ctx context.Context, subs []Subscriber) (int
 		last[sub.ExternalID] = i
 	}
 	written := 0
-	var batch []Subscriber
+	var batch []wire.Subscriber
 	flush := func() error {
 		n, err := s.upsertBatch(ctx, batch)
 		written += n
@@ -183,7 +168,7 @@ func (s *Service) UpsertSubscribers(ctx context.Context, subs []Subscriber) (int
 	return written, nil
 }
 
-func (s *Service) upsertBatch(ctx context.Context, subs []Subscriber) (int, error) {
+func (s *Service) upsertBatch(ctx context.Context, subs []wire.Subscriber) (int, error) {
 	ids := make([]string, len(subs))
 	addrs := make([]string, len(subs))
 	attrs := make([]string, len(subs))
@@ -231,10 +216,11 @@ func cmpMap[V any](m map[string]V) map[string]V {
 	return m
 }
 
-// GetSubscriber returns a subscriber with its topics; ErrNotFound if none.
-func (s *Service) GetSubscriber(ctx context.Context, externalID string) (*Subscriber, error) {
+// GetSubscriber returns a subscriber with every topic it is in (an empty
+// list when none); ErrNotFound if there is none.
+func (s *Service) GetSubscriber(ctx context.Context, externalID string) (wire.Subscriber, error) {
 	var (
-		sub          Subscriber
+		sub          wire.Subscriber
 		addrs, attrs []byte
 		attrsLen     *int
 	)
@@ -245,16 +231,16 @@ func (s *Service) GetSubscriber(ctx context.Context, externalID string) (*Subscr
 		FROM subscribers s CROSS JOIN LATERAL (SELECT s.attributes::text) a(t) WHERE external_id = $1`, externalID, MaxDataReadBytes).
 		Scan(&sub.ExternalID, &addrs, &attrs, &attrsLen, &sub.CreatedAt, &sub.UpdatedAt, &sub.Topics)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("subscriber %q: %w", externalID, ErrNotFound)
+		return wire.Subscriber{}, fmt.Errorf("subscriber %q: %w", externalID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get subscriber %q: %w", externalID, err)
+		return wire.Subscriber{}, fmt.Errorf("get subscriber %q: %w", externalID, err)
 	}
 	if err := json.Unmarshal(addrs, &sub.Addresses); err != nil {
-		return nil, fmt.Errorf("subscriber %q: addresses: %w", externalID, err)
+		return wire.Subscriber{}, fmt.Errorf("subscriber %q: addresses: %w", externalID, err)
 	}
 	if attrs == nil && attrsLen != nil {
-		return nil, fmt.Errorf("subscriber %q: its stored attributes read back as %d bytes, over the %d-byte bound "+
+		return wire.Subscriber{}, fmt.Errorf("subscriber %q: its stored attributes read back as %d bytes, over the %d-byte bound "+
 			"(written past the API's checks); PUT the subscriber again to replace them: %w", externalID, *attrsLen, MaxDataReadBytes, ErrInvalid)
 	}
 	if attrs != nil {
@@ -262,10 +248,13 @@ func (s *Service) GetSubscriber(ctx context.Context, externalID string) (*Subscr
 		dec := json.NewDecoder(bytes.NewReader(attrs))
 		dec.UseNumber()
 		if err := dec.Decode(&sub.Attributes); err != nil {
-			return nil, fmt.Errorf("subscriber %q: attributes: %w", externalID, err)
+			return wire.Subscriber{}, fmt.Errorf("subscriber %q: attributes: %w", externalID, err)
 		}
 	}
-	return &sub, nil
+	if sub.Topics == nil {
+		sub.Topics = []string{}
+	}
+	return sub, nil
 }
 
 // DeleteSubscriber removes a subscriber and its subscriptions; ErrNotFound if

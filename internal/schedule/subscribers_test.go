@@ -6,13 +6,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 func TestService_UpsertSubscribers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := b.service(t, "a")
-	n, err := s.UpsertSubscribers(b.ctx, []Subscriber{
+	n, err := s.UpsertSubscribers(b.ctx, []wire.Subscriber{
 		{ExternalID: "u1", Addresses: map[string]string{"quiz": "kakao-1"}, Attributes: map[string]any{"name": "Kim"}, Topics: []string{"daily-quiz", "news"}},
 		{ExternalID: "u2", Addresses: map[string]string{"hooks": "https://127.0.0.1/h"}},
 		{ExternalID: "u1", Addresses: map[string]string{"quiz": "kakao-1b"}, Attributes: map[string]any{"name": "Kim2"}, Topics: []string{"daily-quiz"}}, // last wins
@@ -24,14 +26,14 @@ func TestService_UpsertSubscribers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Subscriber{ExternalID: "u1", Addresses: map[string]string{"quiz": "kakao-1b"}, Attributes: map[string]any{"name": "Kim2"}, Topics: []string{"daily-quiz"}}
+	want := wire.Subscriber{ExternalID: "u1", Addresses: map[string]string{"quiz": "kakao-1b"}, Attributes: map[string]any{"name": "Kim2"}, Topics: []string{"daily-quiz"}}
 	if got.ExternalID != want.ExternalID || !reflect.DeepEqual(got.Addresses, want.Addresses) ||
 		!reflect.DeepEqual(got.Attributes, want.Attributes) || !reflect.DeepEqual(got.Topics, want.Topics) {
 		t.Errorf("GetSubscriber(u1) = %+v, want %+v", got, want)
 	}
 
 	t.Run("upsert replaces addresses and attributes, adds topics", func(t *testing.T) {
-		if _, err := s.UpsertSubscribers(b.ctx, []Subscriber{{ExternalID: "u1", Addresses: map[string]string{"hooks": "h1"}, Topics: []string{"news"}}}); err != nil {
+		if _, err := s.UpsertSubscribers(b.ctx, []wire.Subscriber{{ExternalID: "u1", Addresses: map[string]string{"hooks": "h1"}, Topics: []string{"news"}}}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.GetSubscriber(b.ctx, "u1")
@@ -87,19 +89,19 @@ func TestService_UpsertSubscribers_invalid(t *testing.T) {
 	s := b.service(t, "a")
 	tests := []struct {
 		name string
-		sub  Subscriber
+		sub  wire.Subscriber
 		want string
 	}{
-		{"no external id", Subscriber{}, "subscriber 1: external_id must be"},
-		{"long external id", Subscriber{ExternalID: strings.Repeat("x", 257)}, "external_id must be 1..256"},
-		{"bad channel", Subscriber{ExternalID: "u", Addresses: map[string]string{"a b": "x"}}, `address channel "a b"`},
-		{"empty address", Subscriber{ExternalID: "u", Addresses: map[string]string{"quiz": ""}}, `address for channel "quiz" is empty`},
-		{"bad topic", Subscriber{ExternalID: "u", Topics: []string{"no/slash"}}, `topic "no/slash"`},
-		{"unencodable attribute", Subscriber{ExternalID: "u", Attributes: map[string]any{"f": func() {}}}, "attributes"},
+		{"no external id", wire.Subscriber{}, "subscriber 1: external_id must be"},
+		{"long external id", wire.Subscriber{ExternalID: strings.Repeat("x", 257)}, "external_id must be 1..256"},
+		{"bad channel", wire.Subscriber{ExternalID: "u", Addresses: map[string]string{"a b": "x"}}, `address channel "a b"`},
+		{"empty address", wire.Subscriber{ExternalID: "u", Addresses: map[string]string{"quiz": ""}}, `address for channel "quiz" is empty`},
+		{"bad topic", wire.Subscriber{ExternalID: "u", Topics: []string{"no/slash"}}, `topic "no/slash"`},
+		{"unencodable attribute", wire.Subscriber{ExternalID: "u", Attributes: map[string]any{"f": func() {}}}, "attributes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := s.UpsertSubscribers(b.ctx, []Subscriber{{ExternalID: "ok"}, tt.sub})
+			_, err := s.UpsertSubscribers(b.ctx, []wire.Subscriber{{ExternalID: "ok"}, tt.sub})
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("UpsertSubscribers = %v, want ErrInvalid containing %q", err, tt.want)
 			}
@@ -115,9 +117,9 @@ func TestService_UpsertSubscribers_largeBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := b.service(t, "a")
-	subs := make([]Subscriber, MaxUpsertBatch*2+17)
+	subs := make([]wire.Subscriber, MaxUpsertBatch*2+17)
 	for i := range subs {
-		subs[i] = Subscriber{ExternalID: fmt.Sprintf("u%d", i), Addresses: map[string]string{"quiz": fmt.Sprintf("k%d", i)}, Topics: []string{"all"}}
+		subs[i] = wire.Subscriber{ExternalID: fmt.Sprintf("u%d", i), Addresses: map[string]string{"quiz": fmt.Sprintf("k%d", i)}, Topics: []string{"all"}}
 	}
 	n, err := s.UpsertSubscribers(b.ctx, subs)
 	if err != nil || n != len(subs) {

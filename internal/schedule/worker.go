@@ -44,7 +44,7 @@ type failedRow struct {
 // runJob materialises a claimed job from its cursor to the end, one
 // transaction per chunk. It returns nil when the job finished (DONE, FAILED)
 // or was lost to another owner or a cancel.
-func (s *Service) runJob(ctx context.Context, job *Job) error {
+func (s *Service) runJob(ctx context.Context, job *jobRow) error {
 	log := s.log.With("job", job.ID, "kind", job.Kind, "schedule", job.Schedule)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -72,7 +72,7 @@ func (s *Service) runJob(ctx context.Context, job *Job) error {
 		log.Error("job failed", "error", err)
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer fcancel()
-		if _, ferr := jobFinishIfRunning(fctx, s.pool, job.ID, s.owner, JobFailed, err.Error(), s.now()); ferr != nil {
+		if _, ferr := jobFinishIfRunning(fctx, s.pool, job.ID, s.owner, jobFailed, err.Error(), s.now()); ferr != nil {
 			return errors.Join(err, ferr)
 		}
 		return nil
@@ -82,7 +82,7 @@ func (s *Service) runJob(ctx context.Context, job *Job) error {
 	// heartbeat lapses and another instance takes the job over.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()
-	if _, rerr := jobFinishIfRunning(rctx, s.pool, job.ID, s.owner, JobPending, "", s.now()); rerr != nil {
+	if _, rerr := jobFinishIfRunning(rctx, s.pool, job.ID, s.owner, jobPending, "", s.now()); rerr != nil {
 		log.Warn("could not release job; it will be taken over after jobs.stuck_after", "error", rerr)
 	}
 	if ctx.Err() != nil && s.stopping() {
@@ -94,7 +94,7 @@ func (s *Service) runJob(ctx context.Context, job *Job) error {
 
 // heartbeat renews the job's heartbeat every jobs.heartbeat until ctx ends;
 // losing the job cancels the worker.
-func (s *Service) heartbeat(ctx context.Context, job *Job, cancel context.CancelCauseFunc) {
+func (s *Service) heartbeat(ctx context.Context, job *jobRow, cancel context.CancelCauseFunc) {
 	t := time.NewTicker(s.cfg.Jobs.Heartbeat)
 	defer t.Stop()
 	for {
@@ -118,7 +118,7 @@ func (s *Service) heartbeat(ctx context.Context, job *Job, cancel context.Cancel
 // a static payload to a topic entirely inside Postgres, anything else by
 // reading the audience ahead in a goroutine (keyset paging needs only the
 // previous chunk's last key, not its commit) and rendering it here.
-func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) error {
+func (s *Service) materialise(ctx context.Context, job *jobRow, log hclog.Logger) error {
 	aud, err := newAudience(job.Audience, job.Channel)
 	if err != nil {
 		return permanent(err)
@@ -177,7 +177,7 @@ func (s *Service) materialise(ctx context.Context, job *Job, log hclog.Logger) e
 
 // pipeline reads and renders chunks in a goroutine while this goroutine
 // commits them one after another.
-func (s *Service) pipeline(ctx context.Context, conn *pgxpool.Conn, job *Job, aud audienceSource, tmpl *payloadTemplate) error {
+func (s *Service) pipeline(ctx context.Context, conn *pgxpool.Conn, job *jobRow, aud audienceSource, tmpl *payloadTemplate) error {
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	chunks := make(chan renderedChunk, 1)
@@ -225,7 +225,7 @@ func (s *Service) pipeline(ctx context.Context, conn *pgxpool.Conn, job *Job, au
 
 // readAhead fetches and renders chunks from the job's cursor until the
 // audience is exhausted.
-func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, tmpl *payloadTemplate, out chan<- renderedChunk) error {
+func (s *Service) readAhead(ctx context.Context, job *jobRow, aud audienceSource, tmpl *payloadTemplate, out chan<- renderedChunk) error {
 	r, err := s.newChunkReader(job, aud, tmpl)
 	if err != nil {
 		return err
@@ -251,7 +251,7 @@ func (s *Service) readAhead(ctx context.Context, job *Job, aud audienceSource, t
 // chunkReader reads and renders a job's audience a chunk at a time.
 type chunkReader struct {
 	s      *Service
-	job    *Job
+	job    *jobRow
 	aud    audienceSource
 	tmpl   *payloadTemplate
 	size   int
@@ -260,7 +260,7 @@ type chunkReader struct {
 	static []byte
 }
 
-func (s *Service) newChunkReader(job *Job, aud audienceSource, tmpl *payloadTemplate) (*chunkReader, error) {
+func (s *Service) newChunkReader(job *jobRow, aud audienceSource, tmpl *payloadTemplate) (*chunkReader, error) {
 	r := &chunkReader{s: s, job: job, aud: aud, tmpl: tmpl, size: s.chunkSize(job),
 		vars: newVars(job.dueAt(), job.Schedule), limit: s.payloadLimit()}
 	if !tmpl.dynamic {
@@ -301,7 +301,7 @@ func (r *chunkReader) quarantine(ctx context.Context, cursor, reason string) (re
 // rendered — and the run goes on (docs/design.md §10). It covers the two
 // chunks that may have been in flight (one committing, one read ahead), then
 // hands back to the pipeline; done says the job finished.
-func (s *Service) isolate(ctx context.Context, conn *pgxpool.Conn, job *Job, aud audienceSource, tmpl *payloadTemplate, log hclog.Logger) (done bool, err error) {
+func (s *Service) isolate(ctx context.Context, conn *pgxpool.Conn, job *jobRow, aud audienceSource, tmpl *payloadTemplate, log hclog.Logger) (done bool, err error) {
 	r, err := s.newChunkReader(job, aud, tmpl)
 	if err != nil {
 		return false, err
@@ -421,7 +421,7 @@ func (r *chunkReader) next(ctx context.Context, cursor string, size int) (render
 }
 
 // chunkSize is the schedule's chunk_size for a run, jobs.chunk_size otherwise.
-func (s *Service) chunkSize(job *Job) int {
+func (s *Service) chunkSize(job *jobRow) int {
 	if cs, ok := s.schedules[job.Schedule]; ok && job.Kind == KindSchedule && cs.cfg.ChunkSize > 0 {
 		return cs.cfg.ChunkSize
 	}

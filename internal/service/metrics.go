@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/notifyd/notifyd/internal/schedule"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Collectors are the Prometheus collectors that read the engine, the plugins
@@ -62,8 +62,8 @@ func (s *Service) channelFlows(ctx context.Context) []metrics.ChannelFlow {
 // activeJobs feeds the job metrics: every PENDING and RUNNING job.
 func (s *Service) activeJobs(ctx context.Context) ([]metrics.JobProgress, error) {
 	var out []metrics.JobProgress
-	for _, state := range []schedule.JobState{schedule.JobPending, schedule.JobRunning} {
-		jobs, err := s.sched.ListJobs(ctx, schedule.JobFilter{State: state, Limit: 1000})
+	for _, state := range []string{"PENDING", "RUNNING"} {
+		jobs, err := s.sched.ListJobs(ctx, wire.JobQuery{State: state, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +73,7 @@ func (s *Service) activeJobs(ctx context.Context) ([]metrics.JobProgress, error)
 				total = *j.Total
 			}
 			out = append(out, metrics.JobProgress{
-				ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, State: string(j.State), Done: j.Done, Total: total,
+				ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, State: j.State, Done: j.Done, Total: total,
 			})
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -44,8 +43,7 @@ func (s *Service) PutSubscriber(ctx context.Context, sub wire.Subscriber) (wire.
 	if len(sub.ExternalID) > schedule.MaxExternalIDLen {
 		return wire.Subscriber{}, refuse(Invalid, "subscriber id: %d bytes long, at most %d", len(sub.ExternalID), schedule.MaxExternalIDLen)
 	}
-	in := schedule.Subscriber{ExternalID: sub.ExternalID, Addresses: sub.Addresses, Attributes: sub.Attributes, Topics: sub.Topics}
-	if _, err := s.sched.UpsertSubscribers(ctx, []schedule.Subscriber{in}); err != nil {
+	if _, err := s.sched.UpsertSubscribers(ctx, []wire.Subscriber{sub}); err != nil {
 		return wire.Subscriber{}, scheduleError(err)
 	}
 	return s.Subscriber(ctx, sub.ExternalID)
@@ -57,18 +55,8 @@ func (s *Service) Subscriber(ctx context.Context, id string) (wire.Subscriber, e
 	if err := s.needSchedules(); err != nil {
 		return wire.Subscriber{}, err
 	}
-	got, err := s.sched.GetSubscriber(ctx, id)
-	if err != nil {
-		return wire.Subscriber{}, scheduleError(err)
-	}
-	out := wire.Subscriber{
-		ExternalID: got.ExternalID, Addresses: got.Addresses, Attributes: got.Attributes, Topics: got.Topics,
-		CreatedAt: got.CreatedAt, UpdatedAt: got.UpdatedAt,
-	}
-	if out.Topics == nil {
-		out.Topics = []string{}
-	}
-	return out, nil
+	sub, err := s.sched.GetSubscriber(ctx, id)
+	return sub, scheduleError(err)
 }
 
 // DeleteSubscriber deletes one subscriber; NotFound when there is none.
@@ -85,23 +73,11 @@ func (s *Service) Schedules(ctx context.Context) (wire.Schedules, error) {
 	if err := s.needSchedules(); err != nil {
 		return wire.Schedules{}, err
 	}
-	infos, err := s.sched.Schedules(ctx)
+	list, err := s.sched.Schedules(ctx)
 	if err != nil {
 		return wire.Schedules{}, err
 	}
-	out := wire.Schedules{Schedules: make([]wire.Schedule, len(infos))}
-	for i, in := range infos {
-		out.Schedules[i] = wire.Schedule{
-			Name: in.Name, Channel: in.Channel, Cron: in.Cron, Timezone: in.Timezone,
-			Lead: wire.Duration(in.Lead), MaxLate: wire.Duration(in.MaxLate),
-			Audience: audience(in.Audience), NextFire: in.NextFire,
-		}
-		if in.LastRun != nil {
-			j := jobOut(in.LastRun)
-			out.Schedules[i].LastRun = &j
-		}
-	}
-	return out, nil
+	return wire.Schedules{Schedules: list}, nil
 }
 
 // RunSchedule creates or resumes a run of schedule name for the request's
@@ -125,13 +101,11 @@ func (s *Service) RunSchedule(ctx context.Context, name string, req wire.RunRequ
 		}
 		o.FireTime = t
 	}
-	job, outcome, err := s.sched.RunNow(ctx, name, o)
+	job, err := s.sched.RunNow(ctx, name, o)
 	if err != nil {
 		return wire.Job{}, scheduleError(err)
 	}
-	out := jobOut(job)
-	out.Outcome = outcome
-	return out, nil
+	return job, nil
 }
 
 // CreateCampaign validates a campaign (channel configured, audience,
@@ -140,14 +114,11 @@ func (s *Service) CreateCampaign(ctx context.Context, c wire.Campaign) (wire.Job
 	if err := s.needSchedules(); err != nil {
 		return wire.Job{}, err
 	}
-	job, err := s.sched.CreateCampaign(ctx, schedule.Campaign{
-		Channel: c.Channel, Payload: c.Payload, ContentKey: c.ContentKey,
-		Audience: config.Audience{Topic: c.Audience.Topic, Query: c.Audience.Query, Key: c.Audience.Key},
-	})
+	job, err := s.sched.CreateCampaign(ctx, c)
 	if err != nil {
 		return wire.Job{}, scheduleError(err)
 	}
-	return jobOut(job), nil
+	return job, nil
 }
 
 // Jobs lists bulk jobs newest first, filtered by kind, schedule and state,
@@ -156,17 +127,14 @@ func (s *Service) Jobs(ctx context.Context, q wire.JobQuery) (wire.Jobs, error) 
 	if err := s.needSchedules(); err != nil {
 		return wire.Jobs{}, err
 	}
-	jobs, err := s.sched.ListJobs(ctx, schedule.JobFilter{
-		Kind: q.Kind, Schedule: q.Schedule, State: schedule.JobState(q.State), BeforeID: q.Before, Limit: q.Limit,
-	})
+	jobs, err := s.sched.ListJobs(ctx, q)
 	if err != nil {
 		return wire.Jobs{}, err
 	}
-	out := wire.Jobs{Jobs: make([]wire.Job, len(jobs))}
-	for i, j := range jobs {
-		out.Jobs[i] = jobOut(j)
+	if jobs == nil {
+		jobs = []wire.Job{} // "jobs": [], never null
 	}
-	return out, nil
+	return wire.Jobs{Jobs: jobs}, nil
 }
 
 // Job reads one job; NotFound when there is none.
@@ -178,32 +146,7 @@ func (s *Service) Job(ctx context.Context, id int64) (wire.Job, error) {
 	if err != nil {
 		return wire.Job{}, scheduleError(err)
 	}
-	return jobOut(job), nil
-}
-
-func audience(a config.Audience) wire.Audience {
-	return wire.Audience{Topic: a.Topic, Query: a.Query, Key: a.Key}
-}
-
-// jobOut is the wire form of a job, with its progress when its total is
-// known.
-func jobOut(j *schedule.Job) wire.Job {
-	out := wire.Job{
-		ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, FireTime: j.FireTime, Timezone: j.Timezone,
-		Channel: j.Channel, Payload: j.Payload, State: string(j.State), Cursor: j.Cursor,
-		Audience: audience(j.Audience),
-		Done:     j.Done, Skipped: j.Skipped, Failed: j.Failed, Total: j.Total, Owner: j.Owner, Heartbeat: j.Heartbeat,
-		Error: j.Error, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt,
-		Rerun: j.Rerun, ContentKey: j.ContentKey,
-	}
-	if j.Total != nil {
-		p := 1.0
-		if *j.Total > 0 {
-			p = min(1, float64(j.Done)/float64(*j.Total))
-		}
-		out.Progress = &p
-	}
-	return out
+	return job, nil
 }
 
 // ImportSubscribers creates or replaces subscribers as PutSubscriber does,
@@ -213,11 +156,7 @@ func (s *Service) ImportSubscribers(ctx context.Context, subs []wire.Subscriber)
 	if err := s.needSchedules(); err != nil {
 		return 0, err
 	}
-	in := make([]schedule.Subscriber, len(subs))
-	for i, sub := range subs {
-		in[i] = schedule.Subscriber{ExternalID: sub.ExternalID, Addresses: sub.Addresses, Attributes: sub.Attributes, Topics: sub.Topics}
-	}
-	n, err := s.sched.UpsertSubscribers(ctx, in)
+	n, err := s.sched.UpsertSubscribers(ctx, subs)
 	return n, scheduleError(err)
 }
 
@@ -232,7 +171,7 @@ func (s *Service) RunJob(ctx context.Context, id int64) (wire.Job, error) {
 	if err != nil {
 		return wire.Job{}, scheduleError(err)
 	}
-	return jobOut(job), nil
+	return job, nil
 }
 
 // CancelJob cancels a job that has not finished, and its notifications still
@@ -245,5 +184,5 @@ func (s *Service) CancelJob(ctx context.Context, id int64) (wire.Job, int64, err
 	if err != nil {
 		return wire.Job{}, 0, scheduleError(err)
 	}
-	return jobOut(job), n, nil
+	return job, n, nil
 }
