@@ -95,7 +95,8 @@ type Options struct {
 	// NoSchedules leaves the schedules and bulk jobs alone, for tests that
 	// write jobs and read them back as written: no schedule fires and no
 	// job is claimed, run or taken over by this daemon. Their operations
-	// (list, run now, campaigns, cancel) still answer.
+	// (list, run now, campaigns, cancel) still answer; a job they create
+	// waits PENDING for an instance that runs schedules.
 	NoSchedules bool
 }
 
