@@ -81,6 +81,23 @@ type Options struct {
 	// application that embeds notifyd passes its own); nil: one built from
 	// the OTEL_* environment (internal/tracing), flushed by Stop.
 	TracerProvider trace.TracerProvider
+
+	// Now is the dashboard's clock — its sessions' idle and lifetime
+	// limits, the ages it shows, which jobs it flags stuck — for tests that
+	// move time; nil: time.Now. Nothing else reads it: the engine and the
+	// schedules keep the real clock.
+	Now func() time.Time
+	// SampleInterval is how often the channel overview counts the outbox
+	// in the background (the counts and throughput the API and dashboard
+	// show), for tests that cannot wait for the default
+	// (service.SampleIntervalDefault, 5 s); zero: the default.
+	SampleInterval time.Duration
+	// NoSchedules leaves the schedules and bulk jobs alone, for tests that
+	// write jobs and read them back as written: no schedule fires and no
+	// job is claimed, run or taken over by this daemon. Their operations
+	// (list, run now, campaigns, cancel) still answer; a job they create
+	// waits PENDING for an instance that runs schedules.
+	NoSchedules bool
 }
 
 // Daemon is a running notifyd. Stop it once.
@@ -370,13 +387,15 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	}
 	// Stopped before the engine: no new rows while it drains; running jobs
 	// are handed back before the pool closes.
-	if err := d.parts.Start(ctx, "schedules", d.sched); err != nil {
-		return err
+	if !o.NoSchedules {
+		if err := d.parts.Start(ctx, "schedules", d.sched); err != nil {
+			return err
+		}
 	}
 	// The operations (DLQ, overview, pause, cancel): one implementation,
 	// behind both the API and the dashboard.
 	if d.ops, err = service.New(service.Options{Config: cfg, Store: d.store, Engine: d.engine, Schedules: d.sched,
-		Plugins: d.host, Redis: d.redis, Logger: log.Named("service")}); err != nil {
+		Plugins: d.host, Redis: d.redis, Logger: log.Named("service"), SampleInterval: o.SampleInterval}); err != nil {
 		return err
 	}
 	if err := reg.Register(d.ops.Collectors()...); err != nil {
@@ -387,7 +406,7 @@ func (d *Daemon) bringUp(ctx context.Context, o Options) (err error) {
 	}
 	var dashboard http.Handler
 	if len(cfg.HTTP.Tokens) > 0 {
-		dashboard, err = ui.New(ui.Deps{Config: cfg, Ops: d.ops, Logger: log.Named("ui")})
+		dashboard, err = ui.New(ui.Deps{Config: cfg, Ops: d.ops, Logger: log.Named("ui"), Now: o.Now})
 		if err != nil {
 			log.Warn("dashboard disabled", "error", err)
 		}

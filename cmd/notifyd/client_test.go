@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/internal/delivery"
@@ -31,8 +32,10 @@ import (
 
 const cliToken = "cli-token-0123456789abcdef"
 
-// apiBundle is a real API (real Postgres and Redis, an engine that is not
-// started) for the CLI to talk to.
+// apiBundle is a real API (real Postgres and Redis) for the CLI to talk
+// to: by default the door alone, over an engine that is not started and
+// schedules that never run, so rows and jobs stay where a test puts them;
+// with apiStarted the whole daemon.
 type apiBundle struct {
 	t     *testing.T
 	addr  string
@@ -40,11 +43,13 @@ type apiBundle struct {
 	cfg   *config.Config
 	db    *testenv.DB
 	store *outbox.Store
-	svc   *schedule.Service
+	svc   *schedule.Service // the door's schedules; nil with apiStarted (the daemon runs its own)
 }
 
-// apiStarted starts the engine with the webhook plugin installed, and a
-// second channel, relay, whose plugin is missing: it stays stopped.
+// apiStarted starts the whole daemon through the root package
+// (notifyd.Start, as `notifyd serve` does) with the webhook plugin
+// installed, and a second channel, relay, whose plugin is missing: it stays
+// stopped.
 const apiStarted = "started"
 
 func setupAPI(t *testing.T, opts ...string) *apiBundle {
@@ -63,7 +68,7 @@ func setupAPI(t *testing.T, opts ...string) *apiBundle {
 postgres: {url: %q}
 redis: {url: %q, prefix: %q}
 plugins: {dir: %q}
-http: {tokens: [%q]}
+http: {listen: "127.0.0.1:0", tokens: [%q]}
 log: {level: error}
 channels:
   quiz: {plugin: webhook, config: {url: "http://127.0.0.1:9/"}}
@@ -78,18 +83,29 @@ channels:
 		t.Fatal(err)
 	}
 	log := hclog.NewNullLogger()
+	if started {
+		d, err := notifyd.Start(testenv.Context(t), cfg, notifyd.Options{Logger: log})
+		if err != nil {
+			t.Fatalf("notifyd.Start: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := d.Stop(ctx); err != nil {
+				t.Errorf("stop the daemon: %v", err)
+			}
+		})
+		return &apiBundle{t: t, addr: "http://" + d.Addr().String(), path: path, cfg: cfg, db: db, store: d.Store()}
+	}
+	// The door: the API over a service whose engine and schedules are built
+	// but never started (a test of the CLI against the API, not of the
+	// daemon).
 	store := testenv.Store(t, db.Pool)
 	host := pluginhost.New(cfg.Plugins, log)
 	t.Cleanup(func() { _ = host.Stop(context.Background()) })
 	engine, err := delivery.New(delivery.Options{Config: cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Providers: providers.Host(host), Logger: log})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if started {
-		if err := engine.Start(testenv.Context(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = engine.Stop(context.Background()) })
 	}
 	svc, err := schedule.New(db.Pool, cfg, schedule.Options{Logger: log, InstanceID: "cli-test"})
 	if err != nil {

@@ -5,12 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -112,9 +114,18 @@ func TestServer_EndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("channels show the running plugin and the sent count", func(t *testing.T) {
-		chs, err := b.c.Channels(b.ctx)
-		if err != nil {
-			t.Fatal(err)
+		// The daemon's counts are sampled in the background and may be up
+		// to CountsTTL old: the send shows within that bound.
+		var chs *wire.Channels
+		for deadline := time.Now().Add(api.CountsTTLDefault + time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var err error
+			if chs, err = b.c.Channels(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(chs.Channels, func(c wire.ChannelStats) bool { return c.Name == "orders" }); i < 0 ||
+				chs.Channels[i].Sent != 0 || time.Now().After(deadline) {
+				break
+			}
 		}
 		for _, c := range chs.Channels {
 			if c.Name == "orders" && (!c.Running || c.Plugin != "webhook" || c.Sent != 1) {

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/api"
 	"github.com/notifyd/notifyd/internal/delivery"
@@ -76,10 +77,10 @@ type bundle struct {
 	rds     *testenv.Redis
 	store   *outbox.Store
 	queue   *queue.Queue
-	host    *pluginhost.Host
-	engine  *delivery.Engine
-	metrics *metrics.Registry
-	srv     *api.Server
+	host    *pluginhost.Host  // nil with startEngine (the daemon's own)
+	engine  *delivery.Engine  // the daemon's with startEngine
+	metrics *metrics.Registry // nil with startEngine (the daemon's own)
+	srv     *api.Server       // nil with startEngine (the daemon's own)
 	url     string
 	c       *client.Client // authenticated with tokenA
 }
@@ -87,14 +88,17 @@ type bundle struct {
 type setupOptions struct {
 	sinkURL     string                // the webhook channels' url
 	plugin      bool                  // install the real webhook plugin into the plugin dir
-	startEngine bool                  // start the delivery engine (needs plugin)
+	startEngine bool                  // run the whole daemon (notifyd.Start) with the real webhook plugin
 	edit        func(*config.Config)  // change the loaded config
-	redis       redis.UniversalClient // the API's Redis client for /readyz (default: the test's)
+	redis       redis.UniversalClient // the API's Redis client for /readyz (default: the test's; not with startEngine)
 }
 
-// setup builds the API on a fresh schema and key prefix, with an engine
-// that is not started (its queue operations work without it) unless
-// o.startEngine.
+// setup builds the API on a fresh schema and key prefix. By default it is a
+// test of the door, not of the daemon: the API over a service whose engine
+// is built but not started (its queue operations work without it, and
+// enqueued rows stay PENDING for the assertions) and whose schedules never
+// run. With o.startEngine it is the whole daemon instead, started through
+// the root package as `notifyd serve` starts it (startDaemon).
 func setup(t testing.TB, o setupOptions) *bundle {
 	t.Helper()
 	db := testenv.NewDB(t)
@@ -120,11 +124,15 @@ func setup(t testing.TB, o setupOptions) *bundle {
 		o.edit(cfg)
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "api-test", Level: hclog.Warn, Output: testWriter{t}})
-	b := &bundle{
-		t: t, ctx: testenv.Context(t), cfg: cfg, db: db, rds: rds,
-		store: testenv.Store(t, db.Pool), queue: queue.New(rds.Client, rds.Prefix),
-		metrics: metrics.New("test"),
+	b := &bundle{t: t, ctx: testenv.Context(t), cfg: cfg, db: db, rds: rds, queue: queue.New(rds.Client, rds.Prefix)}
+	if o.startEngine {
+		if o.redis != nil {
+			t.Fatal("setup: startEngine runs the daemon on its own Redis client; redis is for the door's tests")
+		}
+		b.startDaemon(log)
+		return b
 	}
+	b.store, b.metrics = testenv.Store(t, db.Pool), metrics.New("test")
 	b.host = pluginhost.New(cfg.Plugins, log.Named("plugins"))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -138,16 +146,6 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.startEngine {
-		if err := b.engine.Start(b.ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = b.engine.Stop(ctx)
-		})
-	}
 	rc := o.redis
 	if rc == nil {
 		rc = rds.Client
@@ -158,12 +156,41 @@ func setup(t testing.TB, o setupOptions) *bundle {
 	})
 	hs := httptest.NewServer(b.srv.Handler())
 	t.Cleanup(hs.Close)
-	b.url = hs.URL
-	b.c, err = client.New(hs.URL, tokenA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b.connect(hs.URL)
 	return b
+}
+
+// startDaemon starts the whole daemon on b's config through the root
+// package — the store, the engine with the plugin host, the schedules, the
+// operations and the API on port 0 (http.listen in testConfig) — and stops
+// it when the test ends.
+func (b *bundle) startDaemon(log hclog.Logger) {
+	b.t.Helper()
+	// The overview's counts sampled often, so that a test sees a send in
+	// /v1/channels without waiting out the default interval.
+	d, err := notifyd.Start(b.ctx, b.cfg, notifyd.Options{Logger: log, SampleInterval: 200 * time.Millisecond})
+	if err != nil {
+		b.t.Fatalf("notifyd.Start: %v", err)
+	}
+	b.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			b.t.Errorf("stop the daemon: %v", err)
+		}
+	})
+	b.store, b.engine = d.Store(), d.Engine()
+	b.connect("http://" + d.Addr().String())
+}
+
+// connect points b's raw requests and its client at the API on url.
+func (b *bundle) connect(url string) {
+	b.t.Helper()
+	b.url = url
+	var err error
+	if b.c, err = client.New(url, tokenA); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // serverOptions are what a test builds an API from: the service's parts

@@ -24,7 +24,9 @@ import (
 
 // bundle is a Service over real Postgres and Redis, with an engine that is
 // built (its queues are used) but not started: nothing is delivered, so the
-// rows stay where the operations put them.
+// rows stay where the operations put them. It tests the operations, not the
+// whole daemon: a test that needs a running one starts it through the root
+// package (notifyd.Start), as stopped_test.go does.
 type bundle struct {
 	ctx   context.Context
 	db    *testenv.DB

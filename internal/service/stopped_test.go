@@ -8,10 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
-	"github.com/notifyd/notifyd/internal/providers"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
@@ -36,27 +34,21 @@ func TestService_Channels_Stopped(t *testing.T) {
 	db := testenv.NewDB(t)
 	rds := testenv.NewRedis(t)
 	cfg := config.Default()
-	cfg.Redis.Prefix = rds.Prefix
+	cfg.Postgres.URL, cfg.Redis.URL, cfg.Redis.Prefix = db.URL, rds.URL, rds.Prefix
+	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Channels = map[string]config.Channel{
 		"ok":  config.FillChannel(config.Channel{Plugin: "quoter"}),
 		"bad": config.FillChannel(config.Channel{Plugin: "quoter", Config: map[string]any{"auth": map[string]any{"token": "tok-0123456789"}}}),
 	}
 	ctx := testenv.Context(t)
-	store := testenv.Store(t, db.Pool)
-	providers := providers.NewInProcess(map[string]sdk.Provider{"quoter": quoter{}}, nil)
-	t.Cleanup(providers.Close)
-	e, err := delivery.New(delivery.Options{Config: &cfg, Store: store, Queue: queue.New(rds.Client, rds.Prefix), Providers: providers, Logger: hclog.NewNullLogger()})
+	providers := notifyd.NewInProcess(map[string]sdk.Provider{"quoter": quoter{}}, nil)
+	t.Cleanup(providers.Close) // after the daemon's Stop (cleanups run last-in first-out)
+	d, err := notifyd.Start(ctx, &cfg, notifyd.Options{Providers: providers, Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	ops, err := service.New(service.Options{Config: &cfg, Store: store, Engine: e})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	ops := d.Service()
 
 	states, err := ops.Channels(ctx)
 	if err != nil {

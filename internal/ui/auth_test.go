@@ -136,6 +136,28 @@ func TestUI_Login(t *testing.T) {
 	})
 }
 
+// An empty entry in the token list (an unset variable) logs no one in.
+// Config validation refuses one, so notifyd never runs with it; the
+// dashboard must not rely on that (withEmptyTokenConfigured).
+func TestUI_LoginEmptyTokenConfigured(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withEmptyTokenConfigured())
+	c := b.client()
+	res := c.login("")
+	if res.status != http.StatusUnauthorized || !strings.Contains(res.body, "not one of the API tokens") {
+		t.Errorf("token \"\": status %d, want 401 saying the token is wrong; body:\n%s", res.status, res.body)
+	}
+	if ck := sessionCookie(t, res); ck != nil {
+		t.Errorf("token \"\": got a session cookie %v", ck)
+	}
+	if res := c.get("/ui/"); res.status != http.StatusSeeOther {
+		t.Errorf("token \"\": after the refused login /ui/ answers %d, want 303 to the login form", res.status)
+	}
+	if res := b.client().login(testToken); res.status != http.StatusSeeOther {
+		t.Errorf("the configured token beside \"\": status %d, want 303 (logged in)", res.status)
+	}
+}
+
 func TestUI_LoginTLS(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withTLS())

@@ -196,9 +196,11 @@ func (b *browser) problems() []string {
 // confirmation and visits every page (screenshots with NOTIFYD_SCREENSHOTS=1).
 func TestBrowser_ReplayDeadLetter(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withChannels("hooks", "digest"), withSchedule(), withSample(250*time.Millisecond))
+	// The jobs written below stay as written (a stuck one among them) for
+	// the jobs page: the daemon runs no schedule and no job.
+	b := setup(t, withChannels("hooks", "digest"), withSchedule(), withStillJobs(), withSample(250*time.Millisecond))
 	br := newBrowser(t)
-	base := b.srv.URL
+	base := b.url
 
 	// Something to look at: a steady trickle of sends on both channels
 	// (the throughput chart), a recipient with history, jobs in every shape.

@@ -18,14 +18,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/pluginhost"
-	"github.com/notifyd/notifyd/internal/providers"
-	"github.com/notifyd/notifyd/internal/queue"
-	"github.com/notifyd/notifyd/internal/schedule"
-	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/internal/ui"
 )
@@ -77,38 +73,53 @@ func (s *sink) deliveries(recipient string) int {
 	return s.seen[recipient]
 }
 
-// bundle is one test's notifyd: real Postgres, Redis, webhook plugin and
-// delivery engine, and the dashboard served over HTTP.
+// bundle is one test's notifyd: the whole daemon on real Postgres and
+// Redis with the webhook plugin, started through the root package as
+// `notifyd serve` starts it, its dashboard served by its own API.
 type bundle struct {
 	t      testing.TB
 	ctx    context.Context
 	cfg    *config.Config
 	db     *testenv.DB
+	d      *notifyd.Daemon
 	store  *outbox.Store
 	rc     redis.UniversalClient
 	prefix string
 	engine *delivery.Engine
-	sched  *schedule.Service
 	sink   *sink
-	srv    *httptest.Server
+	// url is the dashboard's origin; transport reaches it.
+	url       string
+	transport http.RoundTripper
 
 	started time.Time // when traffic began
 }
 
 type options struct {
-	tls      bool
-	sample   time.Duration
-	now      func() time.Time
-	redisURL string // a private Redis the test may stop; "" = the shared one
-	channels []string
-	missing  []string // channels whose plugin is not installed: they stay stopped
-	schedule bool     // configure a schedule
-	proxies  []string
+	tls        bool
+	emptyToken bool
+	sample     time.Duration
+	now        func() time.Time
+	redisURL   string // a private Redis the test may stop; "" = the shared one
+	channels   []string
+	missing    []string // channels whose plugin is not installed: they stay stopped
+	schedule   bool     // configure a schedule
+	stillJobs  bool     // the daemon runs no schedule and no job
+	proxies    []string
 }
 
 type option func(*options)
 
-func withTLS() option                     { return func(o *options) { o.tls = true } }
+// withTLS serves the dashboard over TLS. notifyd itself serves plain HTTP
+// (TLS ends at a proxy: withTrustedProxies), so this is a test of the
+// door's own TLS branch: the dashboard built over the running daemon's
+// operations, behind a TLS server of the test's.
+func withTLS() option { return func(o *options) { o.tls = true } }
+
+// withEmptyTokenConfigured serves a dashboard whose token list starts with
+// "" (an unset variable), which config validation refuses and notifyd.Start
+// therefore never runs with: a test of the door, built over the running
+// daemon's operations, that "" still logs no one in.
+func withEmptyTokenConfigured() option    { return func(o *options) { o.emptyToken = true } }
 func withNow(now func() time.Time) option { return func(o *options) { o.now = now } }
 func withRedis(url string) option         { return func(o *options) { o.redisURL = url } }
 func withSample(d time.Duration) option   { return func(o *options) { o.sample = d } }
@@ -118,6 +129,11 @@ func withChannels(names ...string) option { return func(o *options) { o.channels
 // installed: the engine starts without them.
 func withMissingPlugin(names ...string) option { return func(o *options) { o.missing = names } }
 func withSchedule() option                     { return func(o *options) { o.schedule = true } }
+
+// withStillJobs keeps the daemon's schedules from running (notifyd
+// Options.NoSchedules): the jobs a test writes, a stuck one among them,
+// stay as written for the pages to show.
+func withStillJobs() option { return func(o *options) { o.stillJobs = true } }
 func withTrustedProxies(cidrs ...string) option {
 	return func(o *options) { o.proxies = cidrs }
 }
@@ -130,7 +146,6 @@ func setup(t testing.TB, opts ...option) *bundle {
 	}
 	b := &bundle{t: t, ctx: testenv.Context(t), sink: newSink(t)}
 	b.db = testenv.NewDB(t)
-	b.store = testenv.Store(t, b.db.Pool)
 	var redisURL string
 	if o.redisURL != "" {
 		ropts, err := redis.ParseURL(o.redisURL)
@@ -153,6 +168,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	cfg.Redis.Prefix = b.prefix
 	cfg.Plugins.Dir = dir
 	cfg.Plugins.HealthInterval = time.Second
+	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.HTTP.Tokens = []string{testToken}
 	cfg.HTTP.TrustedProxies = o.proxies
 	cfg.Delivery.LeaseTTL = 2 * time.Second
@@ -181,59 +197,53 @@ func setup(t testing.TB, opts ...option) *bundle {
 			MaxLate: time.Hour, ChunkSize: 1000,
 		}}
 	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	// Validate refuses an empty token; the dashboard must not rely on that:
-	// "" (an unset variable) never logs anyone in.
-	cfg.HTTP.Tokens = append([]string{""}, cfg.HTTP.Tokens...)
 	b.cfg = &cfg
 
 	log := hclog.New(&hclog.LoggerOptions{Name: "uitest", Level: hclog.Warn, Output: testWriter{t}})
-	host := pluginhost.New(cfg.Plugins, log.Named("plugins"))
-	e, err := delivery.New(delivery.Options{
-		Config: b.cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers.Host(host), Logger: log,
+	d, err := notifyd.Start(b.ctx, b.cfg, notifyd.Options{
+		Logger: log, Now: o.now, SampleInterval: o.sample, NoSchedules: o.stillJobs,
 	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(b.ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("notifyd.Start: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = e.Stop(ctx)
-		_ = host.Stop(ctx)
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("stop the daemon: %v", err)
+		}
 	})
-	b.engine = e
-	if b.sched, err = schedule.New(b.db.Pool, b.cfg, schedule.Options{Logger: log}); err != nil {
-		t.Fatal(err)
+	b.d, b.store, b.engine = d, d.Store(), d.Engine()
+	b.url, b.transport = "http://"+d.Addr().String(), http.DefaultTransport
+	if o.tls || o.emptyToken {
+		b.door(log, o)
 	}
+	return b
+}
 
-	ops, err := service.New(service.Options{
-		Config: b.cfg, Store: b.store, Engine: e, Schedules: b.sched, Plugins: host, Logger: log, SampleInterval: o.sample,
-	})
-	if err != nil {
-		t.Fatal(err)
+// door serves a dashboard of the test's own over the running daemon's
+// operations, for what notifyd never runs with (withTLS,
+// withEmptyTokenConfigured), and points the bundle's clients at it.
+func (b *bundle) door(log hclog.Logger, o options) {
+	b.t.Helper()
+	cfg := *b.cfg
+	if o.emptyToken {
+		cfg.HTTP.Tokens = append([]string{""}, cfg.HTTP.Tokens...)
 	}
-	if err := ops.Start(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ops.Stop(context.Background()) })
-	h, err := ui.New(ui.Deps{Config: b.cfg, Ops: ops, Logger: log, Now: o.now})
+	h, err := ui.New(ui.Deps{Config: &cfg, Ops: b.d, Logger: log, Now: o.now})
 	if err != nil {
-		t.Fatalf("ui.New: %v", err)
+		b.t.Fatalf("ui.New: %v", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(ui.Prefix, h)
+	var srv *httptest.Server
 	if o.tls {
-		b.srv = httptest.NewTLSServer(mux)
+		srv = httptest.NewTLSServer(mux)
 	} else {
-		b.srv = httptest.NewServer(mux)
+		srv = httptest.NewServer(mux)
 	}
-	t.Cleanup(b.srv.Close)
-	return b
+	b.t.Cleanup(srv.Close)
+	b.url, b.transport = srv.URL, srv.Client().Transport
 }
 
 type testWriter struct{ t testing.TB }
@@ -339,10 +349,10 @@ type client struct {
 func (b *bundle) client() *client {
 	b.t.Helper()
 	jar, _ := cookiejar.New(nil)
-	// A client of its own: srv.Client() is one shared client, and its jar
+	// A client of its own, with a jar of its own: a shared client's jar
 	// would be every test client's.
 	hc := &http.Client{
-		Transport:     b.srv.Client().Transport,
+		Transport:     b.transport,
 		Jar:           jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -368,7 +378,7 @@ func (c *client) do(req *http.Request) response {
 
 func (c *client) get(path string) response {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, c.b.srv.URL+path, nil)
+	req, _ := http.NewRequest(http.MethodGet, c.b.url+path, nil)
 	return c.do(req)
 }
 
@@ -376,9 +386,9 @@ func (c *client) get(path string) response {
 // dashboard's Origin (unless headers say otherwise).
 func (c *client) post(path string, form url.Values, headers ...string) response {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.b.srv.URL+path, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, c.b.url+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", c.b.srv.URL)
+	req.Header.Set("Origin", c.b.url)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])

@@ -166,9 +166,12 @@ func TestUI_Lookup(t *testing.T) {
 	})
 }
 
+// TestUI_Jobs: the jobs page shows jobs in every shape. The daemon runs no
+// schedule and no job here (withStillJobs), so the jobs the test writes, a
+// stuck one and a pending one among them, stay as written.
 func TestUI_Jobs(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withSchedule())
+	b := setup(t, withSchedule(), withStillJobs())
 	c, _ := b.loggedIn()
 	b.jobs()
 
