@@ -116,6 +116,8 @@ type Daemon struct {
 	// parts is everything Start started or acquired, stopped in reverse by
 	// Stop (internal/lifecycle).
 	parts *lifecycle.Group
+	// dbOnly: opened with Open (the database alone).
+	dbOnly bool
 	// tracer is nil with tracing off; traces is the provider Start built
 	// (nil when off or given in Options).
 	tracer trace.Tracer
@@ -461,6 +463,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	}
 	soft := cmp.Or(d.cfg.Shutdown.SoftTimeout, config.DefaultSoftTimeout)
 	hard := cmp.Or(d.cfg.Shutdown.HardTimeout, config.DefaultHardTimeout)
+	if d.dbOnly {
+		return d.close(ctx) // opened with Open: nothing in flight, nothing to announce
+	}
 	d.log.Info("shutting down: finishing in-flight sends", "soft_timeout", soft, "hard_timeout", hard)
 	if err := d.close(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

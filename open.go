@@ -33,7 +33,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (_ *Daemon, err er
 		log = hclog.New(&hclog.LoggerOptions{Name: "notifyd", Level: hclog.LevelFromString(cfg.Log.Level)})
 	}
 	_, cancel := context.WithCancel(context.Background())
-	d := &Daemon{cfg: cfg, log: log, cancel: cancel, parts: lifecycle.NewGroup(log)}
+	d := &Daemon{cfg: cfg, log: log, cancel: cancel, parts: lifecycle.NewGroup(log), dbOnly: true}
 	d.parts.Defer("context", func(context.Context) error { cancel(); return nil })
 	defer func() {
 		if err != nil {
