@@ -32,14 +32,6 @@ var screenshotDir = filepath.Join("..", "..", "docs", "screenshots")
 // like Postgres, and scripts/browser installs it.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("NOTIFYD_SKIP_BROWSER") != "" {
-		// Opt-in only, for machines where Chromium cannot be installed; never
-		// in CI (README, "What make test installs").
-		if os.Getenv("CI") != "" {
-			t.Fatal("NOTIFYD_SKIP_BROWSER is set in CI: CI always runs the browser test")
-		}
-		t.Skip("NOTIFYD_SKIP_BROWSER is set: the dashboard's browser test is skipped (unset it and run scripts/browser to run it)")
-	}
 	if p := os.Getenv("NOTIFYD_CHROMIUM"); p != "" {
 		return p
 	}
