@@ -3,6 +3,7 @@ package notifyd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -297,6 +298,17 @@ func TestStart_stopWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := d.Addr().String()
+	// Its operations answer "not running yet" while it waits, not a panic.
+	var refused *notifyd.Error
+	if _, err := d.Enqueue(context.Background(), []wire.Notification{{Channel: "inbox", Recipient: "u", Payload: []byte(`{}`)}}, ""); !errors.As(err, &refused) || refused.Kind != notifyd.ErrUnavailable {
+		t.Errorf("Enqueue while waiting = %v, want a notifyd.Error of kind ErrUnavailable", err)
+	}
+	if err := d.Pause(context.Background(), "inbox", ""); !errors.As(err, &refused) || refused.Kind != notifyd.ErrUnavailable {
+		t.Errorf("Pause while waiting = %v, want ErrUnavailable", err)
+	}
+	if ps := d.Plugins(context.Background()); ps != nil {
+		t.Errorf("Plugins while waiting = %v, want none", ps)
+	}
 	time.Sleep(300 * time.Millisecond) // a retry or two
 	start := time.Now()
 	if err := d.Stop(context.Background()); err != nil {
