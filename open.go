@@ -32,9 +32,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (_ *Daemon, err er
 	if log == nil {
 		log = hclog.New(&hclog.LoggerOptions{Name: "notifyd", Level: hclog.LevelFromString(cfg.Log.Level)})
 	}
-	_, cancel := context.WithCancel(context.Background())
-	d := &Daemon{cfg: cfg, log: log, cancel: cancel, parts: lifecycle.NewGroup(log), dbOnly: true}
-	d.parts.Defer("context", func(context.Context) error { cancel(); return nil })
+	// Nothing runs in the background, so there is no context to cancel.
+	d := &Daemon{cfg: cfg, log: log, cancel: func() {}, parts: lifecycle.NewGroup(log), dbOnly: true}
 	defer func() {
 		if err != nil {
 			_ = d.close(context.Background())
