@@ -52,8 +52,8 @@ func TestMigrateAndOpen(t *testing.T) {
 		t.Fatalf("the enqueued notification: %+v, %v; want it PENDING", got, err)
 	}
 	var refused *notifyd.Error
-	if _, err := d.Notification(ctx, ins[0].ID+1000); !errors.As(err, &refused) || refused.Kind != notifyd.ErrNotFound {
-		t.Errorf("an unknown id = %v, want a notifyd.Error of kind ErrNotFound", err)
+	if _, err := d.Notification(ctx, ins[0].ID+1000); !errors.As(err, &refused) || refused.Kind != notifyd.KindNotFound {
+		t.Errorf("an unknown id = %v, want a notifyd.Error of kind KindNotFound", err)
 	}
 	// What needs the engine says so.
 	if err := d.Pause(ctx, "inbox", "maintenance"); err == nil || !strings.Contains(err.Error(), "engine") {

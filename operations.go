@@ -13,7 +13,7 @@ import (
 // and the CLI perform, in sdk/wire types, each forwarded to the one
 // implementation, the daemon's service (internal/service). A daemon started
 // with Options.WaitForServices answers them once Ready is closed, and before
-// that an Error of kind ErrUnavailable (the methods with no error, nothing).
+// that an Error of kind KindUnavailable (the methods with no error, nothing).
 var _ service.Operations = (*Daemon)(nil)
 
 // notRunning is nil once the daemon's operations run: at once for Start
@@ -245,7 +245,7 @@ func (d *Daemon) ImportSubscribers(ctx context.Context, subs []wire.Subscriber) 
 }
 
 // RunJob materialises a PENDING job (a campaign just created) in this
-// process and answers it finished; an ErrConflict Error when a serving
+// process and answers it finished; an KindConflict Error when a serving
 // instance has taken it or it has finished.
 func (d *Daemon) RunJob(ctx context.Context, id int64) (wire.Job, error) {
 	if err := d.notRunning(); err != nil {

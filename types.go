@@ -18,7 +18,7 @@ type Rate = service.Rate
 type PluginHealth = service.PluginHealth
 
 // Error is an operation refused for a reason the caller can fix (or, for
-// ErrUnavailable, wait out): errors.As(err, &e) and read e.Kind. Any other
+// KindUnavailable, wait out): errors.As(err, &e) and read e.Kind. Any other
 // error is Postgres or Redis failing.
 type Error = service.Error
 
@@ -27,10 +27,10 @@ type ErrorKind = service.Kind
 
 // The kinds of Error.
 const (
-	ErrInvalid     = service.Invalid     // the request names something that cannot be acted on as asked
-	ErrNotFound    = service.NotFound    // the thing named does not exist
-	ErrConflict    = service.Conflict    // it exists, but its state forbids the action
-	ErrUnreadable  = service.Unreadable  // what the caller sent cannot be read
-	ErrUnsupported = service.Unsupported // the operation is not offered here
-	ErrUnavailable = service.Unavailable // not now; a retry may succeed
+	KindInvalid     = service.Invalid     // the request names something that cannot be acted on as asked
+	KindNotFound    = service.NotFound    // the thing named does not exist
+	KindConflict    = service.Conflict    // it exists, but its state forbids the action
+	KindUnreadable  = service.Unreadable  // what the caller sent cannot be read
+	KindUnsupported = service.Unsupported // the operation is not offered here
+	KindUnavailable = service.Unavailable // not now; a retry may succeed
 )

@@ -300,11 +300,11 @@ func TestStart_stopWhileWaiting(t *testing.T) {
 	addr := d.Addr().String()
 	// Its operations answer "not running yet" while it waits, not a panic.
 	var refused *notifyd.Error
-	if _, err := d.Enqueue(context.Background(), []wire.Notification{{Channel: "inbox", Recipient: "u", Payload: []byte(`{}`)}}, ""); !errors.As(err, &refused) || refused.Kind != notifyd.ErrUnavailable {
-		t.Errorf("Enqueue while waiting = %v, want a notifyd.Error of kind ErrUnavailable", err)
+	if _, err := d.Enqueue(context.Background(), []wire.Notification{{Channel: "inbox", Recipient: "u", Payload: []byte(`{}`)}}, ""); !errors.As(err, &refused) || refused.Kind != notifyd.KindUnavailable {
+		t.Errorf("Enqueue while waiting = %v, want a notifyd.Error of kind KindUnavailable", err)
 	}
-	if err := d.Pause(context.Background(), "inbox", ""); !errors.As(err, &refused) || refused.Kind != notifyd.ErrUnavailable {
-		t.Errorf("Pause while waiting = %v, want ErrUnavailable", err)
+	if err := d.Pause(context.Background(), "inbox", ""); !errors.As(err, &refused) || refused.Kind != notifyd.KindUnavailable {
+		t.Errorf("Pause while waiting = %v, want KindUnavailable", err)
 	}
 	if ps := d.Plugins(context.Background()); ps != nil {
 		t.Errorf("Plugins while waiting = %v, want none", ps)

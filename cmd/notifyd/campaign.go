@@ -53,7 +53,7 @@ func newCampaignCmd() *cobra.Command {
 				}
 				id := job.ID
 				job, err = d.RunJob(ctx, id)
-				if e := (*notifyd.Error)(nil); errors.As(err, &e) && e.Kind == notifyd.ErrConflict {
+				if e := (*notifyd.Error)(nil); errors.As(err, &e) && e.Kind == notifyd.KindConflict {
 					return fmt.Errorf("job %d was picked up by a serving instance; follow it with notifyd jobs %d", id, id)
 				}
 				if err != nil {
