@@ -50,7 +50,7 @@ func (d *Daemon) Enqueue(ctx context.Context, ns []wire.Notification, traceParen
 }
 
 // Notification is one notification with its attempt history, receipt and
-// what holds it back; a *service.Error of Kind NotFound for an unknown id.
+// what holds it back; an Error of KindNotFound for an unknown id.
 func (d *Daemon) Notification(ctx context.Context, id int64) (wire.NotificationInfo, error) {
 	if err := d.notRunning(); err != nil {
 		return wire.NotificationInfo{}, err
@@ -245,7 +245,7 @@ func (d *Daemon) ImportSubscribers(ctx context.Context, subs []wire.Subscriber) 
 }
 
 // RunJob materialises a PENDING job (a campaign just created) in this
-// process and answers it finished; an KindConflict Error when a serving
+// process and answers it finished; an Error of KindConflict when a serving
 // instance has taken it or it has finished.
 func (d *Daemon) RunJob(ctx context.Context, id int64) (wire.Job, error) {
 	if err := d.notRunning(); err != nil {
