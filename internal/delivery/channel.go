@@ -23,9 +23,15 @@ type channel struct {
 	policy backoff.Policy
 	plugin Provider
 	log    hclog.Logger
-	// slots bounds what this instance has in flight on the channel: messages,
-	// or plugin calls when batching (fetch.go, slotsFor).
+	// slots bounds what this instance holds of the channel, from its fetch
+	// until its verdict goes to the settler (fetch.go, slotsFor): for a plain
+	// plugin messages, concurrency in flight and Prefetch claimed ahead; for
+	// a batching plugin plugin calls.
 	slots chan struct{}
+	// sending bounds a plain plugin's messages in flight to concurrency (one
+	// permit a message, taken as send starts a call: send.go); nil for a
+	// batching plugin, whose slots are its calls.
+	sending chan struct{}
 	// batching: the plugin's Sender for this channel takes a batch in one
 	// call (sdk.BatchSender), as it said when configured.
 	batching bool
@@ -58,7 +64,7 @@ func (c *channel) configure(ctx context.Context) error {
 	c.plugin, c.ok, c.inflight = p, true, map[int64]struct{}{}
 	if c.batching = ok && b.Batches(c.name); c.batching {
 		// Configured before the channel starts: nothing holds a slot yet.
-		c.slots = make(chan struct{}, c.cfg.Slots(true))
+		c.slots, c.sending = make(chan struct{}, c.cfg.Slots(true)), nil
 	}
 	c.mu.Unlock()
 	return nil
@@ -172,6 +178,11 @@ func (c *channel) resumeBackupList(ctx context.Context, q string) {
 	own := context.WithValue(ctx, resumingOwn{}, true)
 	for len(ids) > 0 && ctx.Err() == nil {
 		n := min(len(ids), c.cfg.BatchSize)
+		if !c.batching {
+			// Never more slots than there are: a list left by a process
+			// with a larger concurrency must not wait for them for ever.
+			n = min(n, cap(c.slots))
+		}
 		if c.acquire(ctx, c.slotsFor(n)) == 0 {
 			return // stopping: the ids stay in the backup list
 		}

@@ -184,10 +184,9 @@ func (c *channel) handle(ctx context.Context, ids []int64) { c.handleClaim(ctx, 
 // stale, and sent before it returns.
 func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 	e := c.e
-	var claimedAt time.Time // when tracing: an attempt's span starts with its claim
-	if e.tracer != nil {
-		claimedAt = e.now()
-	}
+	// The claim's time: every send deadline counts from it (send), and a
+	// traced attempt's span starts with it.
+	claimedAt := e.now()
 	slots := batchSlots{c: c, left: len(ids)}
 	c.track(ids)
 	if hookCrashed(e.hooks.AfterFetch, c.name, ids) {

@@ -160,9 +160,10 @@ func New(o Options) (*Engine, error) {
 	for name, cc := range cfg.Channels {
 		ch := &channel{
 			e: e, name: name, cfg: cc, policy: backoff.FromConfig(cc.Retry),
-			slots:  make(chan struct{}, cc.Concurrency),
-			queues: QueueNames(name, cc.Partitions),
-			log:    o.Logger.Named("channel").With("channel", name),
+			slots:   make(chan struct{}, cc.Concurrency+Prefetch(cc)),
+			sending: make(chan struct{}, cc.Concurrency),
+			queues:  QueueNames(name, cc.Partitions),
+			log:     o.Logger.Named("channel").With("channel", name),
 		}
 		if err := ch.setupFlow(); err != nil {
 			return nil, err

@@ -7,13 +7,16 @@ import (
 	"context"
 	"errors"
 
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/queue"
 )
 
-// slotsFor is how many send slots n fetched messages hold. A channel's
-// concurrency bounds its slots, so it counts what a slot stands for:
+// slotsFor is how many send slots n fetched messages hold. It counts what a
+// slot stands for:
 //   - a plain plugin (the SDK calls its Sender once per message): one slot
-//     per message, and concurrency is messages in flight;
+//     per message; the slots are concurrency + Prefetch, and concurrency is
+//     messages in flight (send's permits), so up to Prefetch messages are
+//     fetched and claimed ahead of the sends;
 //   - a batching plugin (an sdk.BatchSender, which takes a channel's whole
 //     batch in one call): one slot per batch, however many messages it
 //     carries, and concurrency is plugin calls in flight — so a fetch takes
@@ -25,6 +28,16 @@ func (c *channel) slotsFor(n int) int {
 	}
 	return n
 }
+
+// Prefetch is how many messages a plain plugin's channel claims ahead of
+// what it has in flight: min(batch_size, concurrency). The next batch's
+// fetch and claim then overlap the sends instead of leaving the provider
+// idle while they run. A message claimed ahead waits for about one call
+// before its own starts; its deadline counts from the claim all the same
+// (send), so a channel whose calls hang does not stretch a claim past its
+// timeout — and more ahead would let calls of a few seconds time out rows
+// that never left.
+func Prefetch(c config.Channel) int { return min(c.BatchSize, c.Concurrency) }
 
 // acquire takes n slots, blocking until they are free.
 func (c *channel) acquire(ctx context.Context, n int) int {

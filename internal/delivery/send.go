@@ -24,10 +24,84 @@ import (
 // to the settler. A traced row's attempt span (trace.go) starts at claimedAt
 // and travels with its verdict to the settle, which ends it. done, when not
 // nil, is closed once every verdict is committed (sendSuspects waits for it).
+//
+// A batching plugin's batch is one call. A plain plugin's batch goes out in
+// parts as send permits free up (c.sending: one a message, concurrency in
+// all), each part a call of its own that frees its permits and its slots
+// when it returns; a channel claims up to min(batch_size, concurrency)
+// messages ahead of what is in flight (prefetch), so the next batch's fetch
+// and claim overlap the sends instead of waiting for them. Every part's
+// deadline counts from claimedAt, the batch's claim: a claimed row's send
+// ends within the channel's timeout of its claim whatever it waited for a
+// permit, which staleAfter relies on.
 func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, done chan struct{}) {
+	var wg *sync.WaitGroup
+	if done != nil {
+		// Two settle workers may commit the items apart, and a plain
+		// plugin's parts settle apart: done closes when the last of them is
+		// committed.
+		wg = new(sync.WaitGroup)
+		wg.Add(len(batch))
+		go func() { wg.Wait(); close(done) }()
+	}
+	if c.sending == nil {
+		c.sendPart(ctx, batch, claimedAt, wg)
+		return
+	}
+	for rest := batch; len(rest) > 0; {
+		k := c.acquireSending(ctx, len(rest))
+		if k == 0 {
+			// Stopping before these had a permit: never sent, retried.
+			c.notSent(rest, claimedAt, "not sent: notifyd stopped before a send slot was free", wg)
+			return
+		}
+		part := rest[:k]
+		if rest = rest[k:]; len(rest) == 0 {
+			c.sendPart(ctx, part, claimedAt, wg)
+			return
+		}
+		c.e.sendWG.Add(1)
+		go func() {
+			defer c.e.sendWG.Done()
+			c.sendPart(ctx, part, claimedAt, wg)
+		}()
+	}
+}
+
+// acquireSending blocks for one send permit, then takes up to max-1 more
+// that are free now; 0 when ctx ends first.
+func (c *channel) acquireSending(ctx context.Context, max int) int {
+	select {
+	case c.sending <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < max {
+		select {
+		case c.sending <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// sendPart is one plugin call for part of a claimed batch (all of it for a
+// batching plugin); it frees the part's send permits and slots when the
+// call returns, and hands its verdicts to the settler.
+func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, wg *sync.WaitGroup) {
 	e := c.e
 	started := e.now()
-	deadline := started.Add(c.cfg.Timeout)
+	deadline := claimedAt.Add(c.cfg.Timeout)
+	if c.sending != nil && !deadline.After(started) {
+		// Waited for a permit the whole timeout (the channel's sends are
+		// all hanging): too late to send within the claim's bound.
+		c.releaseSending(len(batch))
+		c.notSent(batch, claimedAt, fmt.Sprintf("not sent: no send slot was free within the channel's timeout (%s) of the claim", c.cfg.Timeout), wg)
+		return
+	}
 	msgs := make([]sdk.Message, len(batch))
 	var spans []trace.Span // nil unless tracing is on and a row is traced
 	for i, cl := range batch {
@@ -48,35 +122,50 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 	verdicts := c.callPlugin(sctx, msgs)
 	cancel()
 	finished := e.now()
+	c.releaseSending(len(batch))
 	e.metrics.SendDuration(c.name, finished.Sub(started))
 	ids := claimedIDs(batch)
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
 		abandonAttempts(spans...)
 		c.release(c.slotsFor(len(batch)))
-		if done != nil {
-			close(done)
+		if wg != nil {
+			wg.Add(-len(batch))
 		}
 		return
 	}
 	items := make([]settleItem, len(batch))
 	for i, cl := range batch {
-		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished)}
+		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished), done: wg}
 		if spans != nil {
 			items[i].span = spans[i]
 		}
 	}
-	if done != nil {
-		// Two settle workers may commit the items apart: done closes
-		// when the last of them is committed.
-		var wg sync.WaitGroup
-		wg.Add(len(items))
-		for i := range items {
-			items[i].done = &wg
-		}
-		go func() { wg.Wait(); close(done) }()
-	}
 	c.release(c.slotsFor(len(batch)))
 	e.settler.add(items)
+}
+
+func (c *channel) releaseSending(n int) {
+	if c.sending == nil {
+		return
+	}
+	for range n {
+		<-c.sending
+	}
+}
+
+// notSent settles claimed rows that never reached the plugin: a transient
+// verdict, retried after the backoff like any other (the attempt is in the
+// history with the reason), and their slots freed. The breaker does not
+// hear of it: the provider was not asked.
+func (c *channel) notSent(batch []outbox.Claimed, claimedAt time.Time, reason string, wg *sync.WaitGroup) {
+	now := c.e.now()
+	items := make([]settleItem, len(batch))
+	for i, cl := range batch {
+		v := sdk.Verdict{Outcome: sdk.OutcomeTransient, Detail: reason}
+		items[i] = settleItem{ch: c, s: c.settlement(cl, v, claimedAt, now), done: wg}
+	}
+	c.release(c.slotsFor(len(batch)))
+	c.e.settler.add(items)
 }
 
 // defaultKeyPrefix begins the idempotency key of a message whose

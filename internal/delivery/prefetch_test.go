@@ -1,0 +1,190 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/providers"
+	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// sendGate is a plain provider whose sends wait for the test: each Send blocks
+// until open is closed (or its deadline passes, when hang is set), and the
+// provider keeps how many were in flight at once and what each attempt of
+// each message saw.
+type sendGate struct {
+	open chan struct{}
+	hang bool // the first call waits for its deadline, whatever open does
+
+	mu       sync.Mutex
+	inFlight int
+	maxIn    int
+	calls    int
+	seen     map[int64][]int // id → the attempts it was sent with
+}
+
+func newSendGate() *sendGate { return &sendGate{open: make(chan struct{}), seen: map[int64][]int{}} }
+
+func (*sendGate) Describe() sdk.Info { return sdk.Info{Name: "gate", Version: "1"} }
+
+func (g *sendGate) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender, error) {
+	return sdk.SenderFunc(func(ctx context.Context, msg sdk.Message) sdk.Verdict {
+		g.mu.Lock()
+		g.inFlight++
+		g.maxIn = max(g.maxIn, g.inFlight)
+		g.calls++
+		first := g.calls == 1
+		g.seen[msg.ID] = append(g.seen[msg.ID], msg.Attempt)
+		g.mu.Unlock()
+		defer func() {
+			g.mu.Lock()
+			g.inFlight--
+			g.mu.Unlock()
+		}()
+		if g.hang && first {
+			<-ctx.Done()
+			return sdk.Transient(ctx.Err().Error())
+		}
+		select {
+		case <-g.open:
+			return sdk.Success(nil)
+		case <-ctx.Done():
+			return sdk.Transient(ctx.Err().Error())
+		}
+	}), nil
+}
+
+func (g *sendGate) state() (inFlight, maxIn int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inFlight, g.maxIn
+}
+
+// startSendGate runs an engine whose test channel is the sendGate provider, in
+// process, with ch's concurrency, batch size and timeout.
+func startSendGate(t *testing.T, b *bundle, g *sendGate, concurrency, batch int, timeout time.Duration) {
+	t.Helper()
+	cfg := *b.cfg
+	ch := b.cfg.Channels[testChannel]
+	ch.Plugin, ch.Config = "gate", nil
+	ch.Concurrency, ch.BatchSize, ch.Timeout = concurrency, batch, timeout
+	cfg.Channels = map[string]config.Channel{testChannel: ch}
+	p := providers.NewInProcess(map[string]sdk.Provider{"gate": g}, b.log)
+	t.Cleanup(p.Close)
+	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: p, Logger: b.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx)
+	})
+}
+
+// TestEngine_PrefetchWithinConcurrency: a plain plugin's channel claims up
+// to Prefetch messages ahead of the ones in flight — so the next claim
+// overlaps the sends — while the provider never has more than concurrency
+// in flight at once.
+func TestEngine_PrefetchWithinConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	const concurrency, batch, n = 2, 8, 12
+	if got := delivery.Prefetch(config.Channel{Concurrency: concurrency, BatchSize: batch}); got != concurrency {
+		t.Fatalf("Prefetch(concurrency %d, batch_size %d) = %d, want %d", concurrency, batch, got, concurrency)
+	}
+	ids := b.sendMany(n, func(int) string { return "someone" })
+	g := newSendGate()
+	startSendGate(t, b, g, concurrency, batch, 30*time.Second)
+
+	// Two in flight, two more claimed and waiting for a send permit: four
+	// PROCESSING, and no more while the sendGate stays shut.
+	var last string
+	ok := func() bool {
+		in, _ := g.state()
+		counts := b.statusCounts()
+		last = fmt.Sprintf("in flight %d, rows by status %v", in, counts)
+		return in == concurrency && counts[outbox.StatusProcessing] == concurrency+concurrency
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never 2 in flight and 4 claimed; last seen: %s", last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 5 {
+		time.Sleep(50 * time.Millisecond)
+		if got := b.statusCounts()[outbox.StatusProcessing]; got > 2*concurrency {
+			t.Fatalf("%d rows PROCESSING, want at most concurrency + prefetch = %d", got, 2*concurrency)
+		}
+	}
+	close(g.open)
+	for _, id := range ids {
+		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
+			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
+		}
+	}
+	if _, maxIn := g.state(); maxIn > concurrency {
+		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", maxIn, concurrency)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ids {
+		if got := g.seen[id]; len(got) != 1 {
+			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
+		}
+	}
+}
+
+// TestEngine_PrefetchDeadlineFromClaim: a message claimed ahead waits for a
+// send permit, but its send must end within the channel's timeout of its
+// claim (the stale-claim takeover counts on it). With concurrency 1 and the
+// first send hanging until its deadline, the message claimed beside it has
+// no time left: it is not sent, its attempt says why, and it is retried and
+// sent on the next one.
+func TestEngine_PrefetchDeadlineFromClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	ids := b.sendMany(2, func(int) string { return "someone" }) // written first: one relay, one fetch, one claim
+	g := newSendGate()
+	g.hang = true
+	close(g.open) // every send after the first succeeds at once
+	startSendGate(t, b, g, 1, 2, 500*time.Millisecond)
+
+	var notSent int64
+	for _, id := range ids {
+		nt := b.wait(id, 30*time.Second)
+		if nt.Status != outbox.StatusSent {
+			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
+		}
+		if len(nt.Attempts) != 2 || nt.Attempts[0].Outcome != outbox.OutcomeTransient {
+			t.Fatalf("notification %d: attempts %+v, want a transient first and a success", id, nt.Attempts)
+		}
+		if strings.Contains(nt.Attempts[0].Error, "no send slot was free within the channel's timeout") {
+			notSent = id
+		}
+	}
+	if notSent == 0 {
+		t.Fatalf("neither notification's first attempt says it waited past the timeout for a send slot")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if got := g.seen[notSent]; len(got) != 1 || got[0] != 2 {
+		t.Errorf("the notification that waited was sent with attempts %v, want only attempt 2", got)
+	}
+	if g.maxIn > 1 {
+		t.Errorf("%d sends in flight at once, over concurrency 1", g.maxIn)
+	}
+}
