@@ -33,10 +33,12 @@ type settleItem struct {
 // settler group-commits verdicts: each worker takes everything waiting (up
 // to delivery.settle_batch), commits it to Postgres in one transaction, then
 // acks, retries or dead-letters it in Redis. Under load batches grow by
-// themselves; when idle a verdict is committed at once.
+// themselves; when idle a verdict is committed at once. The verdicts of one
+// plugin call arrive together (add takes them as one slice), so a worker
+// woken by a call's first verdict never commits it without the others.
 type settler struct {
 	e    *Engine
-	in   chan settleItem
+	in   chan []settleItem
 	busy atomic.Int64 // batches being flushed
 	// started[w] is when worker w's batch began (unix ns; 0 when idle): the
 	// oldest is how long a verdict has waited to be committed.
@@ -46,8 +48,13 @@ type settler struct {
 	stop    context.CancelFunc
 }
 
+// settleQueue is how many calls' verdicts may wait for a settle worker
+// before the senders wait for it instead (at least 16, 4 × settle_batch / 64
+// for the default 1,000).
+func settleQueue(e *Engine) int { return max(16, 4*e.cfg.Delivery.SettleBatch/64) }
+
 func newSettler(e *Engine) *settler {
-	return &settler{e: e, in: make(chan settleItem, 4*e.cfg.Delivery.SettleBatch)}
+	return &settler{e: e, in: make(chan []settleItem, settleQueue(e))}
 }
 
 func (s *settler) start() {
@@ -61,13 +68,15 @@ func (s *settler) start() {
 	}
 }
 
+// add queues items, the caller's to give up: the settler keeps the slice.
 func (s *settler) add(items []settleItem) {
-	for _, it := range items {
-		select {
-		case s.in <- it:
-		case <-s.ctx.Done():
-			return // killed: the rows stay PROCESSING and are reclaimed
-		}
+	if len(items) == 0 {
+		return
+	}
+	select {
+	case s.in <- items:
+	case <-s.ctx.Done():
+		// killed: the rows stay PROCESSING and are reclaimed
 	}
 }
 
@@ -103,31 +112,42 @@ func (s *settler) oldest(now time.Time) time.Duration {
 	return d
 }
 
+// run is one settle worker. carry is what it took from the queue past a
+// full batch: committed next, before the worker waits again (and counted
+// busy until then, so close waits for it).
 func (s *settler) run(started *atomic.Int64) {
 	max := s.e.cfg.Delivery.SettleBatch
 	batch := make([]settleItem, 0, max)
+	var carry []settleItem
 	for {
-		var it settleItem
-		select {
-		case it = <-s.in:
-		case <-s.ctx.Done():
-			return
-		}
-		s.busy.Add(1)
-		started.Store(s.e.now().UnixNano())
-		batch = append(batch[:0], it)
-	drain:
-		for len(batch) < max {
+		if len(carry) == 0 {
 			select {
-			case it := <-s.in:
-				batch = append(batch, it)
+			case carry = <-s.in:
+			case <-s.ctx.Done():
+				return
+			}
+			s.busy.Add(1)
+		}
+		started.Store(s.e.now().UnixNano())
+		n := min(len(carry), max)
+		batch = append(batch[:0], carry[:n]...)
+		carry = carry[n:]
+	drain:
+		for len(carry) == 0 && len(batch) < max {
+			select {
+			case more := <-s.in:
+				n := min(len(more), max-len(batch))
+				batch = append(batch, more[:n]...)
+				carry = more[n:]
 			default:
 				break drain
 			}
 		}
 		s.flush(batch)
 		started.Store(0)
-		s.busy.Add(-1)
+		if len(carry) == 0 {
+			s.busy.Add(-1)
+		}
 	}
 }
 
