@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/pluginhost"
 )
 
@@ -174,7 +175,7 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 }
 
 // sendRule says what a channel's concurrency counts and how many messages a
-// plugin call carries, as the engine applies them (internal/delivery, slotsFor).
+// plugin call carries, as the engine applies them (internal/delivery: slotsFor, Prefetch).
 func sendRule(c config.Channel, batches bool) string {
 	if batches {
 		rule := fmt.Sprintf("batches (sdk.BatchSender): concurrency %d counts plugin calls in flight, each of up to batch_size %d messages",
@@ -184,8 +185,8 @@ func sendRule(c config.Channel, batches bool) string {
 		}
 		return rule
 	}
-	return fmt.Sprintf("one message per Send: concurrency %d counts messages in flight, so a plugin call carries at most %d (the smaller of batch_size %d and concurrency)",
-		c.Concurrency, min(c.BatchSize, c.Concurrency), c.BatchSize)
+	return fmt.Sprintf("one message per Send: concurrency %d counts messages in flight, so a plugin call carries at most %d (the smaller of batch_size %d and concurrency); up to %d more are claimed ahead of the sends",
+		c.Concurrency, min(c.BatchSize, c.Concurrency), c.BatchSize, delivery.Prefetch(c))
 }
 
 func closeHost(h *pluginhost.Host) {
