@@ -172,7 +172,7 @@ func TestEngine_PrefetchDeadlineFromClaim(t *testing.T) {
 		if len(nt.Attempts) != 2 || nt.Attempts[0].Outcome != outbox.OutcomeTransient {
 			t.Fatalf("notification %d: attempts %+v, want a transient first and a success", id, nt.Attempts)
 		}
-		if strings.Contains(nt.Attempts[0].Error, "no send slot was free within the channel's timeout") {
+		if strings.Contains(nt.Attempts[0].Error, "timeout (500ms) had passed since its claim before a send slot was free") {
 			notSent = id
 		}
 	}

@@ -95,11 +95,13 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 	e := c.e
 	started := e.now()
 	deadline := claimedAt.Add(c.cfg.Timeout)
-	if c.sending != nil && !deadline.After(started) {
+	if !deadline.After(started) {
 		// Waited for a permit the whole timeout (the channel's sends are
-		// all hanging): too late to send within the claim's bound.
+		// all hanging), or the claim itself took it (Postgres stalled): too
+		// late to send within the claim's bound, and not the provider's
+		// failure (the breaker does not hear of it).
 		c.releaseSending(len(batch))
-		c.notSent(batch, claimedAt, fmt.Sprintf("not sent: no send slot was free within the channel's timeout (%s) of the claim", c.cfg.Timeout), wg)
+		c.notSent(batch, claimedAt, fmt.Sprintf("not sent: the channel's timeout (%s) had passed since its claim before a send slot was free", c.cfg.Timeout), wg)
 		return
 	}
 	msgs := make([]sdk.Message, len(batch))
