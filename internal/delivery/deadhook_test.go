@@ -9,10 +9,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/providers"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -60,20 +57,7 @@ func TestEngine_DeadLetterHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &pager{}
-	providers := providers.NewInProcess(map[string]sdk.Provider{"memo": &memo{}, "pager": p}, b.log)
-	t.Cleanup(providers.Close)
-	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers, Logger: b.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
+	e := b.startInProcess(&cfg, map[string]sdk.Provider{"memo": &memo{}, "pager": p})
 	ok := b.send("somebody", "")
 	var dead []int64
 	for range 7 {

@@ -53,21 +53,29 @@ func (c *channel) acquire(ctx context.Context, n int) int {
 }
 
 // acquireUpTo blocks for one slot, then takes up to max-1 more that are free.
-func (c *channel) acquireUpTo(ctx context.Context, max int) int {
+func (c *channel) acquireUpTo(ctx context.Context, max int) int { return takeUpTo(ctx, c.slots, max) }
+
+// tryAcquire takes up to max slots that are free now, without blocking.
+func (c *channel) tryAcquire(max int) int { return tryTake(c.slots, max) }
+
+// takeUpTo blocks for one token of sem (a counting semaphore: a token is a
+// value sent into it), then takes up to max-1 more that are free now; 0 when
+// ctx ends first.
+func takeUpTo(ctx context.Context, sem chan struct{}, max int) int {
 	select {
-	case c.slots <- struct{}{}:
+	case sem <- struct{}{}:
 	case <-ctx.Done():
 		return 0
 	}
-	return 1 + c.tryAcquire(max-1)
+	return 1 + tryTake(sem, max-1)
 }
 
-// tryAcquire takes up to max slots that are free now, without blocking.
-func (c *channel) tryAcquire(max int) int {
+// tryTake takes up to max tokens of sem that are free now, without blocking.
+func tryTake(sem chan struct{}, max int) int {
 	n := 0
 	for n < max {
 		select {
-		case c.slots <- struct{}{}:
+		case sem <- struct{}{}:
 			n++
 		default:
 			return n

@@ -27,6 +27,7 @@ import (
 	"github.com/notifyd/notifyd/internal/providers"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk"
 )
 
 const testChannel = "hooks"
@@ -271,6 +272,16 @@ func (b *bundle) start(o delivery.Options) (*delivery.Engine, *pluginhost.Host) 
 		_ = host.Stop(ctx)
 	})
 	return e, host
+}
+
+// startInProcess starts an engine on cfg whose plugins are the given Go
+// providers, in this process (no plugin binary); it stops with the test.
+func (b *bundle) startInProcess(cfg *config.Config, ps map[string]sdk.Provider) *delivery.Engine {
+	b.t.Helper()
+	p := providers.NewInProcess(ps, b.log)
+	b.t.Cleanup(p.Close)
+	e, _ := b.start(delivery.Options{Config: cfg, Providers: p})
+	return e
 }
 
 func (b *bundle) send(recipient, key string) int64 {

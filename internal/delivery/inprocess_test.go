@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/providers"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -40,20 +37,7 @@ func TestEngine_InProcessProvider(t *testing.T) {
 	cfg := *b.cfg
 	cfg.Channels = map[string]config.Channel{testChannel: {Plugin: "memo"}} // every other setting zero
 	m := &memo{}
-	providers := providers.NewInProcess(map[string]sdk.Provider{"memo": m}, b.log)
-	t.Cleanup(providers.Close)
-	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: providers, Logger: b.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
+	b.startInProcess(&cfg, map[string]sdk.Provider{"memo": m})
 	ok := b.send("somebody", "")
 	bad := b.send("nobody", "")
 	if n := b.wait(ok, 15*time.Second); n.Status != outbox.StatusSent || string(n.Result) != `{"channel": "hooks"}` {

@@ -11,8 +11,6 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/providers"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -77,20 +75,7 @@ func startSendGate(t *testing.T, b *bundle, g *sendGate, concurrency, batch int,
 	ch.Plugin, ch.Config = "gate", nil
 	ch.Concurrency, ch.BatchSize, ch.Timeout = concurrency, batch, timeout
 	cfg.Channels = map[string]config.Channel{testChannel: ch}
-	p := providers.NewInProcess(map[string]sdk.Provider{"gate": g}, b.log)
-	t.Cleanup(p.Close)
-	e, err := delivery.New(delivery.Options{Config: &cfg, Store: b.store, Queue: queue.New(b.rc, b.prefix), Providers: p, Logger: b.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
+	b.startInProcess(&cfg, map[string]sdk.Provider{"gate": g})
 }
 
 // TestEngine_PrefetchWithinConcurrency: a plain plugin's channel claims up

@@ -71,21 +71,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 // acquireSending blocks for one send permit, then takes up to max-1 more
 // that are free now; 0 when ctx ends first.
 func (c *channel) acquireSending(ctx context.Context, max int) int {
-	select {
-	case c.sending <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	n := 1
-	for n < max {
-		select {
-		case c.sending <- struct{}{}:
-			n++
-		default:
-			return n
-		}
-	}
-	return n
+	return takeUpTo(ctx, c.sending, max)
 }
 
 // sendPart is one plugin call for part of a claimed batch (all of it for a
