@@ -133,13 +133,14 @@ func TestEngine_PrefetchWithinConcurrency(t *testing.T) {
 	}
 }
 
-// TestEngine_PrefetchDeadlineFromClaim: a message claimed ahead waits for a
-// send permit, but its send must end within the channel's timeout of its
-// claim (the stale-claim takeover counts on it). With concurrency 1 and the
-// first send hanging until its deadline, the message claimed beside it has
-// no time left: it is not sent, its attempt says why, and it is retried and
-// sent on the next one.
-func TestEngine_PrefetchDeadlineFromClaim(t *testing.T) {
+// TestEngine_PrefetchStartsWithinTimeout: a message claimed ahead waits for
+// a send permit, but its send must start within the channel's timeout of its
+// claim (the stale-claim takeover, after twice the timeout and a lease,
+// counts on it). With concurrency 1 and the first send hanging until its
+// deadline, the message claimed beside it gets its permit a whole timeout
+// after the claim: it is not sent, its attempt says why, and it is retried
+// and sent on the next one.
+func TestEngine_PrefetchStartsWithinTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t, newSink(t, nil))
 	ids := b.sendMany(2, func(int) string { return "someone" }) // written first: one relay, one fetch, one claim

@@ -30,10 +30,13 @@ import (
 // all), each part a call of its own that frees its permits and its slots
 // when it returns; a channel claims up to min(batch_size, concurrency)
 // messages ahead of what is in flight (prefetch), so the next batch's fetch
-// and claim overlap the sends instead of waiting for them. Every part's
-// deadline counts from claimedAt, the batch's claim: a claimed row's send
-// ends within the channel's timeout of its claim whatever it waited for a
-// permit, which staleAfter relies on.
+// and claim overlap the sends instead of waiting for them. A part starts
+// within the channel's timeout of claimedAt, the batch's claim, or is not
+// sent at all, and has the whole timeout from its start: so a claimed row's
+// send ends within twice the timeout of its claim whatever it waited for a
+// permit, which staleAfter relies on, and a wait never shortens a send (a
+// loaded machine's slow call must not time out, and be sent again, because
+// it queued first).
 func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, done chan struct{}) {
 	var wg *sync.WaitGroup
 	if done != nil {
@@ -80,12 +83,12 @@ func (c *channel) acquireSending(ctx context.Context, max int) int {
 func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, wg *sync.WaitGroup) {
 	e := c.e
 	started := e.now()
-	deadline := claimedAt.Add(c.cfg.Timeout)
-	if !deadline.After(started) {
+	deadline := started.Add(c.cfg.Timeout)
+	if started.Sub(claimedAt) >= c.cfg.Timeout {
 		// Waited for a permit the whole timeout (the channel's sends are
 		// all hanging), or the claim itself took it (Postgres stalled): too
-		// late to send within the claim's bound, and not the provider's
-		// failure (the breaker does not hear of it).
+		// late to start within the claim's bound (staleAfter), and not the
+		// provider's failure (the breaker does not hear of it).
 		c.releaseSending(len(batch))
 		c.notSent(batch, claimedAt, fmt.Sprintf("not sent: the channel's timeout (%s) had passed since its claim before a send slot was free", c.cfg.Timeout), wg)
 		return
