@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // repeatedKey finds the first object key given twice in body, a JSON value
@@ -135,9 +137,9 @@ func (s *keyScan) object(t reflect.Type) *Error {
 			}
 			if first != key {
 				return badRequest("%s: key %q repeats %q (field names match whatever their case); give each key once",
-					where, truncate(key, 100), truncate(first, 100))
+					where, wire.Truncate(key, 100), wire.Truncate(first, 100))
 			}
-			return badRequest("%s: key %q is given twice; give each key once", where, truncate(key, 100))
+			return badRequest("%s: key %q is given twice; give each key once", where, wire.Truncate(key, 100))
 		}
 		if seen == nil {
 			seen = map[string]string{}
@@ -230,7 +232,7 @@ func (s *keyScan) where() string {
 		if i > 0 && !strings.HasPrefix(p, "[") {
 			b.WriteByte('.')
 		}
-		b.WriteString(truncate(p, 100))
+		b.WriteString(wire.Truncate(p, 100))
 	}
 	return b.String()
 }

@@ -132,17 +132,3 @@ func join(path, name string) string {
 	}
 	return path + "." + name
 }
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut
-// (the outbox's rule for text it quotes back).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = " …[truncated]"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // ErrInvalid marks an input the store refused before sending it to Postgres
@@ -75,15 +76,6 @@ SELECT count(*) FROM done`, id, attempt, status, reason, outcome).Scan(&n)
 	return n == 1, nil
 }
 
-// Truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = " …[truncated]"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+// Truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut
+// (wire.Truncate: the one rule every door shares).
+func Truncate(s string, n int) string { return wire.Truncate(s, n) }

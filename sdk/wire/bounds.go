@@ -63,6 +63,20 @@ func CheckText(s string) error {
 	return nil
 }
 
+// Truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut:
+// how every door and the outbox quote back text of unbounded length.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = " …[truncated]"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
 // CheckJSON rejects what jsonb cannot hold: invalid JSON, and the \u0000
 // escape that JSON allows but Postgres refuses.
 func CheckJSON(b json.RawMessage) error {
