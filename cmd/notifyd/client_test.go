@@ -26,6 +26,7 @@ import (
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
 )
@@ -84,17 +85,7 @@ channels:
 	}
 	log := hclog.NewNullLogger()
 	if started {
-		d, err := notifyd.Start(testenv.Context(t), cfg, notifyd.Options{Logger: log})
-		if err != nil {
-			t.Fatalf("notifyd.Start: %v", err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := d.Stop(ctx); err != nil {
-				t.Errorf("stop the daemon: %v", err)
-			}
-		})
+		d := testdaemon.Start(t, testenv.Context(t), cfg, notifyd.Options{Logger: log})
 		return &apiBundle{t: t, addr: "http://" + d.Addr().String(), path: path, cfg: cfg, db: db, store: d.Store()}
 	}
 	// The door: the API over a service whose engine and schedules are built

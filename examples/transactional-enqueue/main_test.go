@@ -19,6 +19,7 @@ import (
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
 
@@ -125,15 +126,5 @@ channels:
 		t.Fatal(err)
 	}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
-	d, err := notifyd.Start(context.Background(), cfg, notifyd.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Stop(ctx); err != nil {
-			t.Errorf("stop notifyd: %v", err)
-		}
-	})
+	testdaemon.Start(t, context.Background(), cfg, notifyd.Options{Logger: log})
 }

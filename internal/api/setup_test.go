@@ -29,6 +29,7 @@ import (
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/internal/service"
+	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/sdk/client"
@@ -168,17 +169,7 @@ func (b *bundle) startDaemon(log hclog.Logger) {
 	b.t.Helper()
 	// The overview's counts sampled often, so that a test sees a send in
 	// /v1/channels without waiting out the default interval.
-	d, err := notifyd.Start(b.ctx, b.cfg, notifyd.Options{Logger: log, SampleInterval: 200 * time.Millisecond})
-	if err != nil {
-		b.t.Fatalf("notifyd.Start: %v", err)
-	}
-	b.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Stop(ctx); err != nil {
-			b.t.Errorf("stop the daemon: %v", err)
-		}
-	})
+	d := testdaemon.Start(b.t, b.ctx, b.cfg, notifyd.Options{Logger: log, SampleInterval: 200 * time.Millisecond})
 	b.store, b.engine = d.Store(), d.Engine()
 	b.connect("http://" + d.Addr().String())
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/internal/ui"
 )
@@ -200,18 +201,8 @@ func setup(t testing.TB, opts ...option) *bundle {
 	b.cfg = &cfg
 
 	log := hclog.New(&hclog.LoggerOptions{Name: "uitest", Level: hclog.Warn, Output: testWriter{t}})
-	d, err := notifyd.Start(b.ctx, b.cfg, notifyd.Options{
+	d := testdaemon.Start(t, b.ctx, b.cfg, notifyd.Options{
 		Logger: log, Now: o.now, SampleInterval: o.sample, NoSchedules: o.stillJobs,
-	})
-	if err != nil {
-		t.Fatalf("notifyd.Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Stop(ctx); err != nil {
-			t.Errorf("stop the daemon: %v", err)
-		}
 	})
 	b.d, b.store, b.engine = d, d.Store(), d.Engine()
 	b.url, b.transport = "http://"+d.Addr().String(), http.DefaultTransport
