@@ -68,7 +68,7 @@ func (s *Store) ReplayChannel(ctx context.Context, channel string, after int64, 
 	rows, err := s.pool.Query(ctx, `
 WITH failed AS (
     SELECT id FROM notifications
-     WHERE status = 'FAILED' AND channel = $1 AND id > $3
+     WHERE phase = 3 AND channel = $1 AND id > $3
      ORDER BY channel, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -99,7 +99,7 @@ func (s *Store) PurgeFailed(ctx context.Context, channel string, ids []int64) (i
 	err := s.pool.QueryRow(ctx, `
 WITH purged AS (
     DELETE FROM notifications
-     WHERE status = 'FAILED'
+     WHERE phase = 3
        AND ($1 = '' OR channel = $1)
        AND (coalesce(cardinality($2::bigint[]), 0) = 0 OR id = ANY($2::bigint[]))
     RETURNING id
@@ -126,7 +126,7 @@ func (s *Store) Sweep(ctx context.Context, olderThan time.Time, after int64, lim
 	rows, err := s.pool.Query(ctx, `
 SELECT id, channel, CASE WHEN status = 'QUEUED' THEN next_attempt_at END
   FROM notifications
- WHERE status IN ('QUEUED', 'PROCESSING') AND updated_at < $1 AND id > $2
+ WHERE phase = 1 AND updated_at < $1 AND id > $2
  ORDER BY id
  LIMIT $3`, olderThan, after, limit)
 	if err != nil {

@@ -48,7 +48,7 @@ func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, 
 const relaySQL = `
 WITH due AS (
     SELECT id FROM notifications
-     WHERE status = 'PENDING' AND due_at <= $1
+     WHERE phase = 0 AND due_at <= $1
      ORDER BY due_at, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED

@@ -6,24 +6,25 @@ import (
 	"math"
 )
 
-// listByRecipient is three branches, each matching one partial index, merged
-// newest first: settled rows through notifications_recipient (migration
-// 00003); PENDING rows through notifications_pending_due and QUEUED or
-// PROCESSING rows through notifications_inflight_id, filtered by recipient.
+// listByRecipient is three branches, each matching one partial index (each
+// repeats the index's phase predicate, migration 00014), merged newest first:
+// settled rows through notifications_recipient_bounded; PENDING rows through
+// notifications_pending_due and QUEUED or PROCESSING rows through
+// notifications_inflight_id, filtered by recipient.
 // The last two cost a visit per in-flight row: cheap unless a backlog of
 // millions is waiting, which is the price of not indexing every transition.
 const listByRecipient = `
 (SELECT ` + notificationColumns + ` FROM notifications
-  WHERE status IN ('SENT', 'FAILED', 'CANCELLED') AND octet_length(recipient) <= 1024
+  WHERE phase >= 2 AND octet_length(recipient) <= 1024
     AND recipient COLLATE "C" = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 UNION ALL
 (SELECT ` + notificationColumns + ` FROM notifications
-  WHERE status = 'PENDING' AND recipient = $1 AND id < $2
+  WHERE phase = 0 AND recipient = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 UNION ALL
 (SELECT ` + notificationColumns + ` FROM notifications
-  WHERE status IN ('QUEUED', 'PROCESSING') AND recipient = $1 AND id < $2
+  WHERE phase = 1 AND recipient = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 ORDER BY id DESC LIMIT $3`
 

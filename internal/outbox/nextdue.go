@@ -13,7 +13,7 @@ import (
 // Uses notifications_pending_due.
 func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 	var t pgtype.Timestamptz
-	if err := s.pool.QueryRow(ctx, `SELECT min(due_at) FROM notifications WHERE status = 'PENDING'`).Scan(&t); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT min(due_at) FROM notifications WHERE phase = 0`).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("read next due time: %w", err)
 	}
 	if !t.Valid {
@@ -28,7 +28,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 func (s *Store) FirstDue(ctx context.Context, now time.Time) (int64, error) {
 	var id int64
 	err := s.pool.QueryRow(ctx, `
-SELECT coalesce((SELECT id FROM notifications WHERE status = 'PENDING' AND due_at <= $1
+SELECT coalesce((SELECT id FROM notifications WHERE phase = 0 AND due_at <= $1
                   ORDER BY due_at, id LIMIT 1), 0)`, now).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("read the first due notification: %w", err)

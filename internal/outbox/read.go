@@ -150,11 +150,11 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
 	// Two statements rather than ($1 = '' OR channel = $1), so each plan has
 	// its own index: notifications_failed_channel or notifications_failed_id.
 	sql := `SELECT ` + notificationColumns + ` FROM notifications
- WHERE status = 'FAILED' AND channel = $1 AND id > $2 ORDER BY channel, id LIMIT $3`
+ WHERE phase = 3 AND channel = $1 AND id > $2 ORDER BY channel, id LIMIT $3`
 	args := []any{channel, after, limit}
 	if channel == "" {
 		sql = `SELECT ` + notificationColumns + ` FROM notifications
- WHERE status = 'FAILED' AND id > $1 ORDER BY id LIMIT $2`
+ WHERE phase = 3 AND id > $1 ORDER BY id LIMIT $2`
 		args = []any{after, limit}
 	}
 	rows, err := s.pool.Query(ctx, sql, args...)

@@ -289,7 +289,7 @@ func (s *Service) CancelJob(ctx context.Context, id int64) (wire.Job, int64, err
 		// job CANCELLED and inserts nothing.
 		tag, err := tx.Exec(ctx, `
 			UPDATE notifications SET status = 'CANCELLED', updated_at = $2
-			WHERE job_id = $1 AND status = 'PENDING'`, id, now)
+			WHERE phase = 0 AND job_id = $1`, id, now)
 		cancelled = tag.RowsAffected()
 		return err
 	})
