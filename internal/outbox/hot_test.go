@@ -69,7 +69,7 @@ SELECT i.relname, a.attname
 	// A backend reports its counts when it goes idle, within about ten
 	// seconds: wait for all 3n updates to be counted.
 	var upd, hot int64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		err := b.db.Pool.QueryRow(b.ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
 			WHERE relid = 'notifications'::regclass`).Scan(&upd, &hot)
 		if err != nil {
@@ -79,7 +79,7 @@ SELECT i.relname, a.attname
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s the statistics count %d updates of notifications (%d HOT), want %d", upd, hot, 3*n)
+			t.Fatalf("after 60 s the statistics count %d updates of notifications (%d HOT), want %d", upd, hot, 3*n)
 		}
 	}
 	if upd != 3*n || hot != 2*n {
@@ -130,7 +130,7 @@ func TestStore_StateQueriesReadTheirPartialIndexes(t *testing.T) {
 		"notifications_failed_channel": 1,
 		"notifications_failed_id":      1,
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		after := indexScans(t, b)
 		short := ""
@@ -143,7 +143,7 @@ func TestStore_StateQueriesReadTheirPartialIndexes(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s, index scans counted:%s", short)
+			t.Fatalf("after 60 s, index scans counted:%s", short)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
