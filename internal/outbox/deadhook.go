@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Dead-letter hooks (migration 9): triggers write a dead_letter_events row
@@ -155,9 +157,9 @@ func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLett
 				done = append(done, it.event)
 				continue
 			}
-			it.d.Recipient = Truncate(it.d.Recipient, hookRecipientLen)
-			it.d.IdempotencyKey = Truncate(it.d.IdempotencyKey, hookKeyLen)
-			it.d.Error = Truncate(it.d.Error, hookErrorLen)
+			it.d.Recipient = wire.Truncate(it.d.Recipient, hookRecipientLen)
+			it.d.IdempotencyKey = wire.Truncate(it.d.IdempotencyKey, hookKeyLen)
+			it.d.Error = wire.Truncate(it.d.Error, hookErrorLen)
 			if it.enc, err = json.Marshal(it.d); err != nil {
 				rows.Close()
 				return err
@@ -246,7 +248,7 @@ func (s *Store) tellSplit(ctx context.Context, tx pgx.Tx, h DeadLetterHook, item
 	case !IsRowError(err):
 		return err
 	case len(items) == 1:
-		res.Untold = append(res.Untold, UntoldDeadLetter{ID: items[0].d.ID, Reason: Truncate(err.Error(), MaxErrorLen)})
+		res.Untold = append(res.Untold, UntoldDeadLetter{ID: items[0].d.ID, Reason: wire.Truncate(err.Error(), MaxErrorLen)})
 		return nil
 	}
 	half := len(items) / 2

@@ -54,7 +54,7 @@ func (s *Store) Finish(ctx context.Context, id int64, attempt int, status, reaso
 	if status == StatusSent {
 		outcome = OutcomeSuccess
 	}
-	reason = Truncate(cleanText(reason), MaxErrorLen)
+	reason = wire.Truncate(cleanText(reason), MaxErrorLen)
 	var n int
 	err := s.pool.QueryRow(ctx, `
 WITH done AS (
@@ -75,7 +75,3 @@ SELECT count(*) FROM done`, id, attempt, status, reason, outcome).Scan(&n)
 	}
 	return n == 1, nil
 }
-
-// Truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut
-// (wire.Truncate: the one rule every door shares).
-func Truncate(s string, n int) string { return wire.Truncate(s, n) }

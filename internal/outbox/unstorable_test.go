@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -26,18 +25,6 @@ func TestIsRowError(t *testing.T) {
 	}
 	if !outbox.IsRowError(fmt.Errorf("settle: %w", outbox.ErrInvalid)) {
 		t.Error("IsRowError(ErrInvalid) = false, want true")
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	t.Parallel()
-	if got := outbox.Truncate("short", 10); got != "short" {
-		t.Errorf("Truncate(short) = %q", got)
-	}
-	long := strings.Repeat("가", 100) // 3 bytes a rune
-	got := outbox.Truncate(long, 50)
-	if len(got) > 50 || !utf8.ValidString(got) || !strings.HasSuffix(got, "[truncated]") {
-		t.Errorf("Truncate = %q (%d bytes), want ≤ 50 valid UTF-8 bytes ending in the mark", got, len(got))
 	}
 }
 

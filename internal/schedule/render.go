@@ -17,6 +17,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Bounds of payload templates. A template runs once per recipient over data
@@ -259,12 +260,12 @@ func checkRecipient(r string) string {
 // idempotency key made from a hash of the whole, so two long recipients
 // never share a key and re-running the chunk makes no second row.
 func failedFor(recipient, reason string) failedRow {
-	f := failedRow{recipient: recipient, keySuffix: recipient, reason: outbox.Truncate(reason, outbox.MaxErrorLen)}
+	f := failedRow{recipient: recipient, keySuffix: recipient, reason: wire.Truncate(reason, outbox.MaxErrorLen)}
 	if checkRecipient(recipient) != "" {
 		sum := sha256.Sum256([]byte(recipient))
 		f.keySuffix = "sha256:" + hex.EncodeToString(sum[:])
 		clean := strings.ReplaceAll(strings.ToValidUTF8(recipient, "\uFFFD"), "\x00", "\uFFFD")
-		f.recipient = outbox.Truncate(clean, outbox.MaxRecipientLen)
+		f.recipient = wire.Truncate(clean, outbox.MaxRecipientLen)
 	}
 	return f
 }

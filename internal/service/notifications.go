@@ -73,7 +73,7 @@ func (s *Service) Notification(ctx context.Context, id int64) (wire.Notification
 func (s *Service) NotificationByKey(ctx context.Context, key string) (wire.NotificationInfo, error) {
 	n, err := s.store.GetByIdempotencyKey(ctx, key)
 	if errors.Is(err, outbox.ErrNotFound) {
-		return wire.NotificationInfo{}, refuse(NotFound, "no notification has the idempotency key %q", outbox.Truncate(key, 100))
+		return wire.NotificationInfo{}, refuse(NotFound, "no notification has the idempotency key %q", wire.Truncate(key, 100))
 	}
 	if err != nil {
 		return wire.NotificationInfo{}, fmt.Errorf("read notification by idempotency key: %w", err)

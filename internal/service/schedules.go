@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/schedule"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -97,7 +96,7 @@ func (s *Service) RunSchedule(ctx context.Context, name string, req wire.RunRequ
 	default:
 		t, err := time.Parse(time.RFC3339, req.FireTime)
 		if err != nil {
-			return wire.Job{}, refuse(Invalid, "fire_time: %q is not an RFC 3339 time (2026-11-25T08:00:00+09:00) or \"last\"", outbox.Truncate(req.FireTime, 64))
+			return wire.Job{}, refuse(Invalid, "fire_time: %q is not an RFC 3339 time (2026-11-25T08:00:00+09:00) or \"last\"", wire.Truncate(req.FireTime, 64))
 		}
 		o.FireTime = t
 	}

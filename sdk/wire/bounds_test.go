@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestNumberChars(t *testing.T) {
@@ -121,4 +122,16 @@ func FuzzJSONReadBack(f *testing.F) {
 			t.Fatalf("JSONReadBack(%q) = %d, below its numbers' %d characters", b, size, sum)
 		}
 	})
+}
+
+func TestTruncate(t *testing.T) {
+	t.Parallel()
+	if got := Truncate("short", 10); got != "short" {
+		t.Errorf("Truncate(short) = %q", got)
+	}
+	long := strings.Repeat("가", 100) // 3 bytes a rune
+	got := Truncate(long, 50)
+	if len(got) > 50 || !utf8.ValidString(got) || !strings.HasSuffix(got, "[truncated]") {
+		t.Errorf("Truncate = %q (%d bytes), want ≤ 50 valid UTF-8 bytes ending in the mark", got, len(got))
+	}
 }
