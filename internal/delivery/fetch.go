@@ -52,12 +52,6 @@ func (c *channel) acquire(ctx context.Context, n int) int {
 	return n
 }
 
-// acquireUpTo blocks for one slot, then takes up to max-1 more that are free.
-func (c *channel) acquireUpTo(ctx context.Context, max int) int { return takeUpTo(ctx, c.slots, max) }
-
-// tryAcquire takes up to max slots that are free now, without blocking.
-func (c *channel) tryAcquire(max int) int { return tryTake(c.slots, max) }
-
 // takeUpTo blocks for one token of sem (a counting semaphore: a token is a
 // value sent into it), then takes up to max-1 more that are free now; 0 when
 // ctx ends first.
@@ -100,7 +94,7 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			sleepCtx(ctx, wait)
 			continue
 		}
-		n := c.acquireUpTo(ctx, c.slotsFor(allowed))
+		n := takeUpTo(ctx, c.slots, c.slotsFor(allowed))
 		if n == 0 {
 			c.refund(allowed)
 			return
@@ -160,7 +154,7 @@ func (c *channel) fetch(ctx context.Context, q string, n, max int) (ids []int64,
 	}
 	more := max - 1
 	if !c.batching {
-		if more = c.tryAcquire(max - 1); more == 0 {
+		if more = tryTake(c.slots, max-1); more == 0 {
 			return ids, 1, nil
 		}
 	}

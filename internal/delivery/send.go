@@ -52,7 +52,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 		return
 	}
 	for rest := batch; len(rest) > 0; {
-		k := c.acquireSending(ctx, len(rest))
+		k := takeUpTo(ctx, c.sending, len(rest)) // send permits
 		if k == 0 {
 			// Stopping before these had a permit: never sent, retried.
 			c.notSent(rest, claimedAt, "not sent: notifyd stopped before a send slot was free", wg)
@@ -69,12 +69,6 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 			c.sendPart(ctx, part, claimedAt, wg)
 		}()
 	}
-}
-
-// acquireSending blocks for one send permit, then takes up to max-1 more
-// that are free now; 0 when ctx ends first.
-func (c *channel) acquireSending(ctx context.Context, max int) int {
-	return takeUpTo(ctx, c.sending, max)
 }
 
 // sendPart is one plugin call for part of a claimed batch (all of it for a
