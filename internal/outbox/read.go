@@ -51,7 +51,9 @@ type Attempt struct {
 func (a Attempt) Duration() time.Duration { return a.FinishedAt.Sub(a.StartedAt) }
 
 // The payload and result are read back only within their bounds, measured in
-// Postgres (a scalar subquery prints each once): jsonb keeps 1e100000 in a
+// Postgres, each walked and printed once (its subqueries kept apart by OFFSET
+// 0: a plain one is flattened into every place that reads its column, which
+// printed the payload three times and walked it five): jsonb keeps 1e100000 in a
 // few bytes and prints 100,001 digits, so a row written past the enqueue
 // checks could otherwise make one GET megabytes (docs/design.md §10). Past
 // the bound the column reads as a note of its size.
@@ -63,10 +65,11 @@ const (
 	        WHEN x.t IS NULL OR octet_length(x.t) <= 1048576 THEN x.t
 	        ELSE json_build_object('notifyd_omitted', format('the payload reads back as %s bytes, over the 1048576-byte bound', octet_length(x.t)))::text END
 	   FROM (SELECT b.big, CASE WHEN NOT b.big THEN payload::text END AS t
-	           FROM (SELECT coalesce(jsonb_path_exists(payload, '` + expandingNumber + `'), false) AS big) b) x)`
+	           FROM (SELECT coalesce(jsonb_path_exists(payload, '` + expandingNumber + `'), false) AS big OFFSET 0) b
+	         OFFSET 0) x)`
 	boundedResult = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 4194304 THEN x.t
 	        ELSE json_build_object('notifyd_omitted', format('the result reads back as %s bytes, over the 4194304-byte bound', octet_length(x.t)))::text END
-	   FROM (SELECT result::text AS t) x)`
+	   FROM (SELECT result::text AS t OFFSET 0) x)`
 )
 
 // The literals above are MaxPayloadBytes and MaxResultBytes.
