@@ -123,37 +123,7 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 			state         string
 			read, skipped int
 		)
-		// The LIMIT is a literal, as in topicAudience.fetch.
-		err := conn.QueryRow(ctx, `
-			WITH page AS (
-				SELECT ts.subscriber_id AS id,
-				       CASE WHEN octet_length(s.addresses ->> $2) <= `+strconv.Itoa(outbox.MaxRecipientLen)+`
-				            THEN nullif(s.addresses ->> $2, '') END AS r
-				FROM (SELECT subscriber_id FROM topic_subscriptions
-				      WHERE topic = $1 AND subscriber_id > $3
-				      ORDER BY subscriber_id LIMIT `+strconv.Itoa(size)+`) ts
-				JOIN subscribers s ON s.id = ts.subscriber_id),
-			stats AS (
-				SELECT count(*)::int AS n, (count(*) - count(r))::int AS skipped, max(id)::text AS last,
-				       count(*) < `+strconv.Itoa(size)+` AS last_chunk
-				FROM page),
-			job AS (
-				UPDATE jobs SET cursor = coalesce((SELECT last FROM stats), cursor),
-				       done = done + (SELECT n FROM stats), skipped = skipped + (SELECT skipped FROM stats),
-				       heartbeat_at = $4, updated_at = $4,
-				       state = CASE WHEN (SELECT last_chunk FROM stats) THEN 'DONE' ELSE state END,
-				       finished_at = CASE WHEN (SELECT last_chunk FROM stats) THEN $4::timestamptz END,
-				       owner = CASE WHEN (SELECT last_chunk FROM stats) THEN NULL ELSE owner END
-				WHERE id = $5 AND owner = $6 AND state = 'RUNNING' AND coalesce(cursor, '') = $7
-				RETURNING cursor, state),
-			ins AS (
-				INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
-				                           created_at, updated_at)
-				SELECT $8, r, $9::jsonb, $10 || r, 'PENDING', $11, $5, $4, $4
-				FROM page
-				WHERE r IS NOT NULL AND EXISTS (SELECT 1 FROM job)
-				ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING)
-			SELECT job.cursor, job.state, stats.n, stats.skipped FROM job, stats`,
+		err := conn.QueryRow(ctx, materialiseChunkSQL(size),
 			a.topic, a.channel, after, s.now(), job.ID, s.owner, job.Cursor,
 			job.Channel, static, job.idempotencyPrefix(), job.dueAt()).Scan(&cursor, &state, &read, &skipped)
 		switch {
@@ -267,4 +237,45 @@ func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *j
 	c.recipients, c.payloads = keep, keepP
 	s.log.Error("rows of a chunk could not be stored; recorded them FAILED", "job", job.ID, "rows", len(bad))
 	return c, nil
+}
+
+// materialiseChunkSQL is one chunk of materialiseInDB: $1 the topic, $2 the
+// channel, $3 the last subscriber id read, $4 now, $5 the job, $6 its owner,
+// $7 its cursor, $8 the channel inserted, $9 the payload, $10 the
+// idempotency-key prefix, $11 the due time. The LIMIT is a literal, as in
+// topicAudience.fetch.
+func materialiseChunkSQL(size int) string {
+	return `
+		WITH page AS (
+			SELECT ts.subscriber_id AS id,
+			       CASE WHEN octet_length(a.v) <= ` + strconv.Itoa(outbox.MaxRecipientLen) + `
+			            THEN nullif(a.v, '') END AS r
+			FROM (SELECT subscriber_id FROM topic_subscriptions
+			      WHERE topic = $1 AND subscriber_id > $3
+			      ORDER BY subscriber_id LIMIT ` + strconv.Itoa(size) + `) ts
+			JOIN subscribers s ON s.id = ts.subscriber_id
+			-- The address printed once (OFFSET 0 keeps a from being
+			-- flattened into both reads of a.v).
+			CROSS JOIN LATERAL (SELECT s.addresses ->> $2 OFFSET 0) a(v)),
+		stats AS (
+			SELECT count(*)::int AS n, (count(*) - count(r))::int AS skipped, max(id)::text AS last,
+			       count(*) < ` + strconv.Itoa(size) + ` AS last_chunk
+			FROM page),
+		job AS (
+			UPDATE jobs SET cursor = coalesce((SELECT last FROM stats), cursor),
+			       done = done + (SELECT n FROM stats), skipped = skipped + (SELECT skipped FROM stats),
+			       heartbeat_at = $4, updated_at = $4,
+			       state = CASE WHEN (SELECT last_chunk FROM stats) THEN 'DONE' ELSE state END,
+			       finished_at = CASE WHEN (SELECT last_chunk FROM stats) THEN $4::timestamptz END,
+			       owner = CASE WHEN (SELECT last_chunk FROM stats) THEN NULL ELSE owner END
+			WHERE id = $5 AND owner = $6 AND state = 'RUNNING' AND coalesce(cursor, '') = $7
+			RETURNING cursor, state),
+		ins AS (
+			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+			                           created_at, updated_at)
+			SELECT $8, r, $9::jsonb, $10 || r, 'PENDING', $11, $5, $4, $4
+			FROM page
+			WHERE r IS NOT NULL AND EXISTS (SELECT 1 FROM job)
+			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING)
+		SELECT job.cursor, job.state, stats.n, stats.skipped FROM job, stats`
 }
