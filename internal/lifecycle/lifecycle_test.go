@@ -12,7 +12,8 @@ import (
 )
 
 // part records its start and stop in a shared log; stop blocks until its
-// context ends when slow is set.
+// context ends when slow is set. stopping, when set, is closed as Stop
+// begins.
 type part struct {
 	name     string
 	log      *[]string
@@ -21,6 +22,7 @@ type part struct {
 	slow     bool
 	killed   bool
 	stopCtx  context.Context
+	stopping chan struct{}
 }
 
 func (p *part) Start(context.Context) error {
@@ -30,6 +32,9 @@ func (p *part) Start(context.Context) error {
 
 func (p *part) Stop(ctx context.Context) error {
 	p.stopCtx = ctx
+	if p.stopping != nil {
+		close(p.stopping)
+	}
 	if p.slow {
 		<-ctx.Done()
 		p.record("stop " + p.name + " (late)")
@@ -112,6 +117,7 @@ func TestGroup(t *testing.T) {
 		})
 		engine := killable{mk("engine")}
 		engine.slow = true
+		engine.stopping = make(chan struct{})
 		if err := g.Start(ctx, "engine", engine); err != nil {
 			t.Fatal(err)
 		}
@@ -123,17 +129,16 @@ func TestGroup(t *testing.T) {
 		stopCtx, cancel := context.WithTimeout(ctx, time.Hour)
 		defer cancel()
 		// The engine's own stop context is the group's: end it once the
-		// engine is waiting on it (the API's bound ended long before).
+		// engine is waiting on it (the API's bound ended long before). Not
+		// sooner: a group whose context has already ended gives the next
+		// step a fresh Grace instead (a rehearsal under CPU burners once
+		// cancelled between the API's stop and the engine's, when the
+		// test waited for the API's "stop api (late)" instead).
 		go func() {
-			for {
-				mu.Lock()
-				n := len(log)
-				mu.Unlock()
-				if n >= 3 { // start engine, start api, stop api (late)
-					cancel()
-					return
-				}
-				time.Sleep(time.Millisecond)
+			select {
+			case <-engine.stopping:
+				cancel()
+			case <-stopCtx.Done():
 			}
 		}()
 		err := g.Stop(stopCtx)
