@@ -377,10 +377,35 @@ func TestTokenKeeper(t *testing.T) {
 			t.Fatalf("%d token requests, want %d", got, want)
 		}
 	}
+	// applied waits until the keeper has stored the token of refresh n: the
+	// fake counts the request as it arrives, and advancing the clock before
+	// the keeper stored the answer would date the new token's expiry from
+	// the later time (a rehearsal beside CPU burners did: 1 refresh, want 2).
+	ts := s.(*sender).tokens
+	applied := func(n uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ts.mu.Lock()
+			gen := ts.gen
+			ts.mu.Unlock()
+			if gen >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the keeper stored %d refreshed tokens, want %d", gen, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	ts.mu.Lock()
+	gen0 := ts.gen
+	ts.mu.Unlock()
 	time.Sleep(50 * time.Millisecond)
 	waitRefreshes(0) // the config's token is young: nothing yet
 	b.clock.Advance(accessLifetime - refreshAhead + time.Second)
 	waitRefreshes(1)
+	applied(gen0 + 1)
 	time.Sleep(50 * time.Millisecond)
 	waitRefreshes(1) // the new token is good for hours (the fake's expires_in: 12 h)
 	b.clock.Advance(6 * time.Hour)
@@ -388,6 +413,7 @@ func TestTokenKeeper(t *testing.T) {
 	waitRefreshes(1)
 	b.clock.Advance(6 * time.Hour)
 	waitRefreshes(2)
+	applied(gen0 + 2)
 	if v := b.send(s, "", textPayload); v.Outcome != sdk.OutcomeSuccess {
 		t.Errorf("send with the kept token: %v %q", v.Outcome, v.Detail)
 	}
