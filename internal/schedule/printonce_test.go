@@ -21,7 +21,7 @@ func TestReads_PrintEachValueOnce(t *testing.T) {
 		name, query, needle string
 		args                []any
 	}{
-		{"get subscriber: attributes", getSubscriberSQL, "attributes)::text", []any{"u1", MaxDataReadBytes}},
+		{"get subscriber: attributes", getSubscriberSQL, "attributes)::text", []any{"u1"}},
 		{"topic page: attributes", topicPageSQL(1000), "attributes)::text", []any{"quiz-topic", "quiz", int64(0)}},
 		{"audience query: data", query.first + "1000", "data))::text", nil},
 		{"audience query, next page: data", query.next + "1000", "data))::text", []any{"7"}},

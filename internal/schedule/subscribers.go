@@ -216,14 +216,14 @@ func cmpMap[V any](m map[string]V) map[string]V {
 	return m
 }
 
-// getSubscriberSQL: $1 the external id, $2 MaxDataReadBytes. The attributes
-// are printed once (a, kept apart by OFFSET 0, as boundedDataJoin's d) and
-// read back only within the bound.
-const getSubscriberSQL = `
-		SELECT external_id, addresses, CASE WHEN octet_length(a.t) <= $2 THEN a.t END, octet_length(a.t),
+// getSubscriberSQL: $1 the external id. The attributes are read as an
+// audience's data is (boundedDataCols, boundedDataJoin): printed once, read
+// back only within MaxDataReadBytes.
+var getSubscriberSQL = `
+		SELECT external_id, addresses, ` + boundedDataCols + `,
 		       created_at, updated_at,
 		       coalesce((SELECT array_agg(topic ORDER BY topic) FROM topic_subscriptions WHERE subscriber_id = s.id), '{}')
-		FROM subscribers s CROSS JOIN LATERAL (SELECT s.attributes::text OFFSET 0) a(t) WHERE external_id = $1`
+		FROM subscribers s` + boundedDataJoin("s.attributes") + `WHERE external_id = $1`
 
 // GetSubscriber returns a subscriber with every topic it is in (an empty
 // list when none); ErrNotFound if there is none.
@@ -233,7 +233,7 @@ func (s *Service) GetSubscriber(ctx context.Context, externalID string) (wire.Su
 		addrs, attrs []byte
 		attrsLen     *int
 	)
-	err := s.pool.QueryRow(ctx, getSubscriberSQL, externalID, MaxDataReadBytes).
+	err := s.pool.QueryRow(ctx, getSubscriberSQL, externalID).
 		Scan(&sub.ExternalID, &addrs, &attrs, &attrsLen, &sub.CreatedAt, &sub.UpdatedAt, &sub.Topics)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wire.Subscriber{}, fmt.Errorf("subscriber %q: %w", externalID, ErrNotFound)
