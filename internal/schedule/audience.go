@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -22,8 +23,15 @@ type querier interface {
 // recipientRow is one audience member as read from the database.
 type recipientRow struct {
 	recipient string
-	ok        bool   // false: no address on the channel (topic) or NULL recipient (query): skipped
-	data      []byte // JSON, nil when there is none
+	ok        bool // false: no address on the channel (topic) or NULL recipient (query): skipped
+	// overLen is the recipient's length in bytes when it reads back past
+	// MaxRecipientLen (0 when it does not); recipient then holds only its
+	// first MaxRecipientLen characters and overSum the hex SHA-256 of the
+	// whole, both computed in Postgres: however long an address a row
+	// holds, this process reads at most 4 × MaxRecipientLen bytes of it.
+	overLen int64
+	overSum string
+	data    []byte // JSON, nil when there is none
 	// dataProblem says why data was not read ("" when it was): it reads
 	// back past MaxDataReadBytes. That recipient is FAILED with it.
 	dataProblem string
@@ -41,6 +49,49 @@ const boundedDataCols = `CASE WHEN octet_length(d.t) <= 131072 THEN d.t END, oct
 func boundedDataJoin(expr string) string {
 	return ` CROSS JOIN LATERAL (SELECT (` + expr + `)::text AS t OFFSET 0) d `
 }
+
+// boundedRecipientCols reads the recipient text v (a column of a subquery
+// fenced with OFFSET 0, so it is printed once) within MaxRecipientLen: the
+// whole when it fits, else its first MaxRecipientLen characters, its length
+// in bytes and the hex SHA-256 of the whole, which the FAILED row's
+// idempotency key is made from (failedFor).
+func boundedRecipientCols(v string) string {
+	n := strconv.Itoa(outbox.MaxRecipientLen)
+	return `CASE WHEN octet_length(` + v + `) <= ` + n + ` THEN ` + v + ` ELSE left(` + v + `, ` + n + `) END, ` +
+		`CASE WHEN octet_length(` + v + `) > ` + n + ` THEN octet_length(` + v + `)::bigint END, ` +
+		`CASE WHEN octet_length(` + v + `) > ` + n + ` THEN encode(sha256(convert_to(` + v + `, 'UTF8')), 'hex') END`
+}
+
+// scanRecipient fills r's recipient from boundedRecipientCols' three.
+func (r *recipientRow) scanRecipient(text *string, overLen *int64, overSum *string) {
+	if text == nil || *text == "" {
+		return
+	}
+	r.recipient, r.ok = *text, true
+	if overLen != nil && overSum != nil {
+		r.overLen, r.overSum = *overLen, *overSum
+	}
+}
+
+// problem says why the recipient cannot be stored as one ("" when it can).
+func (r *recipientRow) problem() string {
+	if r.overLen > 0 {
+		return fmt.Sprintf("recipient is %d bytes long, at most %d (stored cut here)", r.overLen, outbox.MaxRecipientLen)
+	}
+	return checkRecipient(r.recipient)
+}
+
+// failed is the FAILED notification of this member, with reason.
+func (r *recipientRow) failed(reason string) failedRow {
+	if r.overLen > 0 {
+		return failedForSum(r.recipient, r.overSum, reason)
+	}
+	return failedFor(r.recipient, reason)
+}
+
+// maxKeyLen bounds an audience query's key column as it reads back: the key
+// is the job's cursor, stored and sent back with every chunk.
+const maxKeyLen = 1024
 
 func dataProblem(data []byte, n *int) string {
 	if data != nil || n == nil {
@@ -96,11 +147,12 @@ func (a topicAudience) count(ctx context.Context, q querier) (int64, error) {
 // channel (the address read), $3 the last subscriber id read.
 func topicPageSQL(limit int) string {
 	return `
-		SELECT ts.subscriber_id, s.addresses ->> $2, ` + boundedDataCols + `
+		SELECT ts.subscriber_id, ` + boundedRecipientCols("a.v") + `, ` + boundedDataCols + `
 		FROM (SELECT subscriber_id FROM topic_subscriptions
 		      WHERE topic = $1 AND subscriber_id > $3
 		      ORDER BY subscriber_id LIMIT ` + strconv.Itoa(limit) + `) ts
-		JOIN subscribers s ON s.id = ts.subscriber_id` + boundedDataJoin("s.attributes") + `
+		JOIN subscribers s ON s.id = ts.subscriber_id
+		CROSS JOIN LATERAL (SELECT s.addresses ->> $2 OFFSET 0) a(v)` + boundedDataJoin("s.attributes") + `
 		ORDER BY ts.subscriber_id`
 }
 
@@ -125,17 +177,17 @@ func (a topicAudience) fetch(ctx context.Context, q querier, cursor string, limi
 	var (
 		id      int64
 		addr    *string
+		addrLen *int64
+		addrSum *string
 		data    []byte
 		dataLen *int
 	)
 	for rows.Next() {
-		if err := rows.Scan(&id, &addr, &data, &dataLen); err != nil {
+		if err := rows.Scan(&id, &addr, &addrLen, &addrSum, &data, &dataLen); err != nil {
 			return chunk{}, fmt.Errorf("read topic %q: %w", a.topic, err)
 		}
 		r := recipientRow{data: data, dataProblem: dataProblem(data, dataLen)}
-		if addr != nil && *addr != "" {
-			r.recipient, r.ok = *addr, true
-		}
+		r.scanRecipient(addr, addrLen, addrSum)
 		c.rows = append(c.rows, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -169,7 +221,13 @@ func (a *queryAudience) build(k, data string) {
 	// The key travels as text both ways: read as k::text, and sent back as a
 	// text-format parameter that Postgres parses as the key's own type, so
 	// any orderable key (bigint, uuid, text, timestamptz) pages correctly.
-	sel := `SELECT q.recipient::text, ` + boundedDataCols + `, q.` + k + `::text FROM (` + a.query + `) q` + boundedDataJoin(data)
+	// The recipient and the key are printed once, in v (OFFSET 0), and read
+	// back within their bounds: the recipient by boundedRecipientCols, the
+	// key only when it is at most maxKeyLen bytes (its length always).
+	sel := `SELECT ` + boundedRecipientCols("v.r") + `, ` + boundedDataCols +
+		`, CASE WHEN octet_length(v.k) <= ` + strconv.Itoa(maxKeyLen) + ` THEN v.k END, octet_length(v.k)` +
+		` FROM (` + a.query + `) q CROSS JOIN LATERAL (SELECT q.recipient::text, q.` + k + `::text OFFSET 0) v(r, k)` +
+		boundedDataJoin(data)
 	// The chunk size is appended as a literal (see topicAudience.fetch).
 	a.first = sel + `ORDER BY q.` + k + ` LIMIT `
 	a.next = sel + `WHERE q.` + k + ` > $1 ORDER BY q.` + k + ` LIMIT `
@@ -233,21 +291,26 @@ func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, lim
 	c := chunk{rows: make([]recipientRow, 0, limit)}
 	var (
 		rcpt    *string
+		rcptLen *int64
+		rcptSum *string
 		data    []byte
 		dataLen *int
 		key     *string
+		keyLen  *int
 	)
 	for rows.Next() {
-		if err := rows.Scan(&rcpt, &data, &dataLen, &key); err != nil {
+		if err := rows.Scan(&rcpt, &rcptLen, &rcptSum, &data, &dataLen, &key, &keyLen); err != nil {
 			return chunk{}, fmt.Errorf("read audience query: %w", err)
+		}
+		if key == nil && keyLen != nil {
+			return chunk{}, permanent(fmt.Errorf("audience query returned a %s of %d bytes, over the %d-byte bound: the key column is the run's cursor, a short orderable value such as an id",
+				a.key, *keyLen, maxKeyLen))
 		}
 		if key == nil {
 			return chunk{}, permanent(fmt.Errorf("audience query returned a NULL %s: the key column must not be NULL", a.key))
 		}
 		r := recipientRow{data: data, dataProblem: dataProblem(data, dataLen)}
-		if rcpt != nil && *rcpt != "" {
-			r.recipient, r.ok = *rcpt, true
-		}
+		r.scanRecipient(rcpt, rcptLen, rcptSum)
 		c.rows = append(c.rows, r)
 		c.lastKey = *key
 	}

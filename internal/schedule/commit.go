@@ -119,13 +119,13 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 			}
 		}
 		var (
-			cursor        *string
-			state         string
-			read, skipped int
+			cursor                *string
+			state                 string
+			read, skipped, failed int
 		)
 		err := conn.QueryRow(ctx, materialiseChunkSQL(size),
 			a.topic, a.channel, after, s.now(), job.ID, s.owner, job.Cursor,
-			job.Channel, static, job.idempotencyPrefix(), job.dueAt()).Scan(&cursor, &state, &read, &skipped)
+			job.Channel, static, job.idempotencyPrefix(), job.dueAt()).Scan(&cursor, &state, &read, &skipped, &failed)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return errDeposed
@@ -137,6 +137,7 @@ func (s *Service) materialiseInDB(ctx context.Context, conn *pgxpool.Conn, job *
 		}
 		job.Done += int64(read)
 		job.Skipped += int64(skipped)
+		job.Failed += int64(failed)
 		job.State = state
 		if s.afterChunk != nil {
 			if err := s.afterChunk(job.ID, n+1); err != nil {
@@ -245,25 +246,31 @@ func (s *Service) isolateBadRows(ctx context.Context, conn *pgxpool.Conn, job *j
 // idempotency-key prefix, $11 the due time. The LIMIT is a literal, as in
 // topicAudience.fetch.
 func materialiseChunkSQL(size int) string {
+	n := strconv.Itoa(outbox.MaxRecipientLen)
 	return `
 		WITH page AS (
 			SELECT ts.subscriber_id AS id,
-			       CASE WHEN octet_length(a.v) <= ` + strconv.Itoa(outbox.MaxRecipientLen) + `
-			            THEN nullif(a.v, '') END AS r
+			       CASE WHEN octet_length(a.v) <= ` + n + ` THEN nullif(a.v, '') END AS r,
+			       octet_length(a.v) > ` + n + ` AS long,
+			       CASE WHEN octet_length(a.v) > ` + n + ` THEN left(a.v, ` + strconv.Itoa(outbox.MaxRecipientLen/4) + `) END AS cut,
+			       CASE WHEN octet_length(a.v) > ` + n + ` THEN encode(sha256(convert_to(a.v, 'UTF8')), 'hex') END AS sum,
+			       octet_length(a.v) AS len
 			FROM (SELECT subscriber_id FROM topic_subscriptions
 			      WHERE topic = $1 AND subscriber_id > $3
 			      ORDER BY subscriber_id LIMIT ` + strconv.Itoa(size) + `) ts
 			JOIN subscribers s ON s.id = ts.subscriber_id
 			-- The address printed once (OFFSET 0 keeps a from being
-			-- flattened into both reads of a.v).
+			-- flattened into every read of a.v).
 			CROSS JOIN LATERAL (SELECT s.addresses ->> $2 OFFSET 0) a(v)),
 		stats AS (
-			SELECT count(*)::int AS n, (count(*) - count(r))::int AS skipped, max(id)::text AS last,
+			SELECT count(*)::int AS n, count(*) FILTER (WHERE r IS NULL AND long IS NOT TRUE)::int AS skipped,
+			       count(*) FILTER (WHERE long)::int AS failed, max(id)::text AS last,
 			       count(*) < ` + strconv.Itoa(size) + ` AS last_chunk
 			FROM page),
 		job AS (
 			UPDATE jobs SET cursor = coalesce((SELECT last FROM stats), cursor),
 			       done = done + (SELECT n FROM stats), skipped = skipped + (SELECT skipped FROM stats),
+			       failed = failed + (SELECT failed FROM stats),
 			       heartbeat_at = $4, updated_at = $4,
 			       state = CASE WHEN (SELECT last_chunk FROM stats) THEN 'DONE' ELSE state END,
 			       finished_at = CASE WHEN (SELECT last_chunk FROM stats) THEN $4::timestamptz END,
@@ -276,6 +283,17 @@ func materialiseChunkSQL(size int) string {
 			SELECT $8, r, $9::jsonb, $10 || r, 'PENDING', $11, $5, $4, $4
 			FROM page
 			WHERE r IS NOT NULL AND EXISTS (SELECT 1 FROM job)
+			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING),
+		-- An address too long to be a recipient (written by SQL: the API
+		-- refuses one) is FAILED at birth, as on the rendering path
+		-- (failedFor): its beginning, a key from the hash of the whole.
+		failed AS (
+			INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, due_at, job_id,
+			                           last_error, created_at, updated_at)
+			SELECT $8, cut, '{}'::jsonb, $10 || 'sha256:' || sum, 'FAILED', $11, $5,
+			       'recipient is ' || len || ' bytes long, at most ` + n + ` (stored cut here)', $4, $4
+			FROM page
+			WHERE long AND EXISTS (SELECT 1 FROM job)
 			ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING)
-		SELECT job.cursor, job.state, stats.n, stats.skipped FROM job, stats`
+		SELECT job.cursor, job.state, stats.n, stats.skipped, stats.failed FROM job, stats`
 }

@@ -50,7 +50,11 @@
 // recipient cannot be stored (over 1,024 bytes, invalid UTF-8, NUL) gets a
 // FAILED notification with the reason (under the same idempotency key, a
 // hash of the recipient when it is too long), counted in the job's failed;
-// the job goes on. A template is at most MaxTemplateBytes; printf widths are
+// the job goes on. A recipient is read back within its bound: of a longer
+// one only the beginning reaches notifyd, with its length and hash computed
+// in Postgres (boundedRecipientCols), and a topic materialised in Postgres
+// fails it the same way; an audience query's key past maxKeyLen fails the
+// job. A template is at most MaxTemplateBytes; printf widths are
 // bounded; it may call only the functions of templateFuncList, and what they
 // and its methods build is held to RenderMemoryFactor × the payload bound. A job whose owners keep dying at the same cursor (a job that
 // crashes the process) is failed after jobs.max_takeovers takeovers.

@@ -1,11 +1,15 @@
 package schedule
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -62,5 +66,90 @@ func TestService_expandingAttributes(t *testing.T) {
 	reasons = b.failedReasons(t, job.ID)
 	if got := reasons["p2"]; !strings.Contains(got, "reads back as") || len(reasons) != 1 {
 		t.Errorf("query audience failed: %v, want p2 alone, its data past the bound", reasons)
+	}
+}
+
+// An address or a query audience's recipient is read back within its bound
+// however long the row's value is: notifyd reads its beginning, and Postgres
+// measures and hashes the whole. A 4 MB address (written by SQL: the API
+// refuses one over 1,024 bytes) is FAILED with its length under a key made
+// from the hash of the whole, on both paths a topic takes (rendered in
+// notifyd, materialised in Postgres), as a query audience's recipient is;
+// an audience query's key column past its bound fails the job, naming it.
+func TestService_longRecipientsReadBackBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.service(t, "a")
+	const long = 4 << 20
+	sum := sha256.Sum256([]byte(strings.Repeat("x", long)))
+	wantKey := "sha256:" + hex.EncodeToString(sum[:])
+	wantReason := fmt.Sprintf("recipient is %d bytes long", long)
+
+	seedTopic(t, b.ctx, b.db.Pool, "quiz", "hooks", 3, 0)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE subscribers SET addresses = jsonb_build_object('hooks', repeat('x', $1))
+		WHERE external_id = 'sub-2'`, long); err != nil {
+		t.Fatal(err)
+	}
+	// What one page carries into this process.
+	c, err := topicAudience{topic: "quiz", channel: "hooks"}.fetch(b.ctx, b.db.Pool, "", 10)
+	if err != nil || len(c.rows) != 3 {
+		t.Fatalf("fetch = %d rows, %v; want 3", len(c.rows), err)
+	}
+	if r := c.rows[1]; len(r.recipient) > 4*outbox.MaxRecipientLen || r.overLen != long || "sha256:"+r.overSum != wantKey {
+		t.Errorf("long address read as %d bytes, length %d, sum %q; want at most %d bytes, %d and the whole's hash",
+			len(r.recipient), r.overLen, r.overSum, 4*outbox.MaxRecipientLen, long)
+	}
+	if r := c.rows[0]; r.recipient != "addr-1" || r.overLen != 0 || r.problem() != "" {
+		t.Errorf("short address read as %q (%d, %q)", r.recipient, r.overLen, r.problem())
+	}
+
+	failedRow := func(job int64) (recipient, key, reason string) {
+		t.Helper()
+		err := b.db.Pool.QueryRow(b.ctx, `SELECT recipient, idempotency_key, last_error FROM notifications
+			WHERE job_id = $1 AND status = 'FAILED'`, job).Scan(&recipient, &key, &reason)
+		if err != nil {
+			t.Fatalf("the FAILED row of job %d: %v", job, err)
+		}
+		return recipient, key, reason
+	}
+	for _, tc := range []struct {
+		name    string
+		payload map[string]any
+	}{
+		{"rendered in notifyd", map[string]any{"text": "hi {{.recipient}}"}},
+		{"materialised in Postgres", map[string]any{"text": "hi"}},
+	} {
+		job := b.runCampaign(t, s, wire.Audience{Topic: "quiz"}, tc.payload, 1)
+		r, key, reason := failedRow(job.ID)
+		if len(r) > outbox.MaxRecipientLen || !strings.HasSuffix(key, wantKey) || !strings.Contains(reason, wantReason) {
+			t.Errorf("%s: FAILED row %d-byte recipient, key %q, reason %q; want it cut, key ending %s, reason %q",
+				tc.name, len(r), key, reason, wantKey, wantReason)
+		}
+		if job.Done != 3 || b.pendingCount(t, job.ID) != 2 {
+			t.Errorf("%s: job done %d, %d PENDING; want 3 read, 2 PENDING", tc.name, job.Done, b.pendingCount(t, job.ID))
+		}
+	}
+
+	if _, err := b.db.Pool.Exec(b.ctx, `CREATE TABLE far AS SELECT 1 AS id, repeat('x', $1) AS r UNION ALL SELECT 2, 'fine'`, long); err != nil {
+		t.Fatal(err)
+	}
+	job := b.runCampaign(t, s, wire.Audience{Query: "SELECT id, r AS recipient FROM far", Key: "id"},
+		map[string]any{"t": "{{.recipient}}!"}, 1)
+	if _, key, reason := failedRow(job.ID); !strings.HasSuffix(key, wantKey) || !strings.Contains(reason, wantReason) {
+		t.Errorf("query audience: FAILED row key %q, reason %q; want key ending %s, reason %q", key, reason, wantKey, wantReason)
+	}
+
+	// A key column past its bound: the run fails, saying which column and why.
+	if _, err := b.db.Pool.Exec(b.ctx, `CREATE TABLE farkey AS SELECT repeat('k', 5000) AS k, 'r1' AS recipient`); err != nil {
+		t.Fatal(err)
+	}
+	a := newQueryAudience("SELECT k, recipient FROM farkey", "k")
+	if err := a.check(b.ctx, b.db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.fetch(b.ctx, b.db.Pool, "", 10)
+	var perm *permanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "k of 5000 bytes") || !strings.Contains(err.Error(), "1024-byte bound") {
+		t.Errorf("fetch with a 5,000-byte key = %v; want a permanent error naming the column, its size and the bound", err)
 	}
 }

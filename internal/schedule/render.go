@@ -260,12 +260,18 @@ func checkRecipient(r string) string {
 // idempotency key made from a hash of the whole, so two long recipients
 // never share a key and re-running the chunk makes no second row.
 func failedFor(recipient, reason string) failedRow {
-	f := failedRow{recipient: recipient, keySuffix: recipient, reason: wire.Truncate(reason, outbox.MaxErrorLen)}
 	if checkRecipient(recipient) != "" {
 		sum := sha256.Sum256([]byte(recipient))
-		f.keySuffix = "sha256:" + hex.EncodeToString(sum[:])
-		clean := strings.ReplaceAll(strings.ToValidUTF8(recipient, "\uFFFD"), "\x00", "\uFFFD")
-		f.recipient = wire.Truncate(clean, outbox.MaxRecipientLen)
+		return failedForSum(recipient, hex.EncodeToString(sum[:]), reason)
 	}
-	return f
+	return failedRow{recipient: recipient, keySuffix: recipient, reason: wire.Truncate(reason, outbox.MaxErrorLen)}
+}
+
+// failedForSum is failedFor for a recipient that cannot be stored, given
+// the hex SHA-256 of the whole (recipient may be only its beginning, as
+// read back within the bound: recipientRow.overSum).
+func failedForSum(recipient, sum, reason string) failedRow {
+	clean := strings.ReplaceAll(strings.ToValidUTF8(recipient, "\uFFFD"), "\x00", "\uFFFD")
+	return failedRow{recipient: wire.Truncate(clean, outbox.MaxRecipientLen), keySuffix: "sha256:" + sum,
+		reason: wire.Truncate(reason, outbox.MaxErrorLen)}
 }

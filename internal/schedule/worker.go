@@ -288,7 +288,7 @@ func (r *chunkReader) quarantine(ctx context.Context, cursor, reason string) (re
 			rc.skipped++
 			continue
 		}
-		rc.failed = append(rc.failed, failedFor(m.recipient, reason))
+		rc.failed = append(rc.failed, m.failed(reason))
 	}
 	return rc, nil
 }
@@ -385,22 +385,22 @@ func (r *chunkReader) next(ctx context.Context, cursor string, size int) (render
 		if data != nil {
 			d, err = data.next() // read whatever happens below, to stay in step
 		}
-		if reason := checkRecipient(r.recipient); reason != "" {
-			rc.failed = append(rc.failed, failedFor(r.recipient, reason))
+		if reason := r.problem(); reason != "" {
+			rc.failed = append(rc.failed, r.failed(reason))
 			continue
 		}
 		if err != nil {
-			rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
+			rc.failed = append(rc.failed, r.failed(err.Error()))
 			continue
 		}
 		if data != nil && r.dataProblem != "" {
-			rc.failed = append(rc.failed, failedFor(r.recipient, r.dataProblem))
+			rc.failed = append(rc.failed, r.failed(r.dataProblem))
 			continue
 		}
 		if static == nil {
 			vars[varRecipient], vars[varData] = r.recipient, d
 			if buf, err = tmpl.render(buf, vars, limit); err != nil {
-				rc.failed = append(rc.failed, failedFor(r.recipient, err.Error()))
+				rc.failed = append(rc.failed, r.failed(err.Error()))
 				continue
 			}
 			ends = append(ends, len(buf))
