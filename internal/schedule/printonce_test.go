@@ -22,6 +22,7 @@ func TestReads_PrintEachValueOnce(t *testing.T) {
 		args                []any
 	}{
 		{"get subscriber: attributes", getSubscriberSQL, "attributes)::text", []any{"u1"}},
+		{"get subscriber: addresses", getSubscriberSQL, "addresses)::text", []any{"u1"}},
 		{"topic page: attributes", topicPageSQL(1000), "attributes)::text", []any{"quiz-topic", "quiz", int64(0)}},
 		{"topic page: address", topicPageSQL(1000), "addresses ->>", []any{"quiz-topic", "quiz", int64(0)}},
 		{"audience query: data", query.first + "1000", "data))::text", nil},

@@ -153,3 +153,36 @@ func TestService_longRecipientsReadBackBounded(t *testing.T) {
 		t.Errorf("fetch with a 5,000-byte key = %v; want a permanent error naming the column, its size and the bound", err)
 	}
 }
+
+// A subscriber's GET reads its addresses back within a bound and lists at
+// most MaxTopicsListed topics: a topic's Subscribe has no per-subscriber
+// bound, and addresses written by SQL have none at all.
+func TestService_getSubscriberBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.service(t, "a")
+	seedTopic(t, b.ctx, b.db.Pool, "quiz", "hooks", 2, 0)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO topic_subscriptions (topic, subscriber_id)
+		SELECT 't' || lpad(i::text, 5, '0'), (SELECT id FROM subscribers WHERE external_id = 'sub-1')
+		FROM generate_series(1, $1::int) AS i`, MaxTopicsListed+500); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetSubscriber(b.ctx, "sub-1")
+	if err != nil || len(got.Topics) != MaxTopicsListed || !got.TopicsCut || got.Topics[0] != "quiz" || got.Topics[1] != "t00001" {
+		t.Errorf("GetSubscriber(sub-1 in %d topics) = %d topics (cut %v, first %q), %v; want the first %d in order, cut",
+			MaxTopicsListed+501, len(got.Topics), got.TopicsCut, got.Topics[:min(2, len(got.Topics))], err, MaxTopicsListed)
+	}
+	if got, err := s.GetSubscriber(b.ctx, "sub-2"); err != nil || len(got.Topics) != 1 || got.TopicsCut || got.Addresses["hooks"] != "addr-2" {
+		t.Errorf("GetSubscriber(sub-2) = %+v, %v; want its one topic, not cut, and its address", got, err)
+	}
+
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE subscribers SET addresses = jsonb_build_object('hooks', repeat('x', $1))
+		WHERE external_id = 'sub-2'`, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetSubscriber(b.ctx, "sub-2")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "addresses read back as 4194") || !strings.Contains(err.Error(), "PUT the subscriber again") {
+		t.Errorf("GetSubscriber(4 MB address) = %v; want ErrInvalid with the read-back size and the repair", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -37,6 +38,14 @@ const (
 	MaxDataReadBytes = 2 * MaxAttributesBytes
 	// MaxAttributesDepth bounds their nesting.
 	MaxAttributesDepth = 32
+	// MaxAddressesReadBytes bounds a subscriber's addresses as they are read
+	// back: MaxAddresses of them at MaxRecipientLen each fit with room to
+	// spare; only a row written by SQL of the application's own passes it.
+	MaxAddressesReadBytes = 256 << 10
+	// MaxTopicsListed bounds the topics a subscriber's GET lists: Subscribe
+	// (a topic's side) has no per-subscriber bound, so a subscriber may be
+	// in any number of topics; past this the list is cut (TopicsCut).
+	MaxTopicsListed = 1000
 )
 
 func validateSubscriber(i int, s wire.Subscriber) error {
@@ -220,26 +229,36 @@ func cmpMap[V any](m map[string]V) map[string]V {
 // audience's data is (boundedDataCols, boundedDataJoin): printed once, read
 // back only within MaxDataReadBytes.
 var getSubscriberSQL = `
-		SELECT external_id, addresses, ` + boundedDataCols + `,
-		       created_at, updated_at,
-		       coalesce((SELECT array_agg(topic ORDER BY topic) FROM topic_subscriptions WHERE subscriber_id = s.id), '{}')
-		FROM subscribers s` + boundedDataJoin("s.attributes") + `WHERE external_id = $1`
+		SELECT external_id, CASE WHEN octet_length(ad.t) <= ` + strconv.Itoa(MaxAddressesReadBytes) + ` THEN ad.t END, octet_length(ad.t),
+		       ` + boundedDataCols + `, created_at, updated_at,
+		       coalesce((SELECT array_agg(topic ORDER BY topic) FROM (
+		           SELECT topic FROM topic_subscriptions WHERE subscriber_id = s.id
+		           ORDER BY topic LIMIT ` + strconv.Itoa(MaxTopicsListed+1) + `) tp), '{}')
+		FROM subscribers s
+		CROSS JOIN LATERAL (SELECT s.addresses::text OFFSET 0) ad(t)` + boundedDataJoin("s.attributes") + `WHERE external_id = $1`
 
 // GetSubscriber returns a subscriber with every topic it is in (an empty
 // list when none); ErrNotFound if there is none.
 func (s *Service) GetSubscriber(ctx context.Context, externalID string) (wire.Subscriber, error) {
 	var (
-		sub          wire.Subscriber
-		addrs, attrs []byte
-		attrsLen     *int
+		sub                wire.Subscriber
+		addrs, attrs       []byte
+		addrsLen, attrsLen *int
 	)
 	err := s.pool.QueryRow(ctx, getSubscriberSQL, externalID).
-		Scan(&sub.ExternalID, &addrs, &attrs, &attrsLen, &sub.CreatedAt, &sub.UpdatedAt, &sub.Topics)
+		Scan(&sub.ExternalID, &addrs, &addrsLen, &attrs, &attrsLen, &sub.CreatedAt, &sub.UpdatedAt, &sub.Topics)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return wire.Subscriber{}, fmt.Errorf("subscriber %q: %w", externalID, ErrNotFound)
 	}
 	if err != nil {
 		return wire.Subscriber{}, fmt.Errorf("get subscriber %q: %w", externalID, err)
+	}
+	if addrs == nil && addrsLen != nil {
+		return wire.Subscriber{}, fmt.Errorf("subscriber %q: its stored addresses read back as %d bytes, over the %d-byte bound "+
+			"(written past the API's checks); PUT the subscriber again to replace them: %w", externalID, *addrsLen, MaxAddressesReadBytes, ErrInvalid)
+	}
+	if len(sub.Topics) > MaxTopicsListed {
+		sub.Topics, sub.TopicsCut = sub.Topics[:MaxTopicsListed], true
 	}
 	if err := json.Unmarshal(addrs, &sub.Addresses); err != nil {
 		return wire.Subscriber{}, fmt.Errorf("subscriber %q: addresses: %w", externalID, err)

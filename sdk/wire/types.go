@@ -258,8 +258,10 @@ type Subscriber struct {
 	ExternalID string            `json:"external_id"`
 	Addresses  map[string]string `json:"addresses"`
 	Attributes map[string]any    `json:"attributes"`
-	// Topics: on PUT, topics to add (never removes any); on GET, every topic.
+	// Topics: on PUT, topics to add (never removes any); on GET, every topic
+	// in order, up to the first 1,000 (TopicsCut says there are more).
 	Topics    []string  `json:"topics"`
+	TopicsCut bool      `json:"topics_cut,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
