@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -167,4 +168,131 @@ func TestMigrate_createsSchema(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&got); err != nil || got != schema {
 		t.Errorf("current_schema() = %q, %v; want %q", got, err, schema)
 	}
+}
+
+// TestMigrate_boundedText: migration 15 on a database an application's own
+// SQL wrote past the bounds finishes every such row with a reason — FAILED
+// if it was still to be sent, its values cut and its key hashed — keeps the
+// rest as they were and the counts exact, and from then on the database
+// refuses such a value, naming the bound.
+func TestMigrate_boundedText(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := outbox.MigrateUpTo(ctx, db.Pool, 14); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO notifications (channel, recipient, payload, idempotency_key, status, attempts, last_error, due_at) VALUES
+		  ('a', repeat('r', 300000), '{}', 'k1', 'QUEUED', 0, NULL, now()),          -- 1: live, long recipient
+		  (repeat('c', 5000), 'r2', '{}', 'k2', 'PENDING', 0, NULL, now()),          -- 2: live, long channel
+		  ('a', 'r3', '{}', repeat('k', 3000), 'PROCESSING', 1, NULL, now()),       -- 3: live, long key
+		  ('a', 'r4', '{}', 'k4', 'FAILED', 3, repeat('e', 100000), now()),         -- 4: done, long error only
+		  ('a', repeat('r', 2000), '{}', 'k5', 'SENT', 1, NULL, now()),             -- 5: done, long recipient
+		  ('a', 'r6', '{}', 'k6', 'PENDING', 0, repeat('e', 5000), now()),          -- 6: live, long error only
+		  ('a', 'r7', '{}', 'k7', 'QUEUED', 0, NULL, now());                        -- 7: nothing long
+		INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error, provider_code)
+		VALUES (4, 1, now(), now(), 'PERMANENT', repeat('e', 9000), repeat('c', 300));
+		INSERT INTO channel_controls (channel, paused, reason) VALUES ('a', true, repeat('p', 2000)), (repeat('x', 300), true, 'junk')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("migrate a database with values past their bounds: %v", err)
+	}
+	type row struct {
+		status, channel, recipient, key, lastError string
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT status, channel, recipient, coalesce(idempotency_key, ''), coalesce(last_error, '')
+		FROM notifications ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.status, &r.channel, &r.recipient, &r.key, &r.lastError); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil || len(got) != 7 {
+		t.Fatalf("%d rows after the migration (%v), want 7", len(got), err)
+	}
+	check := func(i int, ok bool, what string) {
+		t.Helper()
+		if !ok {
+			r := got[i-1]
+			t.Errorf("row %d: %s; got status %s, channel %d bytes, recipient %d, key %q…, last_error %q…", i, what,
+				r.status, len(r.channel), len(r.recipient), r.key[:min(20, len(r.key))], r.lastError[:min(120, len(r.lastError))])
+		}
+	}
+	sum := sha256Hex(strings.Repeat("k", 3000))
+	check(1, got[0].status == "FAILED" && len(got[0].recipient) == 256 && strings.Contains(got[0].lastError, "recipient is 300000 bytes long, at most 1024"), "want FAILED, the recipient cut, the reason")
+	check(2, got[1].status == "FAILED" && got[1].channel == strings.Repeat("c", 50)+"…[cut]" && strings.Contains(got[1].lastError, "channel is 5000 bytes long"), "want FAILED, the channel cut and marked, the reason")
+	check(3, got[2].status == "FAILED" && got[2].key == "sha256:"+sum && strings.Contains(got[2].lastError, "idempotency_key is 3000 bytes long"), "want FAILED, the key hashed, the reason")
+	check(4, got[3].status == "FAILED" && strings.HasSuffix(got[3].lastError, "…[truncated]") && len(got[3].lastError) < 1100, "want FAILED still, its error cut")
+	check(5, got[4].status == "SENT" && len(got[4].recipient) == 256 && got[4].lastError == "", "want SENT still, the recipient cut")
+	check(6, got[5].status == "PENDING" && strings.HasSuffix(got[5].lastError, "…[truncated]"), "want PENDING still (nothing it is sent with was long), its error cut")
+	check(7, got[6] == row{"QUEUED", "a", "r7", "k7", ""}, "want it untouched")
+
+	var attemptErr, code, reason int
+	if err := db.Pool.QueryRow(ctx, `SELECT octet_length(error), octet_length(provider_code) FROM notification_attempts`).Scan(&attemptErr, &code); err != nil || attemptErr > 4096 || code > 256 {
+		t.Errorf("attempt error %d bytes, code %d (%v); want them within 4096 and 256", attemptErr, code, err)
+	}
+	var controls int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*), max(octet_length(reason)) FROM channel_controls`).Scan(&controls, &reason); err != nil || controls != 1 || reason > 1024 {
+		t.Errorf("channel_controls: %d rows, reason %d bytes (%v); want 'a' alone, its reason within 1024", controls, reason, err)
+	}
+
+	// The counts agree with the table, with no count for the long channel.
+	store := outbox.New(db.Pool)
+	counts, err := store.CountByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int64{}
+	for _, r := range got {
+		if want[r.channel] == nil {
+			want[r.channel] = map[string]int64{}
+		}
+		want[r.channel][r.status]++
+	}
+	for ch, byStatus := range counts {
+		for st, n := range byStatus {
+			if n != want[ch][st] {
+				t.Errorf("count %.20q/%s = %d after the migration, want %d", ch, st, n, want[ch][st])
+			}
+		}
+	}
+	for ch, byStatus := range want {
+		for st, n := range byStatus {
+			if counts[ch][st] != n {
+				t.Errorf("count %.20q/%s = %d after the migration, want %d", ch, st, counts[ch][st], n)
+			}
+		}
+	}
+	if _, err := store.CompactCounts(ctx); err != nil {
+		t.Errorf("CompactCounts after the migration: %v", err)
+	}
+
+	// From now on the database refuses a value past its bound, whoever writes it.
+	for _, c := range []struct{ sql, constraint string }{
+		{`INSERT INTO notifications (channel, recipient, payload) VALUES ('a', repeat('r', 1025), '{}')`, "notifications_recipient_bound"},
+		{`INSERT INTO notifications (channel, recipient, payload) VALUES (repeat('c', 201), 'r', '{}')`, "notifications_channel_bound"},
+		{`INSERT INTO notifications (channel, recipient, payload, idempotency_key) VALUES ('a', 'r', '{}', repeat('k', 2049))`, "notifications_idempotency_key_bound"},
+		{`UPDATE notifications SET last_error = repeat('e', 4097) WHERE id = 7`, "notifications_last_error_bound"},
+		{`INSERT INTO channel_controls (channel, reason) VALUES ('b', repeat('p', 1025))`, "channel_controls_reason_bound"},
+		{`INSERT INTO subscribers (external_id) VALUES (repeat('s', 257))`, "subscribers_external_id_bound"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.sql)
+		if err == nil || !strings.Contains(err.Error(), c.constraint) || !outbox.IsRowError(err) {
+			t.Errorf("%.60s… = %v; want a row error naming %s", c.sql, err, c.constraint)
+		}
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
