@@ -120,7 +120,7 @@ func TestEngine_RowAtFault(t *testing.T) {
 			if got := len(b.sink.deliveries("poison")); got != 0 {
 				t.Errorf("poison delivered %d times, want 0", got)
 			}
-			failed, err := b.store.ListFailed(context.Background(), testChannel, 0, 10)
+			failed, _, err := b.store.ListFailed(context.Background(), testChannel, 0, 10)
 			if err != nil || len(failed) != 1 || failed[0].ID != ids["poison"] {
 				t.Errorf("dead letters = %+v (%v), want the poison row alone", failed, err)
 			}

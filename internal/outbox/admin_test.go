@@ -255,7 +255,7 @@ func TestStore_ListFailed(t *testing.T) {
 		var all []int64
 		after := int64(0)
 		for {
-			ns, err := b.store.ListFailed(b.ctx, ch, after, limit)
+			ns, _, err := b.store.ListFailed(b.ctx, ch, after, limit)
 			if err != nil {
 				t.Fatalf("ListFailed(%q): %v", ch, err)
 			}
@@ -280,7 +280,7 @@ func TestStore_ListFailed(t *testing.T) {
 	if got, want := page("", 3), append(slices.Clone(a), other...); !slices.Equal(got, want) {
 		t.Errorf("ListFailed(all) pages = %v, want %v", got, want)
 	}
-	if _, err := b.store.ListFailed(b.ctx, "a", 0, 0); err == nil {
+	if _, _, err := b.store.ListFailed(b.ctx, "a", 0, 0); err == nil {
 		t.Error("ListFailed(limit 0): want an error")
 	}
 }
@@ -298,5 +298,49 @@ func TestStore_CountByStatus(t *testing.T) {
 	want := map[string]map[string]int64{"a": {"FAILED": 2}, "ch": {"QUEUED": 4}}
 	if len(got) != len(want) || len(got["a"]) != 1 || got["a"]["FAILED"] != 2 || got["ch"]["QUEUED"] != 4 {
 		t.Errorf("CountByStatus = %v, want %v", got, want)
+	}
+}
+
+// A dead-letter page holds at most MaxPageBytes past its first row however
+// large a limit it is asked for: 40 rows of 800 KB (within every row bound)
+// come in pages of about 21, each saying it was cut, and paging on reads
+// every one exactly once.
+func TestStore_ListFailed_pageBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error)
+		SELECT 'big', 'r' || i, jsonb_build_object('t', repeat('x', 800000)), 'FAILED', 1, 'boom'
+		FROM generate_series(1, 40) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	pages := 0
+	for after := int64(0); ; pages++ {
+		ns, cut, err := b.store.ListFailed(b.ctx, "big", after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, n := range ns {
+			if seen[n.ID] {
+				t.Fatalf("row %d read twice", n.ID)
+			}
+			seen[n.ID] = true
+			size += len(n.Payload)
+		}
+		if size > outbox.MaxPageBytes+900_000 {
+			t.Errorf("page %d holds %d bytes of payload, over MaxPageBytes (%d) and one row", pages, size, outbox.MaxPageBytes)
+		}
+		if !cut {
+			break
+		}
+		if len(ns) == 0 || len(ns) >= 40 {
+			t.Fatalf("page %d: %d rows, cut; want some but not all", pages, len(ns))
+		}
+		after = ns[len(ns)-1].ID
+	}
+	if len(seen) != 40 || pages < 1 {
+		t.Errorf("read %d rows in %d cut pages, want all 40 over at least two pages", len(seen), pages)
 	}
 }

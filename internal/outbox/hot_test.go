@@ -118,10 +118,10 @@ func TestStore_StateQueriesReadTheirPartialIndexes(t *testing.T) {
 	if _, err := b.store.Sweep(b.ctx, time.Now().Add(-time.Minute), 0, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.ListFailed(b.ctx, "rare", 0, 10); err != nil {
+	if _, _, err := b.store.ListFailed(b.ctx, "rare", 0, 10); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.ListFailed(b.ctx, "", 0, 10); err != nil {
+	if _, _, err := b.store.ListFailed(b.ctx, "", 0, 10); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]int64{ // at least this many more scans

@@ -142,13 +142,20 @@ SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0),
 	return as, nil
 }
 
+// MaxPageBytes bounds what one page of ListFailed holds: its rows' payloads,
+// results and text. Each row is bounded (a payload reads back within 1 MiB,
+// a result within 4 MiB), but a page of 1,000 such rows would be 5 GiB; a
+// page stops at the row that passes this, and says so (cut).
+const MaxPageBytes = 16 << 20
+
 // ListFailed pages through the dead-letter queue: FAILED rows of channel
-// ("" = every channel) with id > after, lowest id first, at most limit. Pass
-// the last id of a page as after to get the next one; there is no cap on how
-// far it pages.
-func (s *Store) ListFailed(ctx context.Context, channel string, after int64, limit int) ([]Notification, error) {
+// ("" = every channel) with id > after, lowest id first, at most limit rows
+// and, past the first, at most MaxPageBytes (cut then says the page stopped
+// short of limit for its size: there may be more). Pass the last id of a
+// page as after to get the next one; there is no cap on how far it pages.
+func (s *Store) ListFailed(ctx context.Context, channel string, after int64, limit int) (ns []Notification, cut bool, _ error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("list failed of channel %q: limit %d, want > 0", channel, limit)
+		return nil, false, fmt.Errorf("list failed of channel %q: limit %d, want > 0", channel, limit)
 	}
 	// Two statements rather than ($1 = '' OR channel = $1), so each plan has
 	// its own index: notifications_failed_channel or notifications_failed_id.
@@ -162,13 +169,45 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
 	}
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
 	}
-	ns, err := scanNotifications(rows)
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		if size >= MaxPageBytes {
+			return ns, true, nil // Close reads the rest off the wire, keeping none of it
+		}
+		n, err := scanNotification(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+		}
+		size += n.size()
+		ns = append(ns, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+	}
+	return ns, false, nil
+}
+
+// FailedIDs pages through the ids of the dead-letter queue of channel as
+// ListFailed does, reading nothing else.
+func (s *Store) FailedIDs(ctx context.Context, channel string, after int64, limit int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM notifications
+ WHERE phase = 3 AND channel = $1 AND id > $2 ORDER BY channel, id LIMIT $3`, channel, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+		return nil, fmt.Errorf("list failed ids of channel %q after id %d: %w", channel, after, err)
 	}
-	return ns, nil
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list failed ids of channel %q after id %d: %w", channel, after, err)
+	}
+	return ids, nil
+}
+
+// size is about what n holds in memory: its variable-size fields.
+func (n *Notification) size() int {
+	return len(n.Channel) + len(n.Recipient) + len(n.Payload) + len(n.IdempotencyKey) + len(n.LastError) + len(n.Result) + 200
 }
 
 // CountByStatus counts rows per channel and status, exactly, without
@@ -231,24 +270,27 @@ func (s *Store) CompactCounts(ctx context.Context) (int64, error) {
 }
 
 func scanNotifications(rows pgx.Rows) ([]Notification, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Notification, error) {
-		var (
-			n               Notification
-			key, lastErr    pgtype.Text
-			next, sent      pgtype.Timestamptz
-			jobID           pgtype.Int8
-			payload, result []byte
-		)
-		err := r.Scan(&n.ID, &n.Channel, &n.Recipient, &payload, &key, &n.Status, &n.AttemptCount, &n.DueAt,
-			&next, &lastErr, &result, &jobID, &n.CreatedAt, &n.UpdatedAt, &sent)
-		if err != nil {
-			return n, err
-		}
-		n.Payload, n.IdempotencyKey, n.LastError, n.JobID = payload, key.String, lastErr.String, jobID.Int64
-		if result != nil {
-			n.Result = result
-		}
-		n.NextAttemptAt, n.SentAt = next.Time, sent.Time
-		return n, nil
-	})
+	return pgx.CollectRows(rows, scanNotification)
+}
+
+// scanNotification scans one row of notificationColumns.
+func scanNotification(r pgx.CollectableRow) (Notification, error) {
+	var (
+		n               Notification
+		key, lastErr    pgtype.Text
+		next, sent      pgtype.Timestamptz
+		jobID           pgtype.Int8
+		payload, result []byte
+	)
+	err := r.Scan(&n.ID, &n.Channel, &n.Recipient, &payload, &key, &n.Status, &n.AttemptCount, &n.DueAt,
+		&next, &lastErr, &result, &jobID, &n.CreatedAt, &n.UpdatedAt, &sent)
+	if err != nil {
+		return n, err
+	}
+	n.Payload, n.IdempotencyKey, n.LastError, n.JobID = payload, key.String, lastErr.String, jobID.Int64
+	if result != nil {
+		n.Result = result
+	}
+	n.NextAttemptAt, n.SentAt = next.Time, sent.Time
+	return n, nil
 }

@@ -24,12 +24,12 @@ func (s *Service) Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, erro
 	if limit <= 0 {
 		limit = DeadLimitDefault
 	}
-	rows, err := s.store.ListFailed(ctx, q.Channel, q.After, limit)
+	rows, cut, err := s.store.ListFailed(ctx, q.Channel, q.After, limit)
 	if err != nil {
 		return wire.DLQPage{}, err
 	}
 	page := wire.DLQPage{Notifications: notificationInfos(rows)}
-	if len(rows) == limit {
+	if len(rows) == limit || (cut && len(rows) > 0) {
 		page.NextAfter = rows[len(rows)-1].ID
 	}
 	return page, nil
@@ -175,13 +175,9 @@ func (s *Service) Purge(ctx context.Context, sel Selector) (wire.Purged, error) 
 		return out, refuse(Invalid, "purge needs ids or a channel: purging every channel's dead letters at once is not offered")
 	}
 	for after := int64(0); ; {
-		rows, err := s.store.ListFailed(ctx, sel.Channel, after, ChunkRows)
-		if err != nil || len(rows) == 0 {
+		ids, err := s.store.FailedIDs(ctx, sel.Channel, after, ChunkRows)
+		if err != nil || len(ids) == 0 {
 			return out, err
-		}
-		ids := make([]int64, len(rows))
-		for i, n := range rows {
-			ids[i] = n.ID
 		}
 		n, err := s.store.PurgeFailed(ctx, sel.Channel, ids)
 		out.Purged += n
@@ -189,10 +185,10 @@ func (s *Service) Purge(ctx context.Context, sel Selector) (wire.Purged, error) 
 			return out, err
 		}
 		dropDead(sel.Channel, ids)
-		if len(rows) < ChunkRows {
+		if len(ids) < ChunkRows {
 			return out, nil
 		}
-		after = rows[len(rows)-1].ID
+		after = ids[len(ids)-1]
 	}
 }
 
