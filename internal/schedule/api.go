@@ -243,6 +243,38 @@ func (s *Service) ListJobs(ctx context.Context, q wire.JobQuery) ([]wire.Job, er
 	return out, nil
 }
 
+// JobProgress is what the job metrics read of a job.
+type JobProgress struct {
+	ID                    int64
+	Kind, Schedule, State string
+	Done                  int64
+	Total                 *int64 // nil: not counted yet
+}
+
+// ActiveJobs lists the PENDING and RUNNING jobs, newest first, at most 1,000
+// of each, reading only the columns the metrics show: never a job's
+// audience, payload or error, which a scrape has no use for.
+func (s *Service) ActiveJobs(ctx context.Context) ([]JobProgress, error) {
+	rows, err := s.pool.Query(ctx, `
+		(SELECT id, kind, coalesce(left(schedule, 200), ''), state, done, total FROM jobs
+		  WHERE state = 'PENDING' ORDER BY id DESC LIMIT 1000)
+		UNION ALL
+		(SELECT id, kind, coalesce(left(schedule, 200), ''), state, done, total FROM jobs
+		  WHERE state = 'RUNNING' ORDER BY id DESC LIMIT 1000)`)
+	if err != nil {
+		return nil, fmt.Errorf("list active jobs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobProgress, error) {
+		var j JobProgress
+		err := r.Scan(&j.ID, &j.Kind, &j.Schedule, &j.State, &j.Done, &j.Total)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list active jobs: %w", err)
+	}
+	return out, nil
+}
+
 // GetJob returns one job; ErrNotFound if there is none.
 func (s *Service) GetJob(ctx context.Context, id int64) (wire.Job, error) {
 	j, err := s.getJob(ctx, id)

@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Collectors are the Prometheus collectors that read the engine, the plugins
@@ -59,23 +58,20 @@ func (s *Service) channelFlows(ctx context.Context) []metrics.ChannelFlow {
 	return out
 }
 
-// activeJobs feeds the job metrics: every PENDING and RUNNING job.
+// activeJobs feeds the job metrics: every PENDING and RUNNING job (at most
+// 1,000 of each), read without its audience, payload or error.
 func (s *Service) activeJobs(ctx context.Context) ([]metrics.JobProgress, error) {
-	var out []metrics.JobProgress
-	for _, state := range []string{"PENDING", "RUNNING"} {
-		jobs, err := s.sched.ListJobs(ctx, wire.JobQuery{State: state, Limit: 1000})
-		if err != nil {
-			return nil, err
+	jobs, err := s.sched.ActiveJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metrics.JobProgress, 0, len(jobs))
+	for _, j := range jobs {
+		total := int64(-1)
+		if j.Total != nil {
+			total = *j.Total
 		}
-		for _, j := range jobs {
-			total := int64(-1)
-			if j.Total != nil {
-				total = *j.Total
-			}
-			out = append(out, metrics.JobProgress{
-				ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, State: j.State, Done: j.Done, Total: total,
-			})
-		}
+		out = append(out, metrics.JobProgress{ID: j.ID, Kind: j.Kind, Schedule: j.Schedule, State: j.State, Done: j.Done, Total: total})
 	}
 	return out, nil
 }
