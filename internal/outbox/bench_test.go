@@ -21,7 +21,7 @@ import (
 // Every benchmark reports rows/s: rows moved per second at the given batch
 // size, one statement per batch, on one connection.
 
-var benchSizes = []int{1, 100, 1000}
+var benchSizes = []int{1, 64, 256, 1000}
 
 // benchSetup is setup without the test's two-minute context: a benchmark
 // may run longer.
@@ -122,6 +122,7 @@ func BenchmarkRelay(b *testing.B) {
 			bb.seed(b, b.N*size, outbox.StatusPending, 0)
 			now := time.Now()
 			b.ResetTimer()
+			cpu := pgCPU(b)
 			for range b.N {
 				q, err := bb.store.Relay(bb.ctx, now, size)
 				if err != nil {
@@ -131,6 +132,7 @@ func BenchmarkRelay(b *testing.B) {
 					b.Fatalf("Relay returned %d rows, want %d", len(q), size)
 				}
 			}
+			reportPGCPU(b, cpu, b.N*size)
 			reportRows(b, size)
 		})
 	}
@@ -143,6 +145,7 @@ func BenchmarkClaim(b *testing.B) {
 			ids := bb.seed(b, b.N*size, outbox.StatusQueued, 0)
 			now := time.Now()
 			b.ResetTimer()
+			cpu := pgCPU(b)
 			for i := range b.N {
 				cs, err := bb.store.Claim(bb.ctx, ids[i*size:(i+1)*size], now, time.Minute)
 				if err != nil {
@@ -152,6 +155,7 @@ func BenchmarkClaim(b *testing.B) {
 					b.Fatalf("Claim: %v, want send", cs[0].Kind)
 				}
 			}
+			reportPGCPU(b, cpu, b.N*size)
 			reportRows(b, size)
 		})
 	}
@@ -175,6 +179,7 @@ func BenchmarkBaseline(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("update/batch=%d", size), func(b *testing.B) {
 			ids := make([]int64, size)
+			cpu := pgCPU(b)
 			for i := range b.N {
 				for j := range ids {
 					ids[j] = int64((i*size+j)%1000000 + 1)
@@ -183,6 +188,7 @@ func BenchmarkBaseline(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportPGCPU(b, cpu, b.N*size)
 			reportRows(b, size)
 		})
 	}
@@ -196,6 +202,7 @@ func BenchmarkSettle(b *testing.B) {
 		started := time.Now()
 		ss := make([]outbox.Settlement, size)
 		b.ResetTimer()
+		cpu := pgCPU(b)
 		for i := range b.N {
 			for j := range ss {
 				ss[j] = outbox.Settlement{ID: ids[i*size+j], Attempt: 1, Result: outbox.ResultSent, Output: output,
@@ -209,6 +216,7 @@ func BenchmarkSettle(b *testing.B) {
 				b.Fatal("Settle did not apply")
 			}
 		}
+		reportPGCPU(b, cpu, b.N*size)
 		reportRows(b, size)
 	}
 	for _, size := range benchSizes {
