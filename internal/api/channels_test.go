@@ -114,7 +114,7 @@ func TestServer_PauseResume(t *testing.T) {
 				t.Errorf("orders %+v, want paused with the reason", c)
 			}
 		}
-		paused, err := b.store.PausedChannels(b.ctx)
+		paused, err := b.store.PausedChannels(b.ctx, []string{"orders"})
 		if err != nil || paused["orders"] != "provider maintenance" {
 			t.Errorf("Postgres says %v (%v), want orders paused: the pause must survive a Redis wipe", paused, err)
 		}
@@ -123,7 +123,7 @@ func TestServer_PauseResume(t *testing.T) {
 		if a := b.do("POST", "/v1/channels/orders/resume", ""); a.status != 200 {
 			t.Fatalf("resume: %d %s", a.status, a.body)
 		}
-		if paused, _ := b.store.PausedChannels(b.ctx); len(paused) != 0 {
+		if paused, _ := b.store.PausedChannels(b.ctx, []string{"orders"}); len(paused) != 0 {
 			t.Errorf("paused after resume: %v", paused)
 		}
 	})

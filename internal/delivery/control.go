@@ -48,7 +48,11 @@ func (e *Engine) setPaused(ctx context.Context, channel string, paused bool, rea
 // refreshPaused reads the paused channels; every instance does so each
 // second, so a pause reaches all of them within one.
 func (e *Engine) refreshPaused(ctx context.Context) {
-	paused, err := e.store.PausedChannels(ctx)
+	names := make([]string, 0, len(e.channels))
+	for name := range e.channels {
+		names = append(names, name)
+	}
+	paused, err := e.store.PausedChannels(ctx, names)
 	if err != nil {
 		e.log.Warn("read paused channels", "error", err)
 		return

@@ -214,14 +214,14 @@ func TestCancelAndPause(t *testing.T) {
 	if err := b.ops.Pause(b.ctx, "orders", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
-	paused, err := b.store.PausedChannels(b.ctx)
+	paused, err := b.store.PausedChannels(b.ctx, []string{"orders"})
 	if err != nil || paused["orders"] != "maintenance" {
 		t.Errorf("paused channels %v, %v", paused, err)
 	}
 	if err := b.ops.Resume(b.ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if paused, _ := b.store.PausedChannels(b.ctx); len(paused) != 0 {
+	if paused, _ := b.store.PausedChannels(b.ctx, []string{"orders"}); len(paused) != 0 {
 		t.Errorf("after resume: %v", paused)
 	}
 }
