@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -342,5 +343,37 @@ func TestStore_ListFailed_pageBytes(t *testing.T) {
 	}
 	if len(seen) != 40 || pages < 1 {
 		t.Errorf("read %d rows in %d cut pages, want all 40 over at least two pages", len(seen), pages)
+	}
+}
+
+// A Get reads the latest MaxHistory attempts of a notification, oldest
+// first, and says older ones were left out: every DLQ replay adds attempts,
+// so a notification's log has no bound of its own.
+func TestStore_GetHistoryBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.failed(t, "a", 1)
+	const n = outbox.MaxHistory + 205
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
+		SELECT $1, 1 + i % 5, now() - interval '1 hour' - (($2 - i) * interval '1 second'),
+		       now() - interval '1 hour' - (($2 - i) * interval '1 second'), 'TRANSIENT', 'try ' || i
+		FROM generate_series(1, $2::int) AS i`, ids[0], n); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.Get(b.ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := got.Attempts[len(got.Attempts)-1].Error
+	// The log: these n tries, then failed's own attempt ("boom"), the newest.
+	if len(got.Attempts) != outbox.MaxHistory || !got.AttemptsCut || got.Attempts[0].Error != fmt.Sprintf("try %d", n-outbox.MaxHistory+2) ||
+		last != "boom" {
+		t.Errorf("Get: %d attempts (cut %v), first %q, last %q; want the latest %d, oldest first, cut",
+			len(got.Attempts), got.AttemptsCut, got.Attempts[0].Error, last, outbox.MaxHistory)
+	}
+	other := b.failed(t, "a", 1)
+	if got, err := b.store.Get(b.ctx, other[0]); err != nil || got.AttemptsCut {
+		t.Errorf("Get of a short log: cut %v (%v), want not cut", got.AttemptsCut, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,8 +30,10 @@ type Notification struct {
 	SentAt         time.Time // zero = not sent
 
 	// Attempts is the attempt log, oldest first (Get and
-	// GetByIdempotencyKey only; nil from ListFailed).
-	Attempts []Attempt
+	// GetByIdempotencyKey only; nil from ListFailed): its latest MaxHistory
+	// attempts, AttemptsCut saying older ones were left out.
+	Attempts    []Attempt
+	AttemptsCut bool
 	// Receipt is the provider's later report, nil when none (Get and
 	// GetByIdempotencyKey only).
 	Receipt *Receipt
@@ -113,7 +116,7 @@ func (s *Store) getOne(ctx context.Context, sql string, arg any) (*Notification,
 		return nil, ErrNotFound
 	}
 	n := &ns[0]
-	if n.Attempts, err = s.attempts(ctx, n.ID); err != nil {
+	if n.Attempts, n.AttemptsCut, err = s.attempts(ctx, n.ID); err != nil {
 		return nil, err
 	}
 	if n.Receipt, err = s.receipt(ctx, n.ID); err != nil {
@@ -122,14 +125,23 @@ func (s *Store) getOne(ctx context.Context, sql string, arg any) (*Notification,
 	return n, nil
 }
 
-func (s *Store) attempts(ctx context.Context, id int64) ([]Attempt, error) {
+// MaxHistory bounds the attempt log a Get reads: the latest MaxHistory
+// attempts. A notification's log has no bound of its own (every DLQ replay
+// adds up to retry.max_attempts rows), and each GET of it reads it.
+const MaxHistory = 1000
+
+// attempts reads the latest MaxHistory attempts of id, oldest first, and
+// whether older ones were left out.
+func (s *Store) attempts(ctx context.Context, id int64) ([]Attempt, bool, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0),
-       coalesce(provider_code, ''), coalesce(error, '')
-  FROM notification_attempts WHERE notification_id = $1
+SELECT * FROM (
+    SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0),
+           coalesce(provider_code, ''), coalesce(error, '')
+      FROM notification_attempts WHERE notification_id = $1
+     ORDER BY started_at DESC, finished_at DESC, attempt DESC LIMIT `+strconv.Itoa(MaxHistory+1)+`) latest
  ORDER BY started_at, finished_at, attempt`, id)
 	if err != nil {
-		return nil, fmt.Errorf("attempt log: %w", err)
+		return nil, false, fmt.Errorf("attempt log: %w", err)
 	}
 	as, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
@@ -137,9 +149,12 @@ SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0),
 		return a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attempt log: %w", err)
+		return nil, false, fmt.Errorf("attempt log: %w", err)
 	}
-	return as, nil
+	if len(as) > MaxHistory {
+		return as[len(as)-MaxHistory:], true, nil
+	}
+	return as, false, nil
 }
 
 // MaxPageBytes bounds what one page of ListFailed holds: its rows' payloads,

@@ -129,7 +129,7 @@ func notificationInfo(n *outbox.Notification, history bool) wire.NotificationInf
 		out.NextAttemptAt = time.Time{}
 	}
 	if history {
-		out.History = make([]wire.Attempt, len(n.Attempts))
+		out.History, out.HistoryCut = make([]wire.Attempt, len(n.Attempts)), n.AttemptsCut
 		for i, a := range n.Attempts {
 			out.History[i] = wire.Attempt{
 				Attempt: a.Attempt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,

@@ -84,8 +84,10 @@ type NotificationInfo struct {
 	// (GET /v1/notifications/{id} only).
 	Waiting string `json:"waiting,omitempty"`
 	// History is the attempt log, oldest first (GET /v1/notifications/{id}
-	// only).
-	History []Attempt `json:"history,omitempty"`
+	// only): its latest 1,000 attempts, HistoryCut saying older ones (every
+	// DLQ replay adds attempts) were left out.
+	History    []Attempt `json:"history,omitempty"`
+	HistoryCut bool      `json:"history_cut,omitempty"`
 	// Receipt is what the provider reported after the notification was SENT
 	// (a delivery report by callback), when it did (GET
 	// /v1/notifications/{id} only).
