@@ -30,8 +30,13 @@ const MaxRetryAfter = time.Hour
 //   - 2xx: SUCCESS. The body is left unread for the caller to parse.
 //   - 501 Not Implemented and 505 HTTP Version Not Supported: PERMANENT (the
 //     receiver will not do this, however often it is asked).
-//   - 408, 425, 429 and every other 5xx: TRANSIENT, with Retry-After
-//     (seconds or an HTTP date, at most MaxRetryAfter) as the retry hint.
+//   - 408, 423, 425, 429, 499 (a proxy's "client closed request": most
+//     often our own timeout seen through it) and every other 5xx:
+//     TRANSIENT, with Retry-After (seconds or an HTTP date, at most
+//     MaxRetryAfter) as the retry hint.
+//   - a status outside 100-599 (a garbled status line): TRANSIENT — the
+//     answer says nothing of the message, and nothing about a broken
+//     receiver makes the message final.
 //   - any other status (most 4xx, an unfollowed 3xx): PERMANENT.
 //
 // ProviderStatus is set whenever there is a response. On failure Detail
@@ -53,19 +58,29 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 		return Success(nil).WithStatus(code)
 	}
 	detail := fmt.Sprintf("HTTP %d %s", code, http.StatusText(code))
+	if code < 100 || code > 599 {
+		detail = fmt.Sprintf("HTTP %d: not a status code (a garbled status line)", code)
+	}
 	if body := peekBody(resp); body != "" {
 		detail += ": " + body
 	}
 	switch {
+	case code < 100 || code > 599:
+		return Transient(detail).WithStatus(code).WithRetryAfter(RetryAfter(resp.Header, time.Now()))
 	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
 		return Permanent(detail).WithStatus(code)
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly,
-		code == http.StatusTooManyRequests, code >= 500:
+		code == http.StatusTooManyRequests, code == http.StatusLocked, code == statusClientClosedRequest,
+		code >= 500:
 		return Transient(detail).WithStatus(code).WithRetryAfter(RetryAfter(resp.Header, time.Now()))
 	default:
 		return Permanent(detail).WithStatus(code)
 	}
 }
+
+// statusClientClosedRequest is nginx's 499: the client (or a proxy's own
+// timeout on its behalf) went away before the answer.
+const statusClientClosedRequest = 499
 
 // RetryAfter parses a Retry-After header (delay-seconds or an HTTP date,
 // RFC 9110 §10.2.3) relative to now, capped at MaxRetryAfter. It is 0 when

@@ -125,13 +125,17 @@ func TestClassifyHTTP_transportErrors(t *testing.T) {
 }
 
 // TestClassifyStatus_final checks that 501 and 505 are final while the other
-// 5xx stay worth retrying, with any Retry-After capped.
+// 5xx (and 423, 499, and a number that is no status at all) stay worth
+// retrying, with any Retry-After capped.
 func TestClassifyStatus_final(t *testing.T) {
 	t.Parallel()
 	for code, want := range map[int]sdk.Outcome{
 		500: sdk.OutcomeTransient, 501: sdk.OutcomePermanent, 502: sdk.OutcomeTransient,
 		503: sdk.OutcomeTransient, 504: sdk.OutcomeTransient, 505: sdk.OutcomePermanent,
 		507: sdk.OutcomeTransient, 599: sdk.OutcomeTransient,
+		423: sdk.OutcomeTransient, 499: sdk.OutcomeTransient, 409: sdk.OutcomePermanent,
+		// not status codes (a garbled status line): the message is not at fault
+		0: sdk.OutcomeTransient, 42: sdk.OutcomeTransient, 600: sdk.OutcomeTransient, 999: sdk.OutcomeTransient,
 	} {
 		v := sdk.ClassifyStatus(code, "99999999", nil)
 		if v.Outcome != want || v.ProviderStatus != code {

@@ -56,8 +56,12 @@ type HTTPSender struct {
 	// reached the provider, so a retry may send twice but never loses the
 	// message. Without Parse a 2xx is SUCCESS with no Result.
 	Parse func(resp *http.Response, body []byte, m Message) (Verdict, error)
-	// Client sends the requests; nil is a client that follows no redirect
-	// (a 3xx is then PERMANENT). ctx sets the timeout.
+	// Client sends the requests (nil: http.DefaultTransport's). Whatever
+	// its CheckRedirect, no redirect is followed — a 3xx is PERMANENT —:
+	// following one would resend the message, with its credentials (an
+	// X-Api-Key, a body key), to a host the channel was not configured for,
+	// and count what that host answers as the provider's. ctx sets the
+	// timeout.
 	Client *http.Client
 	// Redactor holds the channel's secrets the request does not show in its
 	// headers or URL (a key inside the body); nil is none.
@@ -117,6 +121,18 @@ var noRedirects = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// noFollow is client with CheckRedirect replaced by one that follows no
+// redirect (noRedirects for nil): a copy, so the caller's client is left as
+// it is, made per request (one small allocation beside the request's own).
+func noFollow(client *http.Client) *http.Client {
+	if client == nil || client == noRedirects {
+		return noRedirects
+	}
+	c := *client
+	c.CheckRedirect = noRedirects.CheckRedirect
+	return &c
+}
+
 // plainHeaders are the request headers whose values are no credential, so
 // a provider quoting them is left alone. Every other header's value is
 // redacted: a list of the secret ones would miss a provider's own.
@@ -136,10 +152,7 @@ type exchange struct {
 }
 
 func newExchange(client *http.Client, r *Redactor, req *http.Request, limit int64) *exchange {
-	x := &exchange{client: client, req: req, secrets: r, limit: limit}
-	if x.client == nil {
-		x.client = noRedirects
-	}
+	x := &exchange{client: noFollow(client), req: req, secrets: r, limit: limit}
 	if x.limit <= 0 {
 		x.limit = DefaultMaxHTTPAnswer
 	}

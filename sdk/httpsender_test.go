@@ -487,3 +487,48 @@ func TestHTTPBatchSender_timeout(t *testing.T) {
 		}
 	}
 }
+
+// A client of the plugin's own that would follow redirects follows none
+// through the helpers: a 307 to another host would resend the message with
+// its X-Api-Key there, and count that host's 200 as the provider's.
+func TestHTTPSender_ownClientFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+	}))
+	t.Cleanup(other.Close)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(provider.Close)
+	own := &http.Client{Timeout: 5 * time.Second} // Go's default policy: follow up to 10
+	build := func(ctx context.Context, m sdk.Message) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, "POST", provider.URL, strings.NewReader(`{}`))
+		if err == nil {
+			req.Header.Set("X-Api-Key", "SECRET")
+		}
+		return req, err
+	}
+	for name, send := range map[string]func() sdk.Verdict{
+		"HTTPSender": func() sdk.Verdict {
+			return (&sdk.HTTPSender{Build: build, Client: own}).Send(context.Background(), sdk.Message{ID: 1, Payload: json.RawMessage(`{}`)})
+		},
+		"HTTPBatchSender": func() sdk.Verdict {
+			s := &sdk.HTTPBatchSender{Client: own,
+				Build: func(ctx context.Context, ms []sdk.Message) (*http.Request, error) { return build(ctx, ms[0]) },
+				Parse: func(*http.Response, []byte, []sdk.Message) (map[string]sdk.Verdict, error) {
+					return map[string]sdk.Verdict{"1": sdk.Success(nil)}, nil
+				}}
+			return s.SendBatch(context.Background(), []sdk.Message{{ID: 1, Payload: json.RawMessage(`{}`)}})[0]
+		},
+	} {
+		v := send()
+		if v.Outcome != sdk.OutcomePermanent || v.ProviderStatus != http.StatusTemporaryRedirect {
+			t.Errorf("%s: %v status %d (%s); want PERMANENT 307, the redirect not followed", name, v.Outcome, v.ProviderStatus, v.Detail)
+		}
+	}
+	if n := elsewhere.Load(); n != 0 || own.CheckRedirect != nil {
+		t.Errorf("the other host got %d requests, the plugin's client was changed (%v); want none and its client as it was", n, own.CheckRedirect != nil)
+	}
+}
