@@ -421,3 +421,108 @@ func TestSender_Send_stalledBody(t *testing.T) {
 		})
 	}
 }
+
+// TestSender_Send_droppedAfterTheRequest: a receiver that takes the whole
+// request and then drops the connection may have acted on it. Once it has
+// begun to answer (halfway through a status line or the headers) the send is
+// not replayed within the call: one request, TRANSIENT, and the retry is the
+// engine's, later, under the same webhook-id. Dropped before the answer's
+// first byte, it cannot be told from a stale keep-alive connection (which
+// must be replayed: TestSender_Send_staleConnection), and goes at most
+// twice. It once went five times (MaxIdemponentCallAttempts 5).
+func TestSender_Send_droppedAfterTheRequest(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		answer string
+		most   int64
+	}{
+		"closed unanswered":         {"", 2},
+		"reset after an early hint": {"HTTP/1.1 103 Early Hints\r\n\r\n", 2},
+		"reset mid status line":     {"HTTP/1.1 200 O", 1},
+		"closed mid headers":        {"HTTP/1.1 200 OK\r\nContent-Le", 1},
+	} {
+		answer := c.answer
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			var requests atomic.Int64
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						req, err := http.ReadRequest(bufio.NewReader(c))
+						if err != nil {
+							return
+						}
+						io.Copy(io.Discard, req.Body)
+						requests.Add(1)
+						io.WriteString(c, answer)
+						if tc, ok := c.(*net.TCPConn); ok && answer != "" {
+							tc.SetLinger(0) // a reset, not a FIN
+						}
+					}()
+				}
+			}()
+			s := configure(t, &provider{}, map[string]any{"url": "http://" + ln.Addr().String() + "/hook"})
+			v := s.Send(context.Background(), testMessage())
+			if v.Outcome != sdk.OutcomeTransient {
+				t.Errorf("verdict %v (%s); want TRANSIENT", v.Outcome, v.Detail)
+			}
+			time.Sleep(50 * time.Millisecond) // a replay, if any, has arrived
+			if got := requests.Load(); got < 1 || got > c.most {
+				t.Errorf("the receiver got %d requests for one send; want 1 to %d", got, c.most)
+			}
+		})
+	}
+}
+
+// TestSender_Send_status000: fasthttp parses a status code of 000 as 0 and
+// reports 0 as 200, so a receiver answering "HTTP/1.1 000" was a delivery.
+// It is a garbled answer: TRANSIENT, sent once, the detail saying why.
+func TestSender_Send_status000(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var requests atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					requests.Add(1)
+					io.WriteString(c, "HTTP/1.1 000 Whatever\r\nContent-Length: 0\r\n\r\n")
+				}
+			}()
+		}
+	}()
+	s := configure(t, &provider{}, map[string]any{"url": "http://" + ln.Addr().String() + "/hook"})
+	v := s.Send(context.Background(), testMessage())
+	if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "000") {
+		t.Errorf("verdict %v status %d (%s); want TRANSIENT naming the 000", v.Outcome, v.ProviderStatus, v.Detail)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := requests.Load(); got != 1 {
+		t.Errorf("the receiver got %d requests; want 1", got)
+	}
+}

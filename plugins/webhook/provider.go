@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -50,9 +51,13 @@ const (
 	// retryStale): staying under the 5 s keep-alive of Node, Apache, uvicorn
 	// and the like means that rarely happens.
 	maxIdleConn = 4 * time.Second
-	// maxAttempts bounds the sends of one message over connections found
-	// dead (retryStale).
-	maxAttempts = 5
+	// maxAttempts bounds the sends of one message within one call over
+	// connections found dead (retryStale): one replay. A failure before the
+	// answer's first byte reaches retryStale as io.EOF whatever its cause
+	// (fasthttp's tryRead), so a receiver that took the request and dropped
+	// the connection unanswered is replayed too; this keeps that to one copy
+	// more (it was four), which the same webhook-id lets it ignore.
+	maxAttempts = 2
 	// readBufferSize bounds a response's status line and headers (16 KB, as
 	// Node's default); a bigger header block fails the send (TRANSIENT).
 	readBufferSize = 16 << 10
@@ -280,7 +285,11 @@ func dialer(isTLS bool, cfg *tls.Config) fasthttp.DialFuncWithTimeout {
 		defer cancel()
 		nd := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 		if !isTLS {
-			return nd.DialContext(ctx, "tcp", addr)
+			conn, err := nd.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return &replayConn{Conn: conn}, nil
 		}
 		conn, err := nd.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -302,20 +311,105 @@ func dialer(isTLS bool, cfg *tls.Config) fasthttp.DialFuncWithTimeout {
 			conn.Close()
 			return nil, err
 		}
-		return tc, nil
+		return &replayConn{Conn: tc}, nil
 	}
 }
 
 // retryStale tells fasthttp to send a message again on another connection
-// when the one it used turns out dead: closed or reset before any byte of an
-// answer (fasthttp then reports io.EOF), or failing the write. A receiver
-// closes an idle keep-alive connection whenever it likes, and nothing watches
-// idle connections between sends. net/http replays the same way, because the
-// request carries an Idempotency-Key; a receiver that acts on a request and
-// then drops the connection unanswered may see it twice, which the same
-// webhook-id lets it ignore. Timeouts are never replayed.
+// when the one it used turns out dead: a keep-alive connection that had
+// answered an earlier request, closed or reset before any byte of this
+// request's answer (fasthttp then reports io.EOF), or failing the write. A
+// receiver closes an idle keep-alive connection whenever it likes, and
+// nothing watches idle connections between sends. This is net/http's rule
+// (a reused connection, nothing of the answer read; the request carries an
+// Idempotency-Key): replayConn marks every other failure noReplay — one
+// that had begun to answer, or a write failing on a fresh connection — so
+// it is never sent again within the call; the verdict is TRANSIENT once.
+// (A fresh connection dropped before the answer's first byte cannot be told
+// from a stale one here: fasthttp reports both as a bare io.EOF; maxAttempts
+// bounds it.) Timeouts are never replayed.
 func retryStale(_ *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	if errors.As(err, new(noReplay)) {
+		return false, false
+	}
 	return false, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// replayConn is a connection that knows whether a failure of its current
+// exchange may be replayed (retryStale): only when it had read an earlier
+// answer (a reused keep-alive connection) and has read nothing since this
+// request began. Any other error of a Read or Write is wrapped in
+// noReplay. fasthttp uses a connection from one goroutine at a time.
+type replayConn struct {
+	net.Conn
+	read    int64 // bytes of answers read over the connection's life
+	atWrite int64 // read when the current request began (its first Write)
+	reading bool  // the last call was a Read: the next Write begins a request
+	// head is the start of the current answer, up to its status code;
+	// failed, an error every later Read returns (the status code is 000).
+	head   []byte
+	failed error
+}
+
+// errStatus000 is an answer whose status code is 000: fasthttp parses it as
+// 0 and reports 0 as 200, which would make a garbled answer a delivery.
+var errStatus000 = errors.New(`the answer's status code is "000", not a status: a garbled status line`)
+
+// statusLen is the length of a status line's start up to its code:
+// "HTTP/1.1 200".
+const statusLen = len("HTTP/1.1 200")
+
+// noReplay wraps an error after which the request must not be sent again
+// within the call.
+type noReplay struct{ error }
+
+func (e noReplay) Unwrap() error { return e.error }
+
+// Handshake is the TLS connection's, done already (dialer): fasthttp takes
+// a connection with one for TLS and does not wrap it again.
+func (c *replayConn) Handshake() error {
+	if h, ok := c.Conn.(interface{ Handshake() error }); ok {
+		return h.Handshake()
+	}
+	return nil
+}
+
+func (c *replayConn) stale() bool { return c.atWrite > 0 && c.read == c.atWrite }
+
+func (c *replayConn) Write(p []byte) (int, error) {
+	if c.reading || c.read == 0 {
+		c.reading, c.atWrite, c.head = false, c.read, c.head[:0]
+	}
+	n, err := c.Conn.Write(p)
+	if err != nil && !c.stale() {
+		return n, noReplay{err}
+	}
+	return n, err
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	c.reading = true
+	if c.failed != nil {
+		return 0, c.failed
+	}
+	n, err := c.Conn.Read(p)
+	c.read += int64(n)
+	if err != nil && n == 0 && !c.stale() {
+		return n, noReplay{err}
+	}
+	// The answer's status code, checked once its first statusLen bytes are
+	// in (a 1xx interim answer's only: the final one follows it).
+	if len(c.head) < statusLen && n > 0 {
+		take := min(statusLen-len(c.head), n)
+		c.head = append(c.head, p[:take]...)
+		if len(c.head) == statusLen && bytes.HasPrefix(c.head, []byte("HTTP/")) && bytes.HasSuffix(c.head, []byte(" 000")) {
+			// Hand fasthttp part of the line, then the error: it reports
+			// an error after the first byte as it is (noReplay kept).
+			c.failed = noReplay{errStatus000}
+			return 1, nil
+		}
+	}
+	return n, err
 }
 
 // decodeSecret returns the HMAC key of a Standard Webhooks secret:
