@@ -107,6 +107,12 @@ func classifyCode(now time.Time, status, code int, msg string) sdk.Verdict {
 	switch {
 	case !known && (status >= 500 || status == http.StatusTooManyRequests):
 		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
+	case !known && status == http.StatusBadRequest:
+		// Kakao answers its temporary faults (-1, -7) with HTTP 400 too: a
+		// code new to this table may be one, and dead-lettering it would
+		// lose messages a retry delivers. A new final code costs the retry
+		// budget, bounded by retry.max_attempts, and then lands there.
+		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d, a code this plugin does not know: retried): %s", code, status, clean(msg)))
 	case !known:
 		v = sdk.Permanent(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
 	case info.transient:
