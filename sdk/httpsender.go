@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"strconv"
 )
 
 // Bounds of HTTPSender and HTTPBatchSender.
@@ -69,6 +70,34 @@ type HTTPSender struct {
 	// MaxAnswer bounds the bytes of an answer read for Parse; 0 is
 	// DefaultMaxHTTPAnswer. A longer answer is TRANSIENT.
 	MaxAnswer int64
+	// NoIdempotencyKey leaves out the Idempotency-Key header Send adds to a
+	// request that has none (for a provider that refuses unknown headers).
+	NoIdempotencyKey bool
+}
+
+// IdempotencyKey is the Idempotency-Key header HTTPSender sends with m
+// unless Build set one: m's idempotency key, the same on every attempt, or
+// "msg_<id>" when it has none or it cannot go in a header (a control
+// character) — what the webhook plugin sends. A provider that honours the
+// header (most payment and messaging APIs do) then ignores a retry of a
+// message it already took: a timeout or a connection lost after the request
+// was written is retried, and would otherwise send twice.
+func IdempotencyKey(m Message) string {
+	if m.IdempotencyKey != "" && headerSafe(m.IdempotencyKey) {
+		return m.IdempotencyKey
+	}
+	return "msg_" + strconv.FormatInt(m.ID, 10)
+}
+
+// headerSafe reports whether s can be a header value as it is: no control
+// character but tab.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Send builds m's request, sends it and classifies the answer.
@@ -77,6 +106,12 @@ func (s *HTTPSender) Send(ctx context.Context, m Message) Verdict {
 		return Transient("sdk.HTTPSender has no Build function")
 	}
 	req, err := s.Build(ctx, m)
+	if err == nil && req != nil && !s.NoIdempotencyKey && req.Header.Get("Idempotency-Key") == "" {
+		if req.Header == nil {
+			req.Header = http.Header{}
+		}
+		req.Header.Set("Idempotency-Key", IdempotencyKey(m))
+	}
 	x := newExchange(s.Client, s.Redactor, req, s.MaxAnswer)
 	if v, failed := x.built(ctx, err); failed {
 		return v
@@ -139,7 +174,7 @@ func noFollow(client *http.Client) *http.Client {
 var plainHeaders = map[string]bool{
 	"Accept": true, "Accept-Encoding": true, "Accept-Language": true, "Cache-Control": true,
 	"Connection": true, "Content-Encoding": true, "Content-Language": true, "Content-Length": true,
-	"Content-Type": true, "User-Agent": true, "Traceparent": true, "Tracestate": true,
+	"Content-Type": true, "User-Agent": true, "Traceparent": true, "Tracestate": true, "Idempotency-Key": true,
 }
 
 // exchange is one request and what redacting its answer needs.

@@ -532,3 +532,44 @@ func TestHTTPSender_ownClientFollowsNoRedirect(t *testing.T) {
 		t.Errorf("the other host got %d requests, the plugin's client was changed (%v); want none and its client as it was", n, own.CheckRedirect != nil)
 	}
 }
+
+// HTTPSender sends an Idempotency-Key the provider can drop a retry by: the
+// message's idempotency key, the same on every attempt, or msg_<id> when it
+// has none or it cannot go in a header; never over one Build set, and not
+// at all with NoIdempotencyKey.
+func TestHTTPSender_idempotencyKey(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- strings.Join(r.Header.Values("Idempotency-Key"), "|")
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name string
+		m    sdk.Message
+		own  string
+		none bool
+		want string
+	}{
+		{"the message's key", sdk.Message{ID: 7, IdempotencyKey: "daily-quiz:2026-11-26:u1"}, "", false, "daily-quiz:2026-11-26:u1"},
+		{"no key: msg_<id>", sdk.Message{ID: 7}, "", false, "msg_7"},
+		{"a key with a control character: msg_<id>", sdk.Message{ID: 8, IdempotencyKey: "a\nb"}, "", false, "msg_8"},
+		{"Build's own", sdk.Message{ID: 9, IdempotencyKey: "k"}, "provider-key-9", false, "provider-key-9"},
+		{"NoIdempotencyKey", sdk.Message{ID: 10, IdempotencyKey: "k"}, "", true, ""},
+	} {
+		s := &sdk.HTTPSender{NoIdempotencyKey: tc.none, Build: func(ctx context.Context, m sdk.Message) (*http.Request, error) {
+			req, err := sdk.PostJSON(ctx, srv.URL, map[string]int64{"id": m.ID}, nil)
+			if err == nil && tc.own != "" {
+				req.Header.Set("Idempotency-Key", tc.own)
+			}
+			return req, err
+		}}
+		tc.m.Payload = json.RawMessage(`{}`)
+		if v := s.Send(context.Background(), tc.m); v.Outcome != sdk.OutcomeSuccess {
+			t.Fatalf("%s: %v (%s)", tc.name, v.Outcome, v.Detail)
+		}
+		if h := <-got; h != tc.want {
+			t.Errorf("%s: Idempotency-Key %q, want %q", tc.name, h, tc.want)
+		}
+	}
+}
