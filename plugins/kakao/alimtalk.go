@@ -484,6 +484,8 @@ func matchAnswers(numbers []string, ms []*atMessage) []int {
 // retrying may send twice, never zero).
 func postAnswer(ctx context.Context, client *http.Client, partner, url string, body any, set func(http.Header)) (resp *http.Response, answer []byte, fail *sdk.Verdict) {
 	failed := func(v sdk.Verdict) (*http.Response, []byte, *sdk.Verdict) { return nil, nil, &v }
+	ctx, cancel := withReconcileReserve(ctx)
+	defer cancel()
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return failed(sdk.Permanent(fmt.Sprintf("encode the %s request: %v", partner, err)))
@@ -503,6 +505,29 @@ func postAnswer(ctx context.Context, client *http.Client, partner, url string, b
 	}
 	return resp, answer, nil
 }
+
+// withReconcileReserve is ctx ending a reserve before ctx's deadline (a
+// quarter of the time left, at most 3 s; none under 400 ms left): the POST
+// runs within it, so that when its answer is lost — a timeout, a reset, a
+// 5xx after the partner took the request — the reconcile that follows
+// (the partner's message list) still has time to run before the message's
+// deadline, when the SDK has answered TRANSIENT for it and a retry would
+// send again. Without it the POST used the whole deadline and a timeout was
+// never reconciled.
+func withReconcileReserve(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	reserve := min(time.Until(dl)/4, reconcileReserve)
+	if reserve < 100*time.Millisecond {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl.Add(-reserve))
+}
+
+// reconcileReserve is the most withReconcileReserve keeps back.
+const reconcileReserve = 3 * time.Second
 
 // getAnswer GETs url (within the client's timeout), with the headers set
 // adds, and decodes a 2xx answer into out. False for anything else: the

@@ -66,6 +66,10 @@ type fakeNHN struct {
 	// answered HTTP 500, as when a gateway fails after NHN Cloud took the
 	// request.
 	AcceptThenFail int
+	// AcceptThenHang: the next sends are accepted (sent, listed) and then
+	// never answered, until the client gives up: a timeout after NHN Cloud
+	// took the request.
+	AcceptThenHang int
 
 	keys map[string]bool // X-NC-API-IDEMPOTENCY-KEYs of accepted requests
 	sent []string        // each accepted request's key, in order
@@ -355,6 +359,16 @@ func (f *fakeNHN) send(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		f.requests[id] = append(f.requests[id], it)
+	}
+	if f.AcceptThenHang > 0 {
+		f.AcceptThenHang--
+		f.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
+		f.mu.Lock()
+		return
 	}
 	if f.AcceptThenFail > 0 {
 		f.AcceptThenFail--
@@ -1024,6 +1038,28 @@ func TestNHN_Idempotency(t *testing.T) {
 			}
 		})
 	}
+	// A timeout after NHN Cloud took the request: the POST ends a reserve
+	// before the deadline, and the reconcile that follows finds the
+	// messages in the list within it. (The POST once used the whole
+	// deadline, the reconcile's GETs failed at once on the spent context,
+	// and the retry sent them again.)
+	t.Run("timeout after acceptance", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeNHN(t)
+		s, _ := nhnSetup(t, f, map[string]any{"confirm": "accepted"})
+		f.AcceptThenHang = 1
+		ms := quizMessages(3, phone)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second) // a reserve of 750 ms
+		defer cancel()
+		for i, v := range s.SendBatch(ctx, ms) {
+			if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "reconciled") {
+				t.Errorf("message %d accepted, then no answer: %v %q %s, want SENT, reconciled", ms[i].ID, v.Outcome, v.Detail, v.Result)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Errorf("the verdicts came after the deadline")
+		}
+	})
 	t.Run("key already used", func(t *testing.T) {
 		t.Parallel()
 		f := newFakeNHN(t)
