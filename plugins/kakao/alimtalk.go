@@ -319,6 +319,27 @@ func parseRecipient(r, country string) (cc, to string, err error) {
 	return country, digits, nil
 }
 
+// echoedNumber is a number as a partner's answer gives it, in the form
+// atMessage.to has: separators dropped and a leading +country turned back
+// into the national number (+82 10-1234-5678 is 01012345678), as
+// parseRecipient did with the recipient. A partner that formats the number
+// it echoes must not make a message it took look unlisted: retried, it
+// would be sent again (SENS has no idempotency key).
+func echoedNumber(no, country string) string {
+	if _, to, err := parseRecipient(no, country); err == nil {
+		return to
+	}
+	return digitsOf(no)
+}
+
+// countryOf is the country code of a request's messages (one channel's).
+func countryOf(ms []*atMessage) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	return ms[0].country
+}
+
 // alimtalkSender delivers one AlimTalk channel's messages.
 type alimtalkSender struct {
 	cfg     *config

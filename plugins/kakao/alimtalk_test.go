@@ -496,3 +496,28 @@ func TestSENS_AcceptedThen500(t *testing.T) {
 		}
 	})
 }
+
+// TestSENS_verdictsMatchFormattedNumbers: a partner that echoes the number
+// formatted (+82, dashes, spaces) still credits the message it took: left
+// unlisted, it would be retried and sent again (SENS has no idempotency
+// key). NHN Cloud's answers are read the same way.
+func TestSENS_verdictsMatchFormattedNumbers(t *testing.T) {
+	t.Parallel()
+	p := &sens{c: &atConfig{}}
+	ms := []*atMessage{{country: "82", to: "01012345678"}, {country: "82", to: "01012345679"}, {country: "82", to: "01012345670"}}
+	var a sensAnswer
+	if err := json.Unmarshal([]byte(`{"requestId":"R1","messages":[
+		{"messageId":"m2","to":"010-1234-5679","requestStatusCode":"A000"},
+		{"messageId":"m1","to":"+82 10-1234-5678","requestStatusCode":"A000"},
+		{"messageId":"m3","to":"+821012345670","requestStatusCode":"A000"}]}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range p.verdicts(202, &a, ms) {
+		if want := fmt.Sprintf(`"message_id":"m%d"`, i+1); v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), want) {
+			t.Errorf("message %d: %v %s %q; want SENT as %s", i, v.Outcome, v.Result, v.Detail, want)
+		}
+	}
+	if got := echoedNumber("+82 (10) 1234-5678", "82"); got != "01012345678" {
+		t.Errorf("echoedNumber(+82 (10) 1234-5678) = %q, want 01012345678", got)
+	}
+}

@@ -274,7 +274,7 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 	vs := make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(res))
 	for k, r := range res {
-		numbers[k] = digitsOf(r.RecipientNo)
+		numbers[k] = echoedNumber(r.RecipientNo, countryOf(ms))
 	}
 	for i, k := range matchAnswers(numbers, ms) {
 		if k < 0 {

@@ -205,8 +205,9 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 			if r.MessageID == "" || used[r.MessageID] || r.Content == "" {
 				continue
 			}
+			to := echoedNumber(r.To, countryOf(ms))
 			for i, m := range ms {
-				if vs[i].Outcome == sdk.OutcomeSuccess || r.To != m.to || r.Content != m.p.Content {
+				if vs[i].Outcome == sdk.OutcomeSuccess || to != m.to || r.Content != m.p.Content {
 					continue
 				}
 				used[r.MessageID] = true
@@ -235,7 +236,7 @@ func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) []sdk.Verdic
 	vs := make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(a.Messages))
 	for k, r := range a.Messages {
-		numbers[k] = r.To
+		numbers[k] = echoedNumber(r.To, countryOf(ms))
 	}
 	for i, k := range matchAnswers(numbers, ms) {
 		if k < 0 {
