@@ -162,6 +162,14 @@ const nhnKeyUsed = -1005
 // nhnKeyWindow is how long NHN Cloud refuses a used idempotency key.
 const nhnKeyWindow = 10 * time.Minute
 
+// nhnKeyRetry is when a message refused as a repeat (-1005) that the list
+// does not show yet is tried again: each try reconciles from the list, and
+// three of them span the key's window, so the default retry budget (5
+// attempts) still has a try after it, when NHN Cloud takes the request
+// again if it never sent it. Every minute (as it was), the budget ran out
+// inside the window and the message was dead-lettered, never sent.
+const nhnKeyRetry = nhnKeyWindow/3 + 20*time.Second
+
 func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []sdk.Verdict {
 	key := nhnIdempotencyKey(templateCode, ms)
 	started := p.now()
@@ -206,7 +214,7 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 		// (an answer lost, a timeout): credit each from the list, never
 		// send again.
 		v := sdk.Transient(fmt.Sprintf("NHN Cloud refused the request as a repeat (resultCode %d, the X-NC-API-IDEMPOTENCY-KEY was used within 10 minutes), and its list does not show the message yet", nhnKeyUsed)).
-			WithStatus(resp.StatusCode).WithCode(strconv.Itoa(nhnKeyUsed)).WithRetryAfter(time.Minute)
+			WithStatus(resp.StatusCode).WithCode(strconv.Itoa(nhnKeyUsed)).WithRetryAfter(nhnKeyRetry)
 		return p.reconcile(ctx, key, started.Add(-nhnKeyWindow), ms, everyone(len(ms), v))
 	}
 	requestID := ""

@@ -673,6 +673,11 @@ func TestNHN_RequestFailures(t *testing.T) {
 			[]sdk.Outcome{sdk.OutcomePermanent, sdk.OutcomeTransient, sdk.OutcomePermanent}, "", "", 0},
 		{"all recipients failed, no codes", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":false,"resultCode":-1031,"resultMessage":"All of receivers are failed to send."}}`},
 			[]sdk.Outcome{sdk.OutcomeTransient}, "-1031", "every recipient failed", 0},
+		// A repeat (-1005) the list does not show: tried again when three
+		// tries span the key's 10 minutes, not every minute (which ran out
+		// the retry budget inside the window: dead-lettered, never sent).
+		{"refused as a repeat, not listed", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":false,"resultCode":-1005,"resultMessage":"The same 'X-NC-API-IDEMPOTENCY-KEY' was used within the last 10 minute."}}`},
+			[]sdk.Outcome{sdk.OutcomeTransient}, "-1005", "refused the request as a repeat", nhnKeyRetry},
 		{"the secret echoed back", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":false,"resultCode":-1001,"resultMessage":"Invalid secretKey ` + nhnTestSecret + `"}}`},
 			[]sdk.Outcome{sdk.OutcomePermanent}, "-1001", "check alimtalk.secret_key", 0},
 	}
