@@ -22,7 +22,7 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request) error {
 	if err := ov.Err(); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.Channels{Channels: ov.Channels, CountsAt: ov.CountsAt})
+	writeJSON(w, http.StatusOK, wire.Channels{Channels: ov.Channels, CountsAt: ov.CountsAt, OmittedChannels: ov.OmittedChannels})
 	return nil
 }
 

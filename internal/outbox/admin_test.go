@@ -377,3 +377,36 @@ func TestStore_GetHistoryBounded(t *testing.T) {
 		t.Errorf("Get of a short log: cut %v (%v), want not cut", got.AttemptsCut, err)
 	}
 }
+
+// CountByStatusOf counts the channels named, whatever their names sort
+// after, and the first others by name, saying how many it left out: rows
+// written by an application's own SQL may carry any number of channel
+// names, and the overview counts every few seconds.
+func TestStore_CountByStatusOf(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO notifications (channel, recipient, payload, status)
+		SELECT 'junk-' || lpad(i::text, 3, '0'), 'r', '{}', 'PENDING' FROM generate_series(1, 150) AS i;
+		INSERT INTO notifications (channel, recipient, payload, status)
+		SELECT 'zz-configured', 'r' || i, '{}', CASE WHEN i % 2 = 0 THEN 'SENT' ELSE 'FAILED' END FROM generate_series(1, 7) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	counts, omitted, err := b.store.CountByStatusOf(b.ctx, []string{"zz-configured", "idle"}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts["zz-configured"]; got["SENT"] != 3 || got["FAILED"] != 4 {
+		t.Errorf("zz-configured counts %v, want SENT 3, FAILED 4 (a configured channel is always counted)", got)
+	}
+	if len(counts) != 101 || counts["junk-001"]["PENDING"] != 1 || counts["junk-100"]["PENDING"] != 1 || counts["junk-101"] != nil {
+		t.Errorf("%d channels counted (junk-100 %v, junk-101 %v); want the configured one and junk-001..junk-100", len(counts), counts["junk-100"], counts["junk-101"])
+	}
+	if omitted != 50 {
+		t.Errorf("omitted %d, want 50 (junk-101..junk-150)", omitted)
+	}
+	all, err := b.store.CountByStatus(b.ctx)
+	if err != nil || len(all) != 151 {
+		t.Errorf("CountByStatus: %d channels (%v), want all 151", len(all), err)
+	}
+}

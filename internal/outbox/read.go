@@ -225,6 +225,48 @@ func (n *Notification) size() int {
 	return len(n.Channel) + len(n.Recipient) + len(n.Payload) + len(n.IdempotencyKey) + len(n.LastError) + len(n.Result) + 200
 }
 
+// CountByStatusOf is CountByStatus for the channels named and at most
+// others more (the first by name): an application's own SQL may write rows
+// under any number of channel names nobody configured, and the overview
+// counts every few seconds on every instance. omitted is how many channels
+// with rows were left out.
+func (s *Store) CountByStatusOf(ctx context.Context, channels []string, others int) (_ map[string]map[string]int64, omitted int, _ error) {
+	if channels == nil {
+		channels = []string{} // NULL would make "channel <> ALL" NULL: no other counted
+	}
+	rows, err := s.pool.Query(ctx, `
+		WITH c AS (
+			SELECT channel, status, sum(n)::bigint AS n FROM (
+				SELECT channel, status, n FROM notification_counts
+				UNION ALL
+				SELECT channel, status, d FROM notification_count_deltas) u
+			GROUP BY channel, status HAVING sum(n) <> 0),
+		other AS (SELECT DISTINCT channel FROM c WHERE channel <> ALL($1::text[])),
+		listed AS (SELECT channel FROM other ORDER BY channel LIMIT $2)
+		SELECT channel, status, n, (SELECT count(*) FROM other) - (SELECT count(*) FROM listed)
+		  FROM c WHERE channel = ANY($1::text[]) OR channel IN (SELECT channel FROM listed)`, channels, others)
+	if err != nil {
+		return nil, 0, fmt.Errorf("count notifications by status: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]map[string]int64)
+	for rows.Next() {
+		var channel, status string
+		var n int64
+		if err := rows.Scan(&channel, &status, &n, &omitted); err != nil {
+			return nil, 0, fmt.Errorf("count notifications by status: %w", err)
+		}
+		if out[channel] == nil {
+			out[channel] = make(map[string]int64)
+		}
+		out[channel][status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("count notifications by status: %w", err)
+	}
+	return out, omitted, nil
+}
+
 // CountByStatus counts rows per channel and status, exactly, without
 // scanning notifications: it reads the counts the triggers maintain
 // (docs/performance.md: under a millisecond at 10M rows).

@@ -36,6 +36,10 @@ type Overview struct {
 	// outbox counts (the counts shown are then the last good ones, or none)
 	// and each channel whose queue sizes could not be read (shown as 0).
 	Unread []Unread
+	// OmittedChannels is how many channels that are not configured but have
+	// rows are left out of Channels: beside the configured ones, the first
+	// MaxUnconfiguredChannels by name are listed.
+	OmittedChannels int
 }
 
 // Unread is one part of the overview that could not be read.
@@ -82,7 +86,7 @@ func (s *Service) Overview(ctx context.Context, maxAge time.Duration) (Overview,
 		return Overview{}, err
 	}
 	counts, at, countErr := s.counts.get(ctx, maxAge)
-	out := Overview{CountsAt: at}
+	out := Overview{CountsAt: at, OmittedChannels: s.counts.omittedChannels()}
 	if countErr != nil {
 		out.Unread = append(out.Unread, Unread{Err: countErr})
 	}
@@ -167,8 +171,13 @@ type counter struct {
 	// counts under it, and those that wait behind it reuse its result.
 	counting sync.Mutex
 
+	// names are the configured channels, always counted; at most
+	// MaxUnconfiguredChannels others are (outbox.CountByStatusOf).
+	names func() []string
+
 	mu      sync.Mutex
 	ring    ring[point]
+	omitted int                         // channels with rows the last good count left out
 	latest  map[string]map[string]int64 // channel → status → rows, from the last good count
 	at      time.Time                   // when latest was taken
 	lastErr error                       // the last count's error, nil after a good one
@@ -180,8 +189,25 @@ type point struct {
 	sent map[string]int64
 }
 
-func newCounter(store *outbox.Store, interval time.Duration, points int, log hclog.Logger) *counter {
-	return &counter{store: store, interval: interval, log: log, ring: newRing[point](points)}
+// MaxUnconfiguredChannels bounds the channels the overview counts beside the
+// configured ones (the first by name): rows written by an application's own
+// SQL may carry any number of channel names, and every instance counts every
+// few seconds, keeping SamplePoints of them.
+const MaxUnconfiguredChannels = 100
+
+func newCounter(store *outbox.Store, interval time.Duration, points int, log hclog.Logger, names func() []string) *counter {
+	if names == nil {
+		names = func() []string { return nil }
+	}
+	return &counter{store: store, interval: interval, log: log, ring: newRing[point](points), names: names}
+}
+
+// omittedChannels is how many channels with rows the last good count left
+// out (past MaxUnconfiguredChannels).
+func (c *counter) omittedChannels() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.omitted
 }
 
 // run counts until ctx is done, every interval or slower (maxDuty).
@@ -228,7 +254,7 @@ func (c *counter) snapshot(maxAge time.Duration) (map[string]map[string]int64, t
 func (c *counter) count(parent context.Context) {
 	ctx, cancel := context.WithTimeout(parent, max(30*time.Second, 2*c.interval))
 	defer cancel()
-	counts, err := c.store.CountByStatus(ctx)
+	counts, omitted, err := c.store.CountByStatusOf(ctx, c.names(), MaxUnconfiguredChannels)
 	at := time.Now()
 	if parent.Err() != nil {
 		return // the caller is gone, or the service is stopping
@@ -250,7 +276,11 @@ func (c *counter) count(parent context.Context) {
 		sent[ch] = byStatus[outbox.StatusSent]
 	}
 	c.ring.push(point{at: at, sent: sent})
-	c.latest, c.at, c.lastErr = maps.Clone(counts), at, nil
+	if omitted > 0 && c.omitted == 0 {
+		c.log.Warn("overview: rows name more channels than are configured; counting the configured ones and the first of the others",
+			"counted_others", MaxUnconfiguredChannels, "left_out", omitted)
+	}
+	c.latest, c.at, c.lastErr, c.omitted = maps.Clone(counts), at, nil, omitted
 }
 
 func (c *counter) rates(channel string) []Rate {

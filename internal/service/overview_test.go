@@ -31,7 +31,7 @@ func TestRing_Items(t *testing.T) {
 
 func TestCounter_Rates(t *testing.T) {
 	t.Parallel()
-	s := newCounter(nil, time.Second, 4, hclog.NewNullLogger())
+	s := newCounter(nil, time.Second, 4, hclog.NewNullLogger(), nil)
 	t0 := time.Unix(1_700_000_000, 0)
 	for i, sent := range []map[string]int64{
 		{"a": 0},
@@ -61,7 +61,7 @@ func TestCounter_Sample(t *testing.T) {
 	db := testenv.NewDB(t)
 	store := testenv.Store(t, db.Pool)
 	ctx := testenv.Context(t)
-	s := newCounter(store, time.Second, 10, hclog.NewNullLogger())
+	s := newCounter(store, time.Second, 10, hclog.NewNullLogger(), nil)
 	sent := func(channel string, n int) {
 		t.Helper()
 		_, err := db.Pool.Exec(ctx, `INSERT INTO notifications (channel, recipient, payload, status, sent_at)

@@ -121,11 +121,12 @@ func New(o Options) (*Service, error) {
 		return nil, errors.New("service: Config and Store are required")
 	}
 	log := cmp.Or[hclog.Logger](o.Logger, hclog.NewNullLogger())
-	return &Service{
+	s := &Service{
 		cfg: o.Config, store: o.Store, engine: o.Engine, log: log,
 		sched: o.Schedules, plugins: o.Plugins, redis: o.Redis, checkTO: cmp.Or(o.CheckTimeout, CheckTimeoutDefault),
-		counts: newCounter(o.Store, cmp.Or(o.SampleInterval, SampleIntervalDefault), SamplePoints, log),
-	}, nil
+	}
+	s.counts = newCounter(o.Store, cmp.Or(o.SampleInterval, SampleIntervalDefault), SamplePoints, log, s.ChannelNames)
+	return s, nil
 }
 
 // Start starts the background sampler; it runs until Stop (ctx only bounds

@@ -304,3 +304,35 @@ func TestEnqueueAndRead(t *testing.T) {
 		t.Errorf("overview without an engine = %v, want ErrNoEngine", err)
 	}
 }
+
+// TestOverview_unconfiguredChannelsBounded: rows under 130 channel names
+// nobody configured (an application's own SQL) are counted for the first
+// MaxUnconfiguredChannels by name and said to be left out for the rest; a
+// configured channel is listed with its counts whatever its name sorts
+// after.
+func TestOverview_unconfiguredChannelsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO notifications (channel, recipient, payload, status)
+		SELECT 'junk-' || lpad(i::text, 3, '0'), 'r', '{}', 'PENDING' FROM generate_series(1, 130) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	b.rows(t, "quiz", outbox.StatusSent, 3) // configured; sorts after every junk-…
+	ov, err := b.ops.Overview(b.ctx, time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quiz, junk int
+	for _, c := range ov.Channels {
+		switch {
+		case c.Name == "quiz":
+			quiz = int(c.Counts[outbox.StatusSent])
+		case strings.HasPrefix(c.Name, "junk-"):
+			junk++
+		}
+	}
+	if quiz != 3 || junk != service.MaxUnconfiguredChannels || ov.OmittedChannels != 130-service.MaxUnconfiguredChannels {
+		t.Errorf("quiz SENT %d, %d junk channels listed, %d omitted; want 3, %d and %d",
+			quiz, junk, ov.OmittedChannels, service.MaxUnconfiguredChannels, 130-service.MaxUnconfiguredChannels)
+	}
+}

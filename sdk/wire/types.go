@@ -252,6 +252,10 @@ type Channels struct {
 	// CountsAt is when the outbox counts were read; they are cached for a
 	// few seconds because counting reads the whole table.
 	CountsAt time.Time `json:"counts_at"`
+	// OmittedChannels is how many channels that are not configured but have
+	// rows (written by an application's own SQL) are not listed: beside the
+	// configured ones, the first 100 by name are.
+	OmittedChannels int `json:"omitted_channels,omitempty"`
 }
 
 // Subscriber is an application's user: where to reach them on each channel,
