@@ -58,7 +58,7 @@ type HTTPSender struct {
 	// message. Without Parse a 2xx is SUCCESS with no Result.
 	Parse func(resp *http.Response, body []byte, m Message) (Verdict, error)
 	// Client sends the requests (nil: http.DefaultTransport's). Whatever
-	// its CheckRedirect, no redirect is followed — a 3xx is PERMANENT —:
+	// its CheckRedirect, no redirect is followed (a 3xx is PERMANENT):
 	// following one would resend the message, with its credentials (an
 	// X-Api-Key, a body key), to a host the channel was not configured for,
 	// and count what that host answers as the provider's. ctx sets the
