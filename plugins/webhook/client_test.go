@@ -124,33 +124,15 @@ func TestSender_Send_largeBodies(t *testing.T) {
 // failed send: the second goes again on a new connection.
 func TestSender_Send_staleConnection(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	closed := make(chan struct{}, 8)
-	var requests atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { c.Close(); closed <- struct{}{} }()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				requests.Add(1)
-				// Keep-alive as far as the client can tell; then gone.
-				io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-			}()
-		}
-	}()
-	s := configure(t, &provider{}, map[string]any{"url": "http://" + ln.Addr().String() + "/hook"})
+	url, requests := rawReceiver(t, func(c net.Conn) bool {
+		// Keep-alive as far as the client can tell; then gone.
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		c.Close()
+		closed <- struct{}{}
+		return false
+	})
+	s := configure(t, &provider{}, map[string]any{"url": url})
 	for n := range 3 {
 		if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeSuccess {
 			t.Fatalf("send %d: %v (%s); want SUCCESS on a fresh connection", n, v.Outcome, v.Detail)
