@@ -405,6 +405,10 @@ func TestStore_CountByStatusOf(t *testing.T) {
 	if omitted != 50 {
 		t.Errorf("omitted %d, want 50 (junk-101..junk-150)", omitted)
 	}
+	// No channel listed at all still says how many were left out.
+	if none, omitted, err := b.store.CountByStatusOf(b.ctx, []string{"idle"}, 0); err != nil || len(none) != 0 || omitted != 151 {
+		t.Errorf("CountByStatusOf(idle, 0 others) = %d channels, %d omitted (%v); want 0 and 151", len(none), omitted, err)
+	}
 	all, err := b.store.CountByStatus(b.ctx)
 	if err != nil || len(all) != 151 {
 		t.Errorf("CountByStatus: %d channels (%v), want all 151", len(all), err)

@@ -226,14 +226,22 @@ func (n *Notification) size() int {
 }
 
 // CountByStatusOf is CountByStatus for the channels named and at most
-// others more (the first by name): an application's own SQL may write rows
-// under any number of channel names nobody configured, and the overview
-// counts every few seconds on every instance. omitted is how many channels
-// with rows were left out.
+// others more (the first by name; others < 0: every one): an application's
+// own SQL may write rows under any number of channel names nobody
+// configured, and the overview counts every few seconds. omitted is how many
+// channels with rows were left out.
 func (s *Store) CountByStatusOf(ctx context.Context, channels []string, others int) (_ map[string]map[string]int64, omitted int, _ error) {
 	if channels == nil {
 		channels = []string{} // NULL would make "channel <> ALL" NULL: no other counted
 	}
+	var limit *int // NULL: no LIMIT
+	if others >= 0 {
+		limit = &others
+	}
+	// The maintained counts plus the deltas not yet folded in (migration
+	// 10): exact as of this statement's snapshot, and it reads a few hundred
+	// rows whatever the size of notifications. The last row (channel NULL)
+	// carries omitted.
 	rows, err := s.pool.Query(ctx, `
 		WITH c AS (
 			SELECT channel, status, sum(n)::bigint AS n FROM (
@@ -243,23 +251,28 @@ func (s *Store) CountByStatusOf(ctx context.Context, channels []string, others i
 			GROUP BY channel, status HAVING sum(n) <> 0),
 		other AS (SELECT DISTINCT channel FROM c WHERE channel <> ALL($1::text[])),
 		listed AS (SELECT channel FROM other ORDER BY channel LIMIT $2)
-		SELECT channel, status, n, (SELECT count(*) FROM other) - (SELECT count(*) FROM listed)
-		  FROM c WHERE channel = ANY($1::text[]) OR channel IN (SELECT channel FROM listed)`, channels, others)
+		SELECT channel, status, n FROM c WHERE channel = ANY($1::text[]) OR channel IN (SELECT channel FROM listed)
+		UNION ALL
+		SELECT NULL, NULL, (SELECT count(*) FROM other) - (SELECT count(*) FROM listed)`, channels, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("count notifications by status: %w", err)
 	}
 	defer rows.Close()
 	out := make(map[string]map[string]int64)
 	for rows.Next() {
-		var channel, status string
+		var channel, status *string
 		var n int64
-		if err := rows.Scan(&channel, &status, &n, &omitted); err != nil {
+		if err := rows.Scan(&channel, &status, &n); err != nil {
 			return nil, 0, fmt.Errorf("count notifications by status: %w", err)
 		}
-		if out[channel] == nil {
-			out[channel] = make(map[string]int64)
+		if channel == nil {
+			omitted = int(n)
+			continue
 		}
-		out[channel][status] = n
+		if out[*channel] == nil {
+			out[*channel] = make(map[string]int64)
+		}
+		out[*channel][*status] = n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("count notifications by status: %w", err)
@@ -269,37 +282,10 @@ func (s *Store) CountByStatusOf(ctx context.Context, channels []string, others i
 
 // CountByStatus counts rows per channel and status, exactly, without
 // scanning notifications: it reads the counts the triggers maintain
-// (docs/performance.md: under a millisecond at 10M rows).
+// (docs/performance.md: under a millisecond at 10M rows). Every channel.
 func (s *Store) CountByStatus(ctx context.Context) (map[string]map[string]int64, error) {
-	// The maintained counts plus the deltas not yet folded in (migration
-	// 10): exact as of this statement's snapshot, and it reads a few hundred
-	// rows whatever the size of notifications.
-	rows, err := s.pool.Query(ctx, `
-		SELECT channel, status, sum(n)::bigint FROM (
-			SELECT channel, status, n FROM notification_counts
-			UNION ALL
-			SELECT channel, status, d FROM notification_count_deltas) c
-		GROUP BY channel, status HAVING sum(n) <> 0`)
-	if err != nil {
-		return nil, fmt.Errorf("count notifications by status: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[string]map[string]int64)
-	for rows.Next() {
-		var channel, status string
-		var n int64
-		if err := rows.Scan(&channel, &status, &n); err != nil {
-			return nil, fmt.Errorf("count notifications by status: %w", err)
-		}
-		if out[channel] == nil {
-			out[channel] = make(map[string]int64)
-		}
-		out[channel][status] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count notifications by status: %w", err)
-	}
-	return out, nil
+	counts, _, err := s.CountByStatusOf(ctx, nil, -1)
+	return counts, err
 }
 
 // CompactCounts folds the count deltas the triggers appended into
