@@ -182,7 +182,12 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
  WHERE phase = 3 AND id > $1 ORDER BY id LIMIT $2`
 		args = []any{after, limit}
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
+	// A page cut short stops the query rather than Close draining the rest
+	// of it off the wire (up to limit rows of 5 MiB: 1.2 s for 300 MB
+	// measured); pgx cancels it and drops the connection.
+	qctx, stop := context.WithCancel(ctx)
+	defer stop()
+	rows, err := s.pool.Query(qctx, sql, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
 	}
@@ -190,7 +195,8 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
 	size := 0
 	for rows.Next() {
 		if size >= MaxPageBytes {
-			return ns, true, nil // Close reads the rest off the wire, keeping none of it
+			stop() // before rows.Close, deferred after it
+			return ns, true, nil
 		}
 		n, err := scanNotification(rows)
 		if err != nil {
