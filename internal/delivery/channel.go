@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -32,6 +33,11 @@ type channel struct {
 	// permit a message, taken as send starts a call: send.go); nil for a
 	// batching plugin, whose slots are its calls.
 	sending chan struct{}
+	// permitMu: one part takes its send permits at a time (takePermits).
+	permitMu sync.Mutex
+	// lastCall is how long the channel's last plugin call took (ns; 0
+	// before the first returns): how far ahead it may claim (ahead).
+	lastCall atomic.Int64
 	// batching: the plugin's Sender for this channel takes a batch in one
 	// call (sdk.BatchSender), as it said when configured.
 	batching bool

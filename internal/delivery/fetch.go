@@ -6,6 +6,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/queue"
@@ -29,15 +30,40 @@ func (c *channel) slotsFor(n int) int {
 	return n
 }
 
-// Prefetch is how many messages a plain plugin's channel claims ahead of
-// what it has in flight: min(batch_size, concurrency). The next batch's
-// fetch and claim then overlap the sends instead of leaving the provider
-// idle while they run. A message claimed ahead waits for about one call
-// before its own starts; its deadline counts from the claim all the same
-// (send), so a channel whose calls hang does not stretch a claim past its
-// timeout — and more ahead would let calls of a few seconds time out rows
-// that never left.
-func Prefetch(c config.Channel) int { return min(c.BatchSize, c.Concurrency) }
+// Prefetch is the most messages a plain plugin's channel claims ahead of
+// what it has in flight: batch_size. The next batches' fetches and claims
+// then overlap the sends instead of leaving the provider idle while they run,
+// and claims and settles carry more rows each. How many it claims ahead at a
+// given moment is ahead's: a message claimed ahead waits for the parts before
+// it, and its send must start within the channel's timeout of its claim
+// (send), so the channel claims no further ahead than its recent calls could
+// send in half the timeout.
+func Prefetch(c config.Channel) int { return c.BatchSize }
+
+// ahead is how many messages a plain plugin's channel may hold claimed ahead
+// of its sends now: concurrency for every half timeout its last call would
+// fit in, between min(batch_size, concurrency) (before any call has returned,
+// or when a call takes half the timeout or more) and Prefetch.
+func (c *channel) ahead() int {
+	least := min(c.cfg.BatchSize, c.cfg.Concurrency)
+	last := c.lastCall.Load()
+	if last <= 0 {
+		return least
+	}
+	k := int64(c.cfg.Timeout/2) / last
+	return int(min(int64(Prefetch(c.cfg)), max(int64(least), k*int64(c.cfg.Concurrency))))
+}
+
+// room is how many more slots the fetcher may take now: for a plain plugin,
+// up to concurrency in flight and ahead claimed ahead of them; for a
+// batching plugin, whatever is free. Not exact (the slots move while it
+// reads them): a fetch may overshoot by the messages of one call.
+func (c *channel) room() int {
+	if c.batching {
+		return cap(c.slots)
+	}
+	return c.cfg.Concurrency + c.ahead() - len(c.slots)
+}
 
 // acquire takes n slots, blocking until they are free.
 func (c *channel) acquire(ctx context.Context, n int) int {
@@ -84,9 +110,20 @@ func (c *channel) release(n int) {
 	}
 }
 
+// aheadPause is how long a fetcher that may claim no further ahead waits
+// before it looks again: only when calls take a good part of the timeout.
+const aheadPause = 10 * time.Millisecond
+
 func (c *channel) fetchLoop(ctx context.Context, q string) {
 	var failures int
 	for ctx.Err() == nil {
+		room := c.room()
+		if room <= 0 {
+			// As far ahead as the channel's calls allow (slow calls):
+			// wait for a call to return.
+			sleepCtx(ctx, aheadPause)
+			continue
+		}
 		// Paused, breaker open, or out of rate tokens: wait here, in the
 		// fetcher; the messages stay queued and no sender is held.
 		allowed, wait := c.admit(ctx, c.cfg.BatchSize)
@@ -94,12 +131,16 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			sleepCtx(ctx, wait)
 			continue
 		}
-		n := takeUpTo(ctx, c.slots, c.slotsFor(allowed))
+		most := allowed
+		if !c.batching {
+			most = min(allowed, room)
+		}
+		n := takeUpTo(ctx, c.slots, c.slotsFor(most))
 		if n == 0 {
 			c.refund(allowed)
 			return
 		}
-		ids, held, err := c.fetch(ctx, q, n, allowed)
+		ids, held, err := c.fetch(ctx, q, n, most)
 		c.release(held - c.slotsFor(len(ids)))
 		c.refund(allowed - len(ids))
 		if errors.Is(err, queue.ErrNoLease) {

@@ -21,6 +21,7 @@ import (
 type sendGate struct {
 	open chan struct{}
 	hang bool // the first call waits for its deadline, whatever open does
+	fast bool // the first call succeeds at once, whatever open does
 
 	mu       sync.Mutex
 	inFlight int
@@ -51,6 +52,9 @@ func (g *sendGate) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender,
 			<-ctx.Done()
 			return sdk.Transient(ctx.Err().Error())
 		}
+		if g.fast && first {
+			return sdk.Success(nil)
+		}
 		select {
 		case <-g.open:
 			return sdk.Success(nil)
@@ -78,16 +82,17 @@ func startSendGate(t *testing.T, b *bundle, g *sendGate, concurrency, batch int,
 	b.startInProcess(&cfg, map[string]sdk.Provider{"gate": g})
 }
 
-// TestEngine_PrefetchWithinConcurrency: a plain plugin's channel claims up
-// to Prefetch messages ahead of the ones in flight — so the next claim
-// overlaps the sends — while the provider never has more than concurrency
-// in flight at once.
+// TestEngine_PrefetchWithinConcurrency: a plain plugin's channel claims
+// messages ahead of the ones in flight — so the next claim overlaps the
+// sends — while the provider never has more than concurrency in flight at
+// once; before any call has returned it claims min(batch_size, concurrency)
+// ahead, not Prefetch (batch_size).
 func TestEngine_PrefetchWithinConcurrency(t *testing.T) {
 	t.Parallel()
 	b := setup(t, newSink(t, nil))
 	const concurrency, batch, n = 2, 8, 12
-	if got := delivery.Prefetch(config.Channel{Concurrency: concurrency, BatchSize: batch}); got != concurrency {
-		t.Fatalf("Prefetch(concurrency %d, batch_size %d) = %d, want %d", concurrency, batch, got, concurrency)
+	if got := delivery.Prefetch(config.Channel{Concurrency: concurrency, BatchSize: batch}); got != batch {
+		t.Fatalf("Prefetch(concurrency %d, batch_size %d) = %d, want %d", concurrency, batch, got, batch)
 	}
 	ids := b.sendMany(n, func(int) string { return "someone" })
 	g := newSendGate()
@@ -126,6 +131,63 @@ func TestEngine_PrefetchWithinConcurrency(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for _, id := range ids {
+		if got := g.seen[id]; len(got) != 1 {
+			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
+		}
+	}
+}
+
+// TestEngine_PrefetchDeepensAfterFastCalls: once a call has returned well
+// within half the timeout, a plain plugin's channel claims up to Prefetch
+// (batch_size) ahead of what is in flight, and still never has more than
+// concurrency in flight.
+func TestEngine_PrefetchDeepensAfterFastCalls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	const concurrency, batch, n = 2, 8, 14
+	g := newSendGate()
+	g.fast = true
+	startSendGate(t, b, g, concurrency, batch, 30*time.Second)
+	first := b.sendMany(1, func(int) string { return "someone" })
+	if nt := b.wait(first[0], 30*time.Second); nt.Status != outbox.StatusSent {
+		t.Fatalf("the first notification: %s (%s), want SENT", nt.Status, nt.LastError)
+	}
+	ids := b.sendMany(n, func(int) string { return "someone" })
+
+	// Two in flight, batch_size more claimed and waiting for a permit.
+	want := int64(concurrency + batch)
+	var last string
+	ok := func() bool {
+		in, _ := g.state()
+		counts := b.statusCounts()
+		last = fmt.Sprintf("in flight %d, rows by status %v", in, counts)
+		return in == concurrency && counts[outbox.StatusProcessing] == want
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never %d in flight and %d claimed; last seen: %s", concurrency, want, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 5 {
+		time.Sleep(50 * time.Millisecond)
+		if got := b.statusCounts()[outbox.StatusProcessing]; got > want {
+			t.Fatalf("%d rows PROCESSING, want at most concurrency + batch_size = %d", got, want)
+		}
+	}
+	close(g.open)
+	for _, id := range ids {
+		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
+			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.maxIn > concurrency {
+		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", g.maxIn, concurrency)
+	}
 	for _, id := range ids {
 		if got := g.seen[id]; len(got) != 1 {
 			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)

@@ -26,11 +26,11 @@ import (
 // nil, is closed once every verdict is committed (sendSuspects waits for it).
 //
 // A batching plugin's batch is one call. A plain plugin's batch goes out in
-// parts as send permits free up (c.sending: one a message, concurrency in
-// all), each part a call of its own that frees its permits and its slots
-// when it returns; a channel claims up to min(batch_size, concurrency)
-// messages ahead of what is in flight (prefetch), so the next batch's fetch
-// and claim overlap the sends instead of waiting for them. A part starts
+// parts of up to concurrency messages (c.sending: one permit a message,
+// concurrency in all; takePermits), each part a call of its own that frees
+// its permits and its slots when it returns; a channel claims messages ahead
+// of what is in flight (Prefetch, ahead), so the next batches' fetches and
+// claims overlap the sends instead of waiting for them. A part starts
 // within the channel's timeout of claimedAt, the batch's claim, or is not
 // sent at all, and has the whole timeout from its start: so a claimed row's
 // send ends within twice the timeout of its claim whatever it waited for a
@@ -52,7 +52,7 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 		return
 	}
 	for rest := batch; len(rest) > 0; {
-		k := takeUpTo(ctx, c.sending, len(rest)) // send permits
+		k := c.takePermits(ctx, len(rest))
 		if k == 0 {
 			// Stopping before these had a permit: never sent, retried.
 			c.notSent(rest, claimedAt, "not sent: notifyd stopped before a send slot was free", wg)
@@ -107,6 +107,7 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 	verdicts := c.callPlugin(sctx, msgs)
 	cancel()
 	finished := e.now()
+	c.lastCall.Store(int64(max(finished.Sub(started), 1)))
 	c.releaseSending(len(batch))
 	e.metrics.SendDuration(c.name, finished.Sub(started))
 	ids := claimedIDs(batch)
@@ -127,6 +128,29 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 	}
 	c.release(c.slotsFor(len(batch)))
 	e.settler.add(items)
+}
+
+// takePermits takes the send permits of a plain plugin's next part:
+// min(n, concurrency), waiting until all of them are free. A part is never
+// cut down to the permits free at the instant it asks: a call's permits come
+// back one by one as it returns, and taking whatever is free then split the
+// next batch into calls of a few messages, each paying a plugin call and a
+// settle of its own (twice the plugin's CPU a notification, measured). One
+// part takes at a time (permitMu), so two parts each holding some permits
+// never wait on each other. 0 when ctx ends first.
+func (c *channel) takePermits(ctx context.Context, n int) int {
+	n = min(n, cap(c.sending))
+	c.permitMu.Lock()
+	defer c.permitMu.Unlock()
+	for i := range n {
+		select {
+		case c.sending <- struct{}{}:
+		case <-ctx.Done():
+			c.releaseSending(i)
+			return 0
+		}
+	}
+	return n
 }
 
 func (c *channel) releaseSending(n int) {
