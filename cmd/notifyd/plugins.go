@@ -185,8 +185,9 @@ func sendRule(c config.Channel, batches bool) string {
 		}
 		return rule
 	}
-	return fmt.Sprintf("one message per Send: concurrency %d counts messages in flight, so a plugin call carries at most %d (the smaller of batch_size %d and concurrency); up to %d more are claimed ahead of the sends",
-		c.Concurrency, min(c.BatchSize, c.Concurrency), c.BatchSize, delivery.Prefetch(c))
+	least := min(c.BatchSize, c.Concurrency)
+	return fmt.Sprintf("one message per Send: concurrency %d counts messages in flight, so a plugin call carries at most %d (the smaller of batch_size %d and concurrency); up to %d more are claimed ahead of the sends (%d until a call has returned, or while calls take %s, half the timeout, or more)",
+		c.Concurrency, least, c.BatchSize, delivery.Prefetch(c), least, c.Timeout/2)
 }
 
 func closeHost(h *pluginhost.Host) {

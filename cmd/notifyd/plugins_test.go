@@ -83,7 +83,7 @@ channels:
 	for _, want := range []string{
 		"plugin hello: started hello 1.0.0",
 		"channel broken: FAILED: plugin hello: channel broken: config rejected: config.url must be an http:// or https:// URL",
-		"channel good: configured; one message per Send: concurrency 16 counts messages in flight, so a plugin call carries at most 16 (the smaller of batch_size 64 and concurrency); up to 16 more are claimed ahead of the sends",
+		"channel good: configured; one message per Send: concurrency 16 counts messages in flight, so a plugin call carries at most 16 (the smaller of batch_size 64 and concurrency); up to 64 more are claimed ahead of the sends (16 until a call has returned, or while calls take 5s, half the timeout, or more)",
 		"health: ok",
 	} {
 		if !strings.Contains(got, want) {
