@@ -35,6 +35,9 @@ type channel struct {
 	sending chan struct{}
 	// permitMu: one part takes its send permits at a time (takePermits).
 	permitMu sync.Mutex
+	// gatherMu: one fetcher waits for a large claim's slots at a time
+	// (gather).
+	gatherMu sync.Mutex
 	// lastCall is how long the channel's last plugin call took (ns; 0
 	// before the first returns): how far ahead it may claim (ahead).
 	lastCall atomic.Int64

@@ -110,6 +110,31 @@ func (c *channel) release(n int) {
 	}
 }
 
+// gathering says whether the fetcher may wait to claim twice concurrency at
+// once: a plain plugin's channel claiming at full depth (ahead is Prefetch,
+// at least twice concurrency) with a whole part (concurrency messages)
+// already claimed and waiting for its permits, so no send waits on this
+// fetch. Otherwise the fetcher takes the slots free now: a returning call
+// gives its slots back one by one, and taking whatever was free at that
+// instant claimed 64 to 90 rows a statement in the burst, each paying the
+// statement's fixed cost (docs/performance.md).
+func (c *channel) gathering() bool {
+	if c.batching || Prefetch(c.cfg) < 2*c.cfg.Concurrency || c.ahead() < Prefetch(c.cfg) {
+		return false
+	}
+	return len(c.slots)-len(c.sending) >= c.cfg.Concurrency
+}
+
+// gather takes n slots, waiting until they are free; 0 when ctx ends first.
+// One fetcher gathers at a time (gatherMu): two each holding part of what
+// they wait for could otherwise wait on each other for good. The slots come
+// back as the parts already claimed are sent, which never wait on a fetcher.
+func (c *channel) gather(ctx context.Context, n int) int {
+	c.gatherMu.Lock()
+	defer c.gatherMu.Unlock()
+	return c.acquire(ctx, n)
+}
+
 // aheadPause is how long a fetcher that may claim no further ahead waits
 // before it looks again: only when calls take a good part of the timeout.
 const aheadPause = 10 * time.Millisecond
@@ -135,7 +160,16 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 		if !c.batching {
 			most = min(allowed, room)
 		}
-		n := takeUpTo(ctx, c.slots, c.slotsFor(most))
+		var n int
+		if c.gathering() {
+			n = c.gather(ctx, min(allowed, 2*c.cfg.Concurrency))
+			if n > 0 {
+				n += tryTake(c.slots, allowed-n)
+			}
+			most = allowed // at full depth: the slots' capacity is the bound
+		} else {
+			n = takeUpTo(ctx, c.slots, c.slotsFor(most))
+		}
 		if n == 0 {
 			c.refund(allowed)
 			return

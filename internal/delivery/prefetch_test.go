@@ -195,6 +195,33 @@ func TestEngine_PrefetchDeepensAfterFastCalls(t *testing.T) {
 	}
 }
 
+// TestEngine_PrefetchGathersAcrossPartitions: with batch_size four times
+// concurrency and fast calls, a channel's fetchers claim at full depth and
+// wait to claim twice concurrency at once (gather); over four partitions,
+// each with its fetcher, and two instances, everything is still sent exactly
+// once — no fetcher holding part of the slots it waits for stalls another.
+func TestEngine_PrefetchGathersAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Partitions, ch.Concurrency, ch.BatchSize = 4, 4, 16
+		ch.Timeout = 30 * time.Second // no send reaches its deadline, even beside CPU burners
+		ch.Config["timeout"] = "30s"
+	})
+	for i := range 2 {
+		b.engine(fmt.Sprintf("inst%d", i), delivery.Hooks{})
+	}
+	const n = 2000
+	b.sendMany(n, func(i int) string { return fmt.Sprintf("r%d", i) })
+	counts := b.waitAll(90 * time.Second)
+	if counts[outbox.StatusSent] != n {
+		t.Fatalf("statuses %v, want %d SENT", counts, n)
+	}
+	if ids, dups := s.distinct(); ids != n || dups != 0 {
+		t.Errorf("sink saw %d distinct with %d duplicates, want %d and 0", ids, dups, n)
+	}
+}
+
 // TestEngine_PrefetchStartsWithinTimeout: a message claimed ahead waits for
 // a send permit, but its send must start within the channel's timeout of its
 // claim (the stale-claim takeover, after twice the timeout and a lease,
