@@ -54,15 +54,19 @@ func (c *channel) ahead() int {
 	return int(min(int64(Prefetch(c.cfg)), max(int64(least), k*int64(c.cfg.Concurrency))))
 }
 
-// room is how many more slots the fetcher may take now: for a plain plugin,
-// up to concurrency in flight and ahead claimed ahead of them; for a
-// batching plugin, whatever is free. Not exact (the slots move while it
-// reads them): a fetch may overshoot by the messages of one call.
-func (c *channel) room() int {
+// room is how many more slots the fetcher may take now, and whether that is
+// fewer than the slots' capacity allows: a plain plugin's channel claiming
+// less than Prefetch ahead (its calls are slow) holds up to concurrency in
+// flight and ahead claimed ahead of them. Otherwise (full depth, or a
+// batching plugin) the slots' capacity is the bound, and a fetcher blocks on
+// it as slots come back. Not exact (the slots move while it reads them): a
+// fetch may overshoot by the messages of one call.
+func (c *channel) room() (n int, limited bool) {
 	if c.batching {
-		return cap(c.slots)
+		return cap(c.slots), false
 	}
-	return c.cfg.Concurrency + c.ahead() - len(c.slots)
+	ahead := c.ahead()
+	return c.cfg.Concurrency + ahead - len(c.slots), ahead < Prefetch(c.cfg)
 }
 
 // acquire takes n slots, blocking until they are free.
@@ -142,10 +146,10 @@ const aheadPause = 10 * time.Millisecond
 func (c *channel) fetchLoop(ctx context.Context, q string) {
 	var failures int
 	for ctx.Err() == nil {
-		room := c.room()
-		if room <= 0 {
-			// As far ahead as the channel's calls allow (slow calls):
-			// wait for a call to return.
+		room, limited := c.room()
+		if limited && room <= 0 {
+			// As far ahead as the channel's slow calls allow: wait for
+			// one to return.
 			sleepCtx(ctx, aheadPause)
 			continue
 		}
@@ -157,7 +161,7 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			continue
 		}
 		most := allowed
-		if !c.batching {
+		if limited {
 			most = min(allowed, room)
 		}
 		var n int
@@ -166,7 +170,6 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			if n > 0 {
 				n += tryTake(c.slots, allowed-n)
 			}
-			most = allowed // at full depth: the slots' capacity is the bound
 		} else {
 			n = takeUpTo(ctx, c.slots, c.slotsFor(most))
 		}
