@@ -37,12 +37,9 @@ type settleItem struct {
 // plugin call arrive together (add takes them as one slice), so a worker
 // woken by a call's first verdict never commits it without the others.
 type settler struct {
-	e  *Engine
-	in chan []settleItem
-	// lastAdd and gap: when the last call's verdicts were added (unix ns)
-	// and how long after the call before it (ns).
-	lastAdd, gap atomic.Int64
-	busy         atomic.Int64 // batches being flushed
+	e    *Engine
+	in   chan []settleItem
+	busy atomic.Int64 // batches being flushed
 	// started[w] is when worker w's batch began (unix ns; 0 when idle): the
 	// oldest is how long a verdict has waited to be committed.
 	started [settleWorkers]atomic.Int64
@@ -50,17 +47,6 @@ type settler struct {
 	ctx     context.Context
 	stop    context.CancelFunc
 }
-
-// Under load — the last two calls' verdicts came within settleLinger of
-// each other — a worker that took fewer than settleTarget verdicts waits up
-// to settleLinger for more before it commits, so a commit carries several
-// calls' verdicts (a statement costs Postgres a few hundred µs whatever it
-// moves: docs/performance.md). A verdict that comes alone is committed at
-// once.
-const (
-	settleTarget = 256
-	settleLinger = 4 * time.Millisecond
-)
 
 // settleQueue is how many calls' verdicts may wait for a settle worker
 // before the senders wait for it instead (at least 16, 4 × settle_batch / 64
@@ -87,8 +73,6 @@ func (s *settler) add(items []settleItem) {
 	if len(items) == 0 {
 		return
 	}
-	now := time.Now().UnixNano()
-	s.gap.Store(now - s.lastAdd.Swap(now))
 	select {
 	case s.in <- items:
 	case <-s.ctx.Done():
@@ -159,37 +143,12 @@ func (s *settler) run(started *atomic.Int64) {
 				break drain
 			}
 		}
-		if len(carry) == 0 && len(batch) < min(max, settleTarget) && s.gap.Load() < int64(settleLinger) {
-			batch, carry = s.linger(batch, max)
-		}
 		s.flush(batch)
 		started.Store(0)
 		if len(carry) == 0 {
 			s.busy.Add(-1)
 		}
 	}
-}
-
-// linger adds to batch what arrives within settleLinger, until it holds
-// settleTarget verdicts (or max: what does not fit is returned as carry).
-func (s *settler) linger(batch []settleItem, max int) (_, carry []settleItem) {
-	t := time.NewTimer(settleLinger)
-	defer t.Stop()
-	for len(batch) < min(max, settleTarget) {
-		select {
-		case more := <-s.in:
-			n := min(len(more), max-len(batch))
-			batch = append(batch, more[:n]...)
-			if n < len(more) {
-				return batch, more[n:]
-			}
-		case <-t.C:
-			return batch, nil
-		case <-s.ctx.Done():
-			return batch, nil
-		}
-	}
-	return batch, nil
 }
 
 // flush commits one batch, retrying while Postgres is unreachable: the
