@@ -70,12 +70,19 @@ func (c *channel) room() (n int, limited bool) {
 }
 
 // acquire takes n slots, blocking until they are free.
-func (c *channel) acquire(ctx context.Context, n int) int {
+func (c *channel) acquire(ctx context.Context, n int) int { return takeAll(ctx, c.slots, n) }
+
+// takeAll takes n tokens of sem (a counting semaphore: a token is a value
+// sent into it), blocking until they are free; when ctx ends first it gives
+// back what it took and returns 0.
+func takeAll(ctx context.Context, sem chan struct{}, n int) int {
 	for i := range n {
 		select {
-		case c.slots <- struct{}{}:
+		case sem <- struct{}{}:
 		case <-ctx.Done():
-			c.release(i)
+			for range i {
+				<-sem
+			}
 			return 0
 		}
 	}

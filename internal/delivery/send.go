@@ -139,18 +139,9 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 // part takes at a time (permitMu), so two parts each holding some permits
 // never wait on each other. 0 when ctx ends first.
 func (c *channel) takePermits(ctx context.Context, n int) int {
-	n = min(n, cap(c.sending))
 	c.permitMu.Lock()
 	defer c.permitMu.Unlock()
-	for i := range n {
-		select {
-		case c.sending <- struct{}{}:
-		case <-ctx.Done():
-			c.releaseSending(i)
-			return 0
-		}
-	}
-	return n
+	return takeAll(ctx, c.sending, min(n, cap(c.sending)))
 }
 
 func (c *channel) releaseSending(n int) {
