@@ -33,7 +33,7 @@ func (c *channel) slotsFor(n int) int {
 // Prefetch is the most messages a plain plugin's channel claims ahead of
 // what it has in flight: batch_size. The next batches' fetches and claims
 // then overlap the sends instead of leaving the provider idle while they run,
-// and claims and settles carry more rows each. How many it claims ahead at a
+// and claims carry more rows each. How many it claims ahead at a
 // given moment is ahead's: a message claimed ahead waits for the parts before
 // it, and its send must start within the channel's timeout of its claim
 // (send), so the channel claims no further ahead than its recent calls could
