@@ -267,6 +267,67 @@ channels:
 	b.queueEmpty()
 }
 
+// An instance killed while claiming at full depth: besides the sends in
+// flight it holds batch_size rows claimed ahead and never sent. Its restart
+// takes them over and sends each once; only the sends in flight at the kill
+// may reach the receiver twice.
+func TestEngine_KilledWithClaimsAhead(t *testing.T) {
+	t.Parallel()
+	const concurrency, batch, n = 2, 8, 14
+	gate := make(chan struct{})
+	var first atomic.Bool
+	s := newSink(t, func(string, int, http.Header) (int, string) {
+		if first.CompareAndSwap(false, true) {
+			return http.StatusOK, "" // the first call returns at once: full depth from then on
+		}
+		<-gate
+		return http.StatusOK, ""
+	})
+	t.Cleanup(func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	})
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Concurrency, ch.BatchSize = concurrency, batch
+		// The held sends stay in flight until the kill (it comes within
+		// milliseconds of the claims); the takeover waits 2 × timeout +
+		// lease_ttl, as for any claim of a process that is gone.
+		ch.Timeout = 3 * time.Second
+		ch.Config["timeout"] = "3s"
+	})
+	a := b.engine("victim", delivery.Hooks{})
+	warm := b.send("warm", "")
+	if nt := b.wait(warm, 30*time.Second); nt.Status != outbox.StatusSent {
+		t.Fatalf("the first notification: %s (%s), want SENT", nt.Status, nt.LastError)
+	}
+	ids := b.sendMany(n, func(i int) string { return fmt.Sprintf("r%d", i) })
+	want := int64(concurrency + batch) // in flight, and claimed ahead
+	deadline := time.Now().Add(20 * time.Second)
+	for b.statusCounts()[outbox.StatusProcessing] != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("never %d PROCESSING; rows by status %v", want, b.statusCounts())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.Kill()
+	close(gate)
+
+	b.engine("victim", delivery.Hooks{}) // the restart resumes its own backup list
+	counts := b.waitAll(60 * time.Second)
+	if counts[outbox.StatusSent] != int64(len(ids)+1) {
+		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids)+1)
+	}
+	got, dups := s.distinct()
+	if got != len(ids)+1 || dups > concurrency {
+		t.Errorf("sink saw %d distinct with %d duplicates, want %d and at most %d (the sends in flight at the kill)",
+			got, dups, len(ids)+1, concurrency)
+	}
+	b.queueEmpty()
+}
+
 // FAILED committed, then the crash before the Redis dead-letter step: the
 // restarted instance finds the id in its backup list, the claim skips the
 // FAILED row, and the id must land in the dead list — not be acked away.
