@@ -2,8 +2,10 @@ package dailyquiz_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	notifyd "github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
@@ -33,10 +35,10 @@ func appDB(t *testing.T, seed string) *testenv.DB {
 	return db
 }
 
-// exampleConfig is the example's notifyd.yaml — schedule, audience query and
-// templates unchanged — with the services' addresses, the listen address and
-// the token given as an operator would, in NOTIFYD_* variables (env adds
-// more).
+// exampleConfig is the example's notifyd.yaml — audience query, templates
+// and schedule unchanged but for its cron's hour (below) — with the
+// services' addresses, the listen address and the token given as an
+// operator would, in NOTIFYD_* variables (env adds more).
 func exampleConfig(t *testing.T, db *testenv.DB, rds *testenv.Redis, env ...string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load("notifyd.yaml", append([]string{
@@ -46,6 +48,17 @@ func exampleConfig(t *testing.T, db *testenv.DB, rds *testenv.Redis, env ...stri
 	if err != nil {
 		t.Fatalf("the example's notifyd.yaml: %v", err)
 	}
+	// The schedule's own fire is moved 12 hours from now (its hour only):
+	// within its lead (07:50–08:00 Seoul) it materialises the day's quiz,
+	// due at 08:00, and the day's content key then rightly makes the test's
+	// own run send nothing — a test that failed ten minutes a day.
+	s := cfg.Schedules["daily-quiz"]
+	loc, err := time.LoadLocation(s.Timezone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Cron = fmt.Sprintf("0 %d * * *", time.Now().In(loc).Add(12*time.Hour).Hour())
+	cfg.Schedules["daily-quiz"] = s
 	return cfg
 }
 

@@ -37,8 +37,9 @@ func (p *phone) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender, er
 }
 
 // TestDailyQuiz runs the example's notifyd.yaml — its schedule, audience
-// query and templates unchanged; only the services' addresses and the
-// channel's plugin are swapped for the test's — against the application's
+// query and templates unchanged; only the services' addresses, the
+// channel's plugin and the hour of the schedule's own fire (exampleConfig)
+// are swapped for the test's — against the application's
 // tables from schema.sql: every opted-in user gets today's quiz, the opted-out
 // user nothing, the user without a name a FAILED notification saying so while
 // the others go out, and running the same fire time again sends nothing.
