@@ -67,11 +67,14 @@ func (d *Daemon) NotificationByKey(ctx context.Context, key string) (wire.Notifi
 	return d.ops.NotificationByKey(ctx, key)
 }
 
-// NotificationsByRecipient lists a recipient's notifications newest first,
-// ids below before (0: from the newest), at most limit.
-func (d *Daemon) NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) ([]wire.NotificationInfo, error) {
+// NotificationsByRecipient is a page of a recipient's notifications newest
+// first, ids below before (0: from the newest): at most limit (1 to 1000)
+// and, past the first, about 16 MiB of payloads and results, so a page may
+// end short of limit with more to come. Page on with NextBefore while it is
+// not 0.
+func (d *Daemon) NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) (wire.RecipientPage, error) {
 	if err := d.notRunning(); err != nil {
-		return nil, err
+		return wire.RecipientPage{}, err
 	}
 	return d.ops.NotificationsByRecipient(ctx, recipient, before, limit)
 }

@@ -315,10 +315,22 @@ func TestStore_ListFailed_pageBytes(t *testing.T) {
 		FROM generate_series(1, 40) AS i`); err != nil {
 		t.Fatal(err)
 	}
+	readCutPages(t, 40, 1, func(after int64) ([]outbox.Notification, bool, error) {
+		return b.store.ListFailed(b.ctx, "big", after, 1000)
+	})
+}
+
+// readCutPages pages through want rows of about 800 KB with page (given the
+// last id of the page before, 0 first), which must cut each page at
+// MaxPageBytes past its first row (plus that row) and read every row exactly
+// once over at least two pages, its ids in order (order 1 ascending, -1
+// descending).
+func readCutPages(t *testing.T, want int, order int64, page func(cursor int64) ([]outbox.Notification, bool, error)) {
+	t.Helper()
 	seen := map[int64]bool{}
-	pages := 0
-	for after := int64(0); ; pages++ {
-		ns, cut, err := b.store.ListFailed(b.ctx, "big", after, 1000)
+	pages, last := 0, int64(0)
+	for cursor := int64(0); ; pages++ {
+		ns, cut, err := page(cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +339,10 @@ func TestStore_ListFailed_pageBytes(t *testing.T) {
 			if seen[n.ID] {
 				t.Fatalf("row %d read twice", n.ID)
 			}
-			seen[n.ID] = true
+			if last != 0 && (n.ID-last)*order <= 0 {
+				t.Fatalf("row %d after row %d: out of order", n.ID, last)
+			}
+			seen[n.ID], last = true, n.ID
 			size += len(n.Payload)
 		}
 		if size > outbox.MaxPageBytes+900_000 {
@@ -336,13 +351,13 @@ func TestStore_ListFailed_pageBytes(t *testing.T) {
 		if !cut {
 			break
 		}
-		if len(ns) == 0 || len(ns) >= 40 {
+		if len(ns) == 0 || len(ns) >= want {
 			t.Fatalf("page %d: %d rows, cut; want some but not all", pages, len(ns))
 		}
-		after = ns[len(ns)-1].ID
+		cursor = ns[len(ns)-1].ID
 	}
-	if len(seen) != 40 || pages < 1 {
-		t.Errorf("read %d rows in %d cut pages, want all 40 over at least two pages", len(seen), pages)
+	if len(seen) != want || pages < 1 {
+		t.Errorf("read %d rows in %d cut pages, want all %d over at least two pages", len(seen), pages, want)
 	}
 }
 

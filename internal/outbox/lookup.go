@@ -29,29 +29,27 @@ UNION ALL
 ORDER BY id DESC LIMIT $3`
 
 // ListByRecipient pages through recipient's notifications on every channel,
-// newest first: rows with id < before (0 = from the newest), at most limit.
-// Pass the last id of a page as before to get the next one. The attempt logs
-// are not read (Get has them).
-func (s *Store) ListByRecipient(ctx context.Context, recipient string, before int64, limit int) ([]Notification, error) {
+// newest first: rows with id < before (0 = from the newest), at most limit
+// and, past the first, at most MaxPageBytes (cut then says the page stopped
+// short of limit for its size: there may be more). Pass the last id of a
+// page as before to get the next one. The attempt logs are not read (Get
+// has them).
+func (s *Store) ListByRecipient(ctx context.Context, recipient string, before int64, limit int) (ns []Notification, cut bool, _ error) {
 	if recipient == "" {
-		return nil, fmt.Errorf("list by recipient: recipient is empty")
+		return nil, false, fmt.Errorf("list by recipient: recipient is empty")
 	}
 	if len(recipient) > MaxRecipientLen {
-		return nil, fmt.Errorf("list by recipient: recipient is %d bytes long, at most %d", len(recipient), MaxRecipientLen)
+		return nil, false, fmt.Errorf("list by recipient: recipient is %d bytes long, at most %d", len(recipient), MaxRecipientLen)
 	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("list by recipient %q: limit %d, want > 0", recipient, limit)
+		return nil, false, fmt.Errorf("list by recipient %q: limit %d, want > 0", recipient, limit)
 	}
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := s.pool.Query(ctx, listByRecipient, recipient, before, limit)
+	ns, cut, err := s.readPage(ctx, listByRecipient, recipient, before, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list by recipient %q before id %d: %w", recipient, before, err)
+		return nil, false, fmt.Errorf("list by recipient %q before id %d: %w", recipient, before, err)
 	}
-	ns, err := scanNotifications(rows)
-	if err != nil {
-		return nil, fmt.Errorf("list by recipient %q before id %d: %w", recipient, before, err)
-	}
-	return ns, nil
+	return ns, cut, nil
 }

@@ -39,9 +39,9 @@ func TestStore_ListByRecipient(t *testing.T) {
 		var got []int64
 		before := int64(0)
 		for range len(alice) + 2 {
-			page, err := b.store.ListByRecipient(b.ctx, "alice", before, size)
-			if err != nil {
-				t.Fatalf("ListByRecipient: %v", err)
+			page, cut, err := b.store.ListByRecipient(b.ctx, "alice", before, size)
+			if err != nil || cut {
+				t.Fatalf("ListByRecipient: cut %v, %v; want small rows never cut", cut, err)
 			}
 			for _, n := range page {
 				if n.Recipient != "alice" {
@@ -59,7 +59,7 @@ func TestStore_ListByRecipient(t *testing.T) {
 		}
 	}
 	t.Run("unknown recipient", func(t *testing.T) {
-		got, err := b.store.ListByRecipient(b.ctx, "carol", 0, 10)
+		got, _, err := b.store.ListByRecipient(b.ctx, "carol", 0, 10)
 		if err != nil || len(got) != 0 {
 			t.Errorf("got %v, %v; want nothing, nil", got, err)
 		}
@@ -94,11 +94,30 @@ func TestStore_ListByRecipient(t *testing.T) {
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {
-		if _, err := b.store.ListByRecipient(b.ctx, "", 0, 10); err == nil || !strings.Contains(err.Error(), "recipient is empty") {
+		if _, _, err := b.store.ListByRecipient(b.ctx, "", 0, 10); err == nil || !strings.Contains(err.Error(), "recipient is empty") {
 			t.Errorf("empty recipient: err %v, want one naming the empty recipient", err)
 		}
-		if _, err := b.store.ListByRecipient(b.ctx, "alice", 0, 0); err == nil || !strings.Contains(err.Error(), "limit 0") {
+		if _, _, err := b.store.ListByRecipient(b.ctx, "alice", 0, 0); err == nil || !strings.Contains(err.Error(), "limit 0") {
 			t.Errorf("limit 0: err %v, want one naming the limit", err)
 		}
+	})
+}
+
+// A recipient's page holds at most MaxPageBytes past its first row however
+// large a limit it is asked for: 40 rows of 800 KB (each within the row
+// bounds), settled, pending and in flight, come in cut pages, and paging on
+// reads every one exactly once, newest first.
+func TestStore_ListByRecipient_pageBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO notifications (channel, recipient, payload, status, attempts)
+		SELECT 'big', 'heavy', jsonb_build_object('t', repeat('x', 800000)),
+		       (ARRAY['SENT', 'PENDING', 'PROCESSING', 'FAILED'])[1 + i % 4], 1
+		FROM generate_series(1, 40) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	readCutPages(t, 40, -1, func(before int64) ([]outbox.Notification, bool, error) {
+		return b.store.ListByRecipient(b.ctx, "heavy", before, 1000)
 	})
 }

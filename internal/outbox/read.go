@@ -157,7 +157,7 @@ SELECT * FROM (
 	return as, false, nil
 }
 
-// MaxPageBytes bounds what one page of ListFailed holds: its rows' payloads,
+// MaxPageBytes bounds what one page of ListFailed or ListByRecipient holds: its rows' payloads,
 // results and text. Each row is bounded (a payload reads back within 1 MiB,
 // a result within 4 MiB), but a page of 1,000 such rows would be 5 GiB; a
 // page stops at the row that passes this, and says so (cut).
@@ -182,14 +182,25 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
  WHERE phase = 3 AND id > $1 ORDER BY id LIMIT $2`
 		args = []any{after, limit}
 	}
-	// A page cut short stops the query rather than Close draining the rest
-	// of it off the wire (up to limit rows of 5 MiB: 1.2 s for 300 MB
-	// measured); pgx cancels it and drops the connection.
+	ns, cut, err := s.readPage(ctx, sql, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+	}
+	return ns, cut, nil
+}
+
+// readPage reads the notifications sql selects (notificationColumns), at
+// most MaxPageBytes past the first row: cut says it stopped at that bound
+// rather than at the end of the query's rows. A page cut short stops the
+// query rather than Close draining the rest of it off the wire (up to
+// limit rows of 5 MiB: 1.2 s for 300 MB measured); pgx cancels it and
+// drops the connection.
+func (s *Store) readPage(ctx context.Context, sql string, args ...any) (ns []Notification, cut bool, _ error) {
 	qctx, stop := context.WithCancel(ctx)
 	defer stop()
 	rows, err := s.pool.Query(qctx, sql, args...)
 	if err != nil {
-		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+		return nil, false, err
 	}
 	defer rows.Close()
 	size := 0
@@ -200,13 +211,13 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
 		}
 		n, err := scanNotification(rows)
 		if err != nil {
-			return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+			return nil, false, err
 		}
 		size += n.size()
 		ns = append(ns, n)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
+		return nil, false, err
 	}
 	return ns, false, nil
 }

@@ -81,14 +81,26 @@ func (s *Service) NotificationByKey(ctx context.Context, key string) (wire.Notif
 	return notificationInfo(n, false), nil
 }
 
+// RecipientLimitMax bounds the limit of NotificationsByRecipient.
+const RecipientLimitMax = 1000
+
 // NotificationsByRecipient lists a recipient's notifications, newest first,
-// with ids below before (0: from the newest), at most limit.
-func (s *Service) NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) ([]wire.NotificationInfo, error) {
-	rows, err := s.store.ListByRecipient(ctx, recipient, before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list notifications by recipient: %w", err)
+// with ids below before (0: from the newest): at most limit (1 to
+// RecipientLimitMax) and at most outbox.MaxPageBytes past the first.
+// NextBefore is the last id of a page that may have more after it.
+func (s *Service) NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) (wire.RecipientPage, error) {
+	if limit <= 0 || limit > RecipientLimitMax {
+		return wire.RecipientPage{}, refuse(Invalid, "limit %d: want 1 to %d", limit, RecipientLimitMax)
 	}
-	return notificationInfos(rows), nil
+	rows, cut, err := s.store.ListByRecipient(ctx, recipient, before, limit)
+	if err != nil {
+		return wire.RecipientPage{}, fmt.Errorf("list notifications by recipient: %w", err)
+	}
+	page := wire.RecipientPage{Notifications: notificationInfos(rows)}
+	if len(rows) == limit || (cut && len(rows) > 0) {
+		page.NextBefore = rows[len(rows)-1].ID
+	}
+	return page, nil
 }
 
 // waiting says what holds an unfinished notification back beyond its due

@@ -29,9 +29,10 @@ type Operations interface {
 	// NotificationByKey is the notification of an idempotency key, without
 	// history; NotFound when none has it.
 	NotificationByKey(ctx context.Context, key string) (wire.NotificationInfo, error)
-	// NotificationsByRecipient lists a recipient's notifications newest
-	// first, ids below before (0: from the newest), at most limit.
-	NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) ([]wire.NotificationInfo, error)
+	// NotificationsByRecipient is a page of a recipient's notifications
+	// newest first, ids below before (0: from the newest), at most limit
+	// (1 to 1000) and about 16 MiB; NextBefore pages on.
+	NotificationsByRecipient(ctx context.Context, recipient string, before int64, limit int) (wire.RecipientPage, error)
 	// Cancel cancels a PENDING or QUEUED notification; changed is false
 	// when it was cancelled already.
 	Cancel(ctx context.Context, id int64) (changed bool, err error)

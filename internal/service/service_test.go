@@ -296,6 +296,16 @@ func TestEnqueueAndRead(t *testing.T) {
 		if _, err := ops.Notification(b.ctx, 999_999_999); !errors.As(err, &se) || se.Kind != service.NotFound {
 			t.Errorf("unknown id: %v", err)
 		}
+		page, err := ops.NotificationsByRecipient(b.ctx, "ada", 0, 1)
+		if err != nil || len(page.Notifications) != 1 || page.NextBefore != res[0].ID {
+			t.Errorf("NotificationsByRecipient(ada, limit 1) = %+v, %v; want her one row, NextBefore its id", page, err)
+		}
+		for _, limit := range []int{0, service.RecipientLimitMax + 1} {
+			if _, err := ops.NotificationsByRecipient(b.ctx, "ada", 0, limit); !errors.As(err, &se) || se.Kind != service.Invalid ||
+				!strings.Contains(se.Message, "limit") {
+				t.Errorf("NotificationsByRecipient(limit %d) = %v, want Invalid naming the limit", limit, err)
+			}
+		}
 	}
 	if _, err := dbOnly.Replay(b.ctx, service.Selector{Channel: "orders"}); !errors.Is(err, service.ErrNoEngine) {
 		t.Errorf("replay without an engine = %v, want ErrNoEngine", err)

@@ -98,16 +98,20 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	if d.By == byRecipient || d.By == byAuto {
-		rows, err := s.d.Ops.NotificationsByRecipient(ctx, d.Q, before, lookupPerPage+1)
+		// One more than a page, to know whether an older page exists; a
+		// page cut for its size (NextBefore within it) has one too.
+		page, err := s.d.Ops.NotificationsByRecipient(ctx, d.Q, before, lookupPerPage+1)
 		if err != nil {
 			s.failErr(w, r, "look up notifications by recipient", err)
 			return
 		}
-		if len(rows) > lookupPerPage {
-			rows = rows[:lookupPerPage]
-			d.Next = rows[len(rows)-1].ID
+		d.Rows = page.Notifications
+		if len(d.Rows) > lookupPerPage {
+			d.Rows = d.Rows[:lookupPerPage]
+			d.Next = d.Rows[len(d.Rows)-1].ID
+		} else if page.NextBefore != 0 {
+			d.Next = page.NextBefore
 		}
-		d.Rows = rows
 	}
 	if len(d.Rows) == 0 {
 		what := map[string]string{

@@ -179,6 +179,18 @@ type DLQPage struct {
 	NextAfter int64 `json:"next_after"`
 }
 
+// RecipientPage is one page of a recipient's notifications, newest first,
+// without their histories. A page holds at most the limit asked for and,
+// past its first notification, about 16 MiB of payloads and results (each
+// notification reads back within 1 MiB of payload and 4 MiB of result), so
+// a page may end short of the limit with more to come: page on while
+// NextBefore is not 0.
+type RecipientPage struct {
+	Notifications []NotificationInfo `json:"notifications"`
+	// NextBefore is the before of the next page; 0 when this page is the last.
+	NextBefore int64 `json:"next_before"`
+}
+
 // DLQSelector names dead-lettered notifications: by ids, or every one of a
 // channel. A replay takes exactly one of the two; a purge takes ids, a
 // channel, or both (those ids, which must be on that channel).
