@@ -154,7 +154,7 @@ SELECT idempotency_key, id, status, due_at, attempts, coalesce(last_error, ''), 
 			if x.refused {
 				r.problem("%s (id %d): SENT although the sink refuses its recipient", key, x.id)
 			}
-			r.Duplicates += d.Accepted - 1
+			r.duplicates(d)
 			delay := d.FirstOK.Sub(x.due)
 			delays = append(delays, delay)
 			if delay > r.MaxDelay {

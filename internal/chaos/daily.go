@@ -188,6 +188,7 @@ func (c *Cluster) checkDaily(ctx context.Context, r *Report, healed time.Time, c
 			return false
 		}
 		d.Duplicates += s.Accepted - 1
+		r.duplicated(s)
 		return true
 	}
 	failed := map[string]string{} // key → last error, for the FAILED daily rows

@@ -58,6 +58,9 @@ type Event struct {
 	RecoveredAt time.Time
 	Stragglers  []int64 // the last of them to finish
 	Err         error
+	// Duplicates is how many duplicates went out after this fault and
+	// before the next one (Report.attribute).
+	Duplicates int
 
 	ids []int64
 }

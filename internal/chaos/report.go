@@ -56,6 +56,45 @@ type Report struct {
 	DeadRepeats int
 	// Daily is the daily path's figures, when it ran (Setup.Daily).
 	Daily *DailyReport
+	// DupsBeforeFaults is how many duplicates (load and daily path) went
+	// out before the first fault; each later one is counted to the fault
+	// injected last before it (Event.Duplicates, KindStats.Duplicates).
+	DupsBeforeFaults int
+
+	dupAt []time.Time // when each duplicate went out, load and daily path
+}
+
+// duplicates counts a SENT load notification's deliveries beyond the first.
+func (r *Report) duplicates(d Deliveries) {
+	r.Duplicates += d.Accepted - 1
+	r.duplicated(d)
+}
+
+// duplicated records when d's duplicates went out, for attribution.
+func (r *Report) duplicated(d Deliveries) {
+	for i := range d.Accepted - 1 {
+		r.dupAt = append(r.dupAt, d.AgainAt(i))
+	}
+}
+
+// attribute counts each duplicate to the fault injected last before it
+// went out (the one whose recovery it most likely belongs to), or to
+// DupsBeforeFaults.
+func (r *Report) attribute() {
+	order := make([]int, len(r.Events))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return r.Events[order[a]].At.Before(r.Events[order[b]].At) })
+	for _, t := range r.dupAt {
+		// The last event (in time) with At <= t.
+		k := sort.Search(len(order), func(j int) bool { return r.Events[order[j]].At.After(t) }) - 1
+		if k < 0 {
+			r.DupsBeforeFaults++
+			continue
+		}
+		r.Events[order[k]].Duplicates++
+	}
 }
 
 // KindStats summarizes the faults of one kind.
@@ -68,6 +107,7 @@ type KindStats struct {
 	Duration   time.Duration
 	Median     time.Duration // recovery after the fault ended
 	Max        time.Duration
+	Duplicates int // duplicates that went out after a fault of this kind, before the next fault
 }
 
 // Percentiles of a set of durations.
@@ -132,6 +172,7 @@ func (r *Report) summarize() {
 			r.problem("%s: %s", ev.Kind, bug.What)
 		}
 	}
+	r.attribute()
 	by := map[string]*KindStats{}
 	recov := map[string][]time.Duration{}
 	for _, ev := range r.Events {
@@ -141,6 +182,7 @@ func (r *Report) summarize() {
 			by[ev.Kind] = k
 		}
 		k.Count++
+		k.Duplicates += ev.Duplicates
 		k.Duration += ev.HealedAt.Sub(ev.At)
 		switch {
 		case ev.Err != nil:
@@ -201,11 +243,12 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, " (last: %v)", r.LastEnqueueError)
 	}
 	fmt.Fprintf(&b, "\n  processes      %d notifyd starts; %d exits not caused by the suite\n", r.Starts, len(r.Exits))
-	fmt.Fprintf(&b, "  faults         %d injected; recovery = from the fault's end until every notification unfinished at its start had finished\n", len(r.Events))
-	fmt.Fprintf(&b, "    %-34s %5s %6s %9s %9s %10s %10s\n", "kind", "count", "failed", "in flight", "lasted", "recovery", "worst")
+	fmt.Fprintf(&b, "  faults         %d injected; recovery = from the fault's end until every notification unfinished at its start had finished;\n", len(r.Events))
+	fmt.Fprintf(&b, "                 dups = duplicates (load and daily path) that went out after a fault of the kind and before the next fault (%d before the first)\n", r.DupsBeforeFaults)
+	fmt.Fprintf(&b, "    %-34s %5s %6s %9s %9s %10s %10s %6s\n", "kind", "count", "failed", "in flight", "lasted", "recovery", "worst", "dups")
 	for _, k := range r.Kinds {
-		fmt.Fprintf(&b, "    %-34s %5d %6d %9d %9v %10v %10v\n", k.Kind, k.Count, k.Failed, k.InFlight,
-			k.Duration.Round(10*time.Millisecond), k.Median.Round(10*time.Millisecond), k.Max.Round(10*time.Millisecond))
+		fmt.Fprintf(&b, "    %-34s %5d %6d %9d %9v %10v %10v %6d\n", k.Kind, k.Count, k.Failed, k.InFlight,
+			k.Duration.Round(10*time.Millisecond), k.Median.Round(10*time.Millisecond), k.Max.Round(10*time.Millisecond), k.Duplicates)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  PROBLEM: %s\n", p)
@@ -228,8 +271,8 @@ func (r *Report) Timeline() string {
 		if d := ev.Recovery(); d >= 0 {
 			rec = d.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "  +%8v %-34s %-15s %-45s in flight %4d, recovered %s", ev.At.Sub(t0).Round(time.Millisecond),
-			ev.Kind, ev.Target, ev.Detail, ev.InFlight, rec)
+		fmt.Fprintf(&b, "  +%8v %-34s %-15s %-45s in flight %4d, recovered %s, %d duplicates after it", ev.At.Sub(t0).Round(time.Millisecond),
+			ev.Kind, ev.Target, ev.Detail, ev.InFlight, rec, ev.Duplicates)
 		if ev.Err != nil {
 			fmt.Fprintf(&b, " (error: %v)", ev.Err)
 		}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,22 @@ type Deliveries struct {
 	Accepted int       // answered 2xx
 	FirstOK  time.Time // when the first 2xx answer went out
 	Refused  int       // answered 400
+	// Again is when the 2xx answers after the first went out (the
+	// duplicates), the first maxAgain of them: the report attributes each
+	// duplicate to the fault before it.
+	Again []time.Time
+}
+
+// maxAgain bounds Deliveries.Again: a notification delivered more often
+// than that keeps its count exact, its later times are the last one kept.
+const maxAgain = 8
+
+// AgainAt is when duplicate i (0: the second 2xx) of d went out.
+func (d Deliveries) AgainAt(i int) time.Time {
+	if len(d.Again) == 0 {
+		return d.FirstOK
+	}
+	return d.Again[min(i, len(d.Again)-1)]
 }
 
 // StartSink listens on a free loopback port.
@@ -93,6 +110,8 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 		d.Accepted++
 		if d.FirstOK.IsZero() {
 			d.FirstOK = now
+		} else if len(d.Again) < maxAgain {
+			d.Again = append(d.Again, now)
 		}
 		s.accepted.Add(1)
 	case http.StatusBadRequest:
@@ -119,7 +138,9 @@ func (s *Sink) Snapshot() map[string]Deliveries {
 	defer s.mu.Unlock()
 	out := make(map[string]Deliveries, len(s.byID))
 	for id, d := range s.byID {
-		out[id] = *d
+		c := *d
+		c.Again = slices.Clone(d.Again)
+		out[id] = c
 	}
 	return out
 }
