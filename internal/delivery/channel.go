@@ -25,9 +25,10 @@ type channel struct {
 	plugin Provider
 	log    hclog.Logger
 	// slots bounds what this instance holds of the channel, from its fetch
-	// until its verdict goes to the settler (fetch.go, slotsFor): for a plain
-	// plugin messages, concurrency in flight and Prefetch claimed ahead; for
-	// a batching plugin plugin calls.
+	// until its verdict is committed (fetch.go, slotsFor; settle.go,
+	// releaseSlots): for a plain plugin messages, concurrency in flight and
+	// Prefetch claimed ahead or waiting for their commit; for a batching
+	// plugin plugin calls. A crash sends again at most what they hold.
 	slots chan struct{}
 	// sending bounds a plain plugin's messages in flight to concurrency (one
 	// permit a message, taken as send starts a call: send.go); nil for a
@@ -38,6 +39,10 @@ type channel struct {
 	// gatherMu: one fetcher waits for a large claim's slots at a time
 	// (gather).
 	gatherMu sync.Mutex
+	// settling is how many of a plain plugin's slots hold verdicts waiting
+	// for their commit (sendPart to releaseSlots): neither in flight nor
+	// claimed ahead, so room and gathering leave them out.
+	settling atomic.Int64
 	// lastCall is how long the channel's last plugin call took (ns; 0
 	// before the first returns): how far ahead it may claim (ahead).
 	lastCall atomic.Int64

@@ -66,7 +66,7 @@ func (c *channel) room() (n int, limited bool) {
 		return cap(c.slots), false
 	}
 	ahead := c.ahead()
-	return c.cfg.Concurrency + ahead - len(c.slots), ahead < Prefetch(c.cfg)
+	return c.cfg.Concurrency + ahead - c.holding(), ahead < Prefetch(c.cfg)
 }
 
 // acquire takes n slots, blocking until they are free.
@@ -133,8 +133,13 @@ func (c *channel) gathering() bool {
 	if c.batching || Prefetch(c.cfg) < 2*c.cfg.Concurrency || c.ahead() < Prefetch(c.cfg) {
 		return false
 	}
-	return len(c.slots)-len(c.sending) >= c.cfg.Concurrency
+	return c.holding()-len(c.sending) >= c.cfg.Concurrency
 }
+
+// holding is how many of a plain plugin's slots hold messages in flight or
+// claimed ahead: the slots taken but for the verdicts waiting for their
+// commit (settling).
+func (c *channel) holding() int { return len(c.slots) - int(c.settling.Load()) }
 
 // gather takes n slots, waiting until they are free; 0 when ctx ends first.
 // One fetcher gathers at a time (gatherMu): two each holding part of what

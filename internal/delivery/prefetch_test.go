@@ -263,3 +263,80 @@ func TestEngine_PrefetchStartsWithinTimeout(t *testing.T) {
 		t.Errorf("%d sends in flight at once, over concurrency 1", g.maxIn)
 	}
 }
+
+// TestEngine_UncommittedBoundedBySlots: a message the provider took holds its
+// send slot until its verdict is committed, so while the settles cannot
+// commit (stalled in Postgres, as a Postgres waiting on its disk would
+// hold them) the channel sends at most its slots — concurrency + Prefetch —
+// and then waits: those are all a crash then could send twice. Before, the
+// slot went back with the verdict to the settle queue, and a stalled commit
+// let a channel send hundreds more, each one resent after a kill -9 (one
+// run of `make chaos` counted 527 duplicates after a single kill).
+func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	const concurrency, batch, n = 2, 4, 60
+	bound := concurrency + delivery.Prefetch(config.Channel{Concurrency: concurrency, BatchSize: batch})
+	ctx := context.Background()
+	// Every settle (PROCESSING to anything else) waits for an advisory lock
+	// the test holds; claims (QUEUED to PROCESSING) do not.
+	if _, err := b.store.Pool().Exec(ctx, `
+		CREATE FUNCTION stall_settles() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF OLD.status = 'PROCESSING' AND NEW.status <> 'PROCESSING' THEN
+				PERFORM pg_advisory_xact_lock_shared(7201);
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER stall_settles BEFORE UPDATE ON notifications FOR EACH ROW EXECUTE FUNCTION stall_settles();`); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := b.store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck // released below; this is for a failed test
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_xact_lock(7201)`); err != nil {
+		t.Fatal(err)
+	}
+	ids := b.sendMany(n, func(int) string { return "someone" })
+	g := newSendGate()
+	close(g.open) // every send succeeds at once
+	startSendGate(t, b, g, concurrency, batch, 30*time.Second)
+
+	sent := func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.calls
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for sent() < bound {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends, never the %d the slots allow", sent(), bound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The slots are full of verdicts waiting for the commit: no more sends
+	// however long the commit takes.
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
+		if got := sent(); got > bound {
+			t.Fatalf("%d messages sent while no verdict could be committed, want at most the channel's slots (%d)", got, bound)
+		}
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
+			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ids {
+		if got := g.seen[id]; len(got) != 1 {
+			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
+		}
+	}
+}

@@ -28,7 +28,8 @@ import (
 // A batching plugin's batch is one call. A plain plugin's batch goes out in
 // parts of up to concurrency messages (c.sending: one permit a message,
 // concurrency in all; takePermits), each part a call of its own that frees
-// its permits and its slots when it returns; a channel claims messages ahead
+// its permits when it returns and its slots once its verdicts are committed
+// (so a crash resends at most the slots' worth); a channel claims messages ahead
 // of what is in flight (Prefetch, ahead), so the next batches' fetches and
 // claims overlap the sends instead of waiting for them. A part starts
 // within the channel's timeout of claimedAt, the batch's claim, or is not
@@ -72,8 +73,9 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 }
 
 // sendPart is one plugin call for part of a claimed batch (all of it for a
-// batching plugin); it frees the part's send permits and slots when the
-// call returns, and hands its verdicts to the settler.
+// batching plugin); it frees the part's send permits when the call returns
+// and hands its verdicts to the settler, which frees their slots once it
+// has committed them.
 func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, wg *sync.WaitGroup) {
 	e := c.e
 	started := e.now()
@@ -125,8 +127,19 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 		if spans != nil {
 			items[i].span = spans[i]
 		}
+		if !c.batching {
+			items[i].slots = 1
+		}
 	}
-	c.release(c.slotsFor(len(batch)))
+	if c.batching && len(items) > 0 {
+		items[len(items)-1].slots = c.slotsFor(len(batch))
+	} else if !c.batching {
+		c.settling.Add(int64(len(batch)))
+	}
+	// The slots stay taken until the settler has committed the verdicts
+	// (releaseSlots): a slow commit holds the fetcher back instead of
+	// letting sent-but-unrecorded messages pile up in the settle queue,
+	// every one of which a crash would send again (design.md §4.4).
 	e.settler.add(items)
 }
 

@@ -28,6 +28,25 @@ type settleItem struct {
 	// done, when set, is told once the flush has committed the verdict (or
 	// given up, killed): what the lane's send of suspects waits for.
 	done *sync.WaitGroup
+	// slots are the channel's send slots this verdict holds until it is
+	// committed (sendPart): a message the provider took stays in its slot
+	// until SENT is committed, so what a crash can send twice — the
+	// verdicts not yet committed — is bounded by the channel's slots
+	// (concurrency + Prefetch), not by how far the settles lag.
+	slots int
+}
+
+// releaseSlots frees the send slots items hold (the channel's fetcher may
+// claim again): after their commit, or when they will never be committed.
+func releaseSlots(items []settleItem) {
+	for _, it := range items {
+		if it.slots > 0 {
+			if !it.ch.batching {
+				it.ch.settling.Add(-int64(it.slots))
+			}
+			it.ch.release(it.slots)
+		}
+	}
 }
 
 // settler group-commits verdicts: each worker takes everything waiting (up
@@ -77,6 +96,7 @@ func (s *settler) add(items []settleItem) {
 	case s.in <- items:
 	case <-s.ctx.Done():
 		// killed: the rows stay PROCESSING and are reclaimed
+		releaseSlots(items)
 	}
 }
 
@@ -157,6 +177,7 @@ func (s *settler) flush(batch []settleItem) {
 	e := s.e
 	applied := make([]bool, len(batch))
 	committed := s.commit(batch, applied)
+	releaseSlots(batch)
 	for _, it := range batch {
 		if it.done != nil {
 			it.done.Done()
