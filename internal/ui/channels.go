@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -15,9 +16,24 @@ type channelsData struct {
 	Stopped   []wire.ChannelStats
 	Rows      []channelRow
 	Plugins   []service.PluginHealth
+	// Unconfigured are channels this instance does not run that have
+	// notifications waiting in the outbox (PENDING, QUEUED or PROCESSING:
+	// an application's own SQL under a name nobody configured, or a channel
+	// since removed): nothing here will send them, so a banner names them.
+	Unconfigured []unconfiguredRow
+	// Omitted is how many more unconfigured channels have rows of any
+	// status that the overview did not count (service.MaxUnconfiguredChannels).
+	Omitted   int
 	CountedAt time.Time // when the Postgres counts were taken (zero = not yet)
 	CountErr  string
 	Statuses  []string
+}
+
+// unconfiguredRow is a channel nobody configured here with the
+// notifications it holds that are still to be sent.
+type unconfiguredRow struct {
+	Name    string
+	Waiting int64 // PENDING + QUEUED + PROCESSING
 }
 
 type channelRow struct {
@@ -39,13 +55,19 @@ func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *sess
 		s.failErr(w, r, "channels", err)
 		return
 	}
-	data := channelsData{Instance: s.d.Ops.Instance(), CountedAt: ov.CountsAt, Statuses: service.Statuses}
+	data := channelsData{Instance: s.d.Ops.Instance(), CountedAt: ov.CountsAt, Statuses: service.Statuses,
+		Omitted: ov.OmittedChannels}
 	if err := ov.CountErr(); err != nil {
 		data.CountErr = err.Error()
 	}
 	for _, c := range ov.Channels {
 		if !c.Configured {
-			continue // rows left in the outbox only: the API lists them
+			// Rows left in the outbox only: named above the table while
+			// any of them is still to be sent (the API lists them all).
+			if w := c.Counts[outbox.StatusPending] + c.Counts[outbox.StatusQueued] + c.Counts[outbox.StatusProcessing]; w > 0 {
+				data.Unconfigured = append(data.Unconfigured, unconfiguredRow{Name: c.Name, Waiting: w})
+			}
+			continue
 		}
 		row := channelRow{ChannelStats: c, State: "stopped", Chart: newChart(s.d.Ops.Rates(c.Name))}
 		switch {

@@ -278,6 +278,9 @@ func TestUI_Channels(t *testing.T) {
 	if p := row("plugin-webhook"); !strings.Contains(p, "healthy") || !strings.Contains(p, "digest, hooks") {
 		t.Errorf("plugin row:\n%s", p)
 	}
+	if strings.Contains(res.body, "unconfigured-channels") {
+		t.Error("an unconfigured-channels banner with every channel configured")
+	}
 }
 
 // A channel whose plugin cannot start is named with its reason in a banner
@@ -312,5 +315,43 @@ func TestUI_Channels_Stopped(t *testing.T) {
 	c2, _ := ok.loggedIn()
 	if body := c2.get("/ui/").body; strings.Contains(body, "stopped-channels") {
 		t.Error("a banner with every channel running")
+	}
+}
+
+// Notifications written under a channel name this instance does not run
+// (an application's own SQL, or a channel removed from the config) are
+// never sent by it: the front page names each such channel that still has
+// some to send, leaves out one with only finished rows, and says how many
+// more unconfigured channels the overview did not count.
+func TestUI_Channels_Unconfigured(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withChannels("hooks"))
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO notifications (channel, recipient, payload, status, due_at)
+		SELECT 'typo-channel', 'r' || g, '{}', 'PENDING', now() + interval '1 day' FROM generate_series(1, 3) g;
+		INSERT INTO notifications (channel, recipient, payload, status, attempts, sent_at)
+		SELECT 'old-channel', 'r' || g, '{}', 'SENT', 1, now() FROM generate_series(1, 2) g;
+		INSERT INTO notifications (channel, recipient, payload, status, attempts, sent_at)
+		SELECT 'zz-extra-' || lpad(g::text, 3, '0'), 'r', '{}', 'SENT', 1, now() FROM generate_series(0, 104) g;`); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := b.loggedIn()
+	bannerRe := regexp.MustCompile(`(?s)<div class="banner warn" id="unconfigured-channels" role="status">.*?</div>`)
+	var banner string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// The counts are the sampler's: wait until it has counted the rows.
+		banner = bannerRe.FindString(c.get("/ui/").body)
+		if strings.Contains(banner, "typo-channel") || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range []string{"1 channel not configured on this instance holds notifications still to be sent",
+		`<li id="unconfigured-typo-channel"><strong>typo-channel</strong>: 3 waiting</li>`, "7 more channels not configured here have rows"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("the banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if strings.Contains(banner, "old-channel") || strings.Contains(banner, "hooks") {
+		t.Errorf("the banner names a channel with nothing to send, or a configured one:\n%s", banner)
 	}
 }
