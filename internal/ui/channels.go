@@ -13,9 +13,9 @@ type channelsData struct {
 	Instance string
 	// Stopped are the configured channels that do not run on this
 	// instance, named with their reason in a banner above the table.
-	Stopped   []wire.ChannelStats
-	Rows      []channelRow
-	Plugins   []service.PluginHealth
+	Stopped []wire.ChannelStats
+	Rows    []channelRow
+	Plugins []service.PluginHealth
 	// Unconfigured are channels this instance does not run that have
 	// notifications waiting in the outbox (PENDING, QUEUED or PROCESSING:
 	// an application's own SQL under a name nobody configured, or a channel
