@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -64,7 +63,7 @@ func (s *server) channelsPage(w http.ResponseWriter, r *http.Request, sess *sess
 		if !c.Configured {
 			// Rows left in the outbox only: named above the table while
 			// any of them is still to be sent (the API lists them all).
-			if w := c.Counts[outbox.StatusPending] + c.Counts[outbox.StatusQueued] + c.Counts[outbox.StatusProcessing]; w > 0 {
+			if w := c.Counts[wire.StatusPending] + c.Counts[wire.StatusQueued] + c.Counts[wire.StatusProcessing]; w > 0 {
 				data.Unconfigured = append(data.Unconfigured, unconfiguredRow{Name: c.Name, Waiting: w})
 			}
 			continue
