@@ -6,3 +6,14 @@ func SetAfterVerify(f func(path string)) func() {
 	afterVerify = f
 	return func() { afterVerify = nil }
 }
+
+// OutputTaken is how many bytes of output the host has taken from p's
+// current process (its pipes and go-plugin's stdio streams); -1 while down.
+func OutputTaken(p *Plugin) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inst == nil {
+		return -1
+	}
+	return p.inst.run.output.taken.Load()
+}

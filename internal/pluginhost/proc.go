@@ -30,8 +30,9 @@ type procRunner struct {
 	logLevel string
 
 	cmd            *exec.Cmd
-	stdout, stderr *pipeEnd   // the host's read ends
-	childEnds      []*os.File // the write ends the process gets; closed here once it has them
+	output         *outputBudget // what the host takes of the process's output
+	stdout, stderr *pipeEnd      // the host's read ends
+	childEnds      []*os.File    // the write ends the process gets; closed here once it has them
 	pid            int
 	// group is pid once started, for kill: the start watchdog kills while
 	// go-plugin may still be starting the process on another goroutine.
@@ -71,7 +72,7 @@ func (r *procRunner) attach(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Ru
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	r.stdout, r.stderr = &pipeEnd{f: outR}, &pipeEnd{f: errR}
+	r.stdout, r.stderr = &pipeEnd{f: outR, budget: r.output}, &pipeEnd{f: errR, budget: r.output}
 	r.childEnds = []*os.File{outW, errW}
 	r.cmd = cmd
 	return r, nil
@@ -166,10 +167,19 @@ func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) 
 // pipeEnd is the host's end of a plugin's stdout or stderr. Past the drain
 // deadline set at exit, or once closed, it reads as EOF: for go-plugin's
 // readers that is the end of the plugin's output, not an error to log.
-type pipeEnd struct{ f *os.File }
+// pipeEnd is the host's read end of a plugin's stdout or stderr; each read
+// draws on the process's output budget (output.go).
+type pipeEnd struct {
+	f      *os.File
+	budget *outputBudget
+}
 
 func (p *pipeEnd) Read(b []byte) (int, error) {
+	if len(b) > maxOutputRead {
+		b = b[:maxOutputRead]
+	}
 	n, err := p.f.Read(b)
+	p.budget.take(n)
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, os.ErrClosed) {
 		err = io.EOF
 	}

@@ -70,13 +70,17 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	// Once the process runs, its file can go: the kernel keeps it.
 	defer cleanup()
 	tail := newTail(8)
-	run := &procRunner{name: p.name, path: exe, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(), exited: make(chan struct{})}
+	exited := make(chan struct{})
+	output := newOutputBudget(closedCtx(exited))
+	run := &procRunner{name: p.name, path: exe, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(),
+		exited: exited, output: output}
 	// go-plugin tags its own lines with plugin=<runner name> and the
 	// plugin's stderr lines with the logger name <host>.<runner name>.
 	cfg := providerclient.Config(p.host.log)
 	cfg.RunnerFunc = run.attach
 	cfg.StartTimeout = p.host.cfg.StartTimeout
 	cfg.Stderr = tail
+	cfg.SyncStdout, cfg.SyncStderr = discard{output}, discard{output}
 	pc := plugin.NewClient(cfg)
 	rpc, err := p.dispense(pc, run)
 	if err != nil {
