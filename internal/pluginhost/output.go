@@ -1,9 +1,9 @@
 package pluginhost
 
 import (
-	"context"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -31,21 +31,32 @@ const maxOutputRead = 64 << 10
 type outputBudget struct {
 	lim   *rate.Limiter
 	taken atomic.Int64 // bytes taken so far (tests read it)
-	ctx   context.Context
+	// gone is closed when the process has exited: its output is then read
+	// without waiting (what is left in the pipes, for pipeDrain).
+	gone <-chan struct{}
 }
 
-func newOutputBudget(ctx context.Context) *outputBudget {
-	return &outputBudget{lim: rate.NewLimiter(rate.Limit(OutputRate), OutputBurst), ctx: ctx}
+func newOutputBudget(gone <-chan struct{}) *outputBudget {
+	return &outputBudget{lim: rate.NewLimiter(rate.Limit(OutputRate), OutputBurst), gone: gone}
 }
 
 // take waits until n bytes of output (n ≤ OutputBurst) fit the budget, or
-// the process is gone (ctx).
+// the process is gone.
 func (b *outputBudget) take(n int) {
 	if b == nil || n <= 0 {
 		return
 	}
 	b.taken.Add(int64(n))
-	_ = b.lim.WaitN(b.ctx, n)
+	r := b.lim.ReserveN(time.Now(), n)
+	if !r.OK() {
+		return
+	}
+	wait := time.NewTimer(r.Delay())
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-b.gone:
+	}
 }
 
 // discard is a writer for the stdout and stderr go-plugin streams over gRPC
@@ -62,14 +73,3 @@ func (d discard) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = discard{}
-
-// closedCtx is a context that ends when done is closed: a budget's waits
-// end when its process has exited.
-func closedCtx(done <-chan struct{}) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-done
-		cancel()
-	}()
-	return ctx
-}

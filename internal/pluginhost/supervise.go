@@ -71,7 +71,7 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	defer cleanup()
 	tail := newTail(8)
 	exited := make(chan struct{})
-	output := newOutputBudget(closedCtx(exited))
+	output := newOutputBudget(exited)
 	run := &procRunner{name: p.name, path: exe, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(),
 		exited: exited, output: output}
 	// go-plugin tags its own lines with plugin=<runner name> and the
