@@ -127,19 +127,22 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 		if spans != nil {
 			items[i].span = spans[i]
 		}
-		if !c.batching {
-			items[i].slots = 1
-		}
-	}
-	if c.batching && len(items) > 0 {
-		items[len(items)-1].slots = c.slotsFor(len(batch))
-	} else if !c.batching {
-		c.settling.Add(int64(len(batch)))
 	}
 	// The slots stay taken until the settler has committed the verdicts
 	// (releaseSlots): a slow commit holds the fetcher back instead of
 	// letting sent-but-unrecorded messages pile up in the settle queue,
-	// every one of which a crash would send again (design.md §4.4).
+	// every one of which a crash would send again (design.md §4.4). A plain
+	// plugin's message holds one; a batching plugin's call holds one, with
+	// its last verdict.
+	switch {
+	case !c.batching:
+		for i := range items {
+			items[i].slots = 1
+		}
+		c.settling.Add(int64(len(items)))
+	case len(items) > 0:
+		items[len(items)-1].slots = 1
+	}
 	e.settler.add(items)
 }
 
