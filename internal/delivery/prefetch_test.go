@@ -264,22 +264,13 @@ func TestEngine_PrefetchStartsWithinTimeout(t *testing.T) {
 	}
 }
 
-// TestEngine_UncommittedBoundedBySlots: a message the provider took holds its
-// send slot until its verdict is committed, so while the settles cannot
-// commit (stalled in Postgres, as a Postgres waiting on its disk would
-// hold them) the channel sends at most its slots — concurrency + Prefetch —
-// and then waits: those are all a crash then could send twice. Before, the
-// slot went back with the verdict to the settle queue, and a stalled commit
-// let a channel send hundreds more, each one resent after a kill -9 (one
-// run of `make chaos` counted 527 duplicates after a single kill).
-func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
-	t.Parallel()
-	b := setup(t, newSink(t, nil))
-	const concurrency, batch, n = 2, 4, 60
-	bound := concurrency + delivery.Prefetch(config.Channel{Concurrency: concurrency, BatchSize: batch})
+// stallSettles makes every settle of b's outbox (PROCESSING to anything
+// else) wait in Postgres — as a Postgres waiting on its disk would hold
+// them — until the returned func is called (also at the test's end); claims
+// (QUEUED to PROCESSING) go on.
+func stallSettles(t *testing.T, b *bundle) (release func()) {
+	t.Helper()
 	ctx := context.Background()
-	// Every settle (PROCESSING to anything else) waits for an advisory lock
-	// the test holds; claims (QUEUED to PROCESSING) do not.
 	if _, err := b.store.Pool().Exec(ctx, `
 		CREATE FUNCTION stall_settles() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
@@ -295,20 +286,26 @@ func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Rollback(ctx) //nolint:errcheck // released below; this is for a failed test
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_xact_lock(7201)`); err != nil {
 		t.Fatal(err)
 	}
-	ids := b.sendMany(n, func(int) string { return "someone" })
-	g := newSendGate()
-	close(g.open) // every send succeeds at once
-	startSendGate(t, b, g, concurrency, batch, 30*time.Second)
-
-	sent := func() int {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.calls
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if err := lock.Rollback(ctx); err != nil {
+				t.Errorf("release the stalled settles: %v", err)
+			}
+		})
 	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitCapped waits until sent() reaches bound, then checks for half a second
+// that it goes no further: what a channel sends while none of its verdicts
+// can be committed.
+func waitCapped(t *testing.T, sent func() int, bound int) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for sent() < bound {
 		if time.Now().After(deadline) {
@@ -316,17 +313,38 @@ func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The slots are full of verdicts waiting for the commit: no more sends
-	// however long the commit takes.
 	for range 10 {
 		time.Sleep(50 * time.Millisecond)
 		if got := sent(); got > bound {
-			t.Fatalf("%d messages sent while no verdict could be committed, want at most the channel's slots (%d)", got, bound)
+			t.Fatalf("%d messages sent while no verdict could be committed, want at most the channel's slots' worth (%d)", got, bound)
 		}
 	}
-	if err := lock.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// TestEngine_UncommittedBoundedBySlots: a message the provider took holds its
+// send slot until its verdict is committed, so while the settles cannot
+// commit the channel sends at most its slots — concurrency + Prefetch — and
+// then waits: those are all a crash then could send twice. Before, the slot
+// went back with the verdict to the settle queue, and a stalled commit let a
+// channel send hundreds more, each one resent after a kill -9 (one run of
+// `make chaos` counted 527 duplicates after a single kill).
+func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	const concurrency, batch, n = 2, 4, 60
+	bound := concurrency + delivery.Prefetch(config.Channel{Concurrency: concurrency, BatchSize: batch})
+	release := stallSettles(t, b)
+	ids := b.sendMany(n, func(int) string { return "someone" })
+	g := newSendGate()
+	close(g.open) // every send succeeds at once
+	startSendGate(t, b, g, concurrency, batch, 30*time.Second)
+
+	waitCapped(t, func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.calls
+	}, bound)
+	release()
 	for _, id := range ids {
 		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
 			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
@@ -337,6 +355,42 @@ func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
 	for _, id := range ids {
 		if got := g.seen[id]; len(got) != 1 {
 			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
+		}
+	}
+}
+
+// TestEngine_UncommittedBoundedBySlots_batching: the same for a batching
+// plugin, whose slots are its calls: while no verdict can be committed it
+// sends at most its slots' calls of batch_size messages.
+func TestEngine_UncommittedBoundedBySlots_batching(t *testing.T) {
+	t.Parallel()
+	s := newBatchSink(t, nil, nil)
+	const concurrency, batch, n = 2, 4, 60
+	b := setupBatching(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Concurrency, ch.BatchSize = concurrency, batch
+	})
+	bound := b.cfg.Channels[testChannel].Slots(true) * batch
+	release := stallSettles(t, b)
+	b.engine("a", delivery.Hooks{})
+	ids := b.sendMany(n, func(i int) string { return fmt.Sprintf("r%d", i) })
+
+	waitCapped(t, func() int {
+		sizes, _ := s.requests()
+		total := 0
+		for _, k := range sizes {
+			total += k
+		}
+		return total
+	}, bound)
+	release()
+	if counts := b.waitAll(60 * time.Second); counts[outbox.StatusSent] != int64(len(ids)) {
+		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if got := s.accepted[id]; got != 1 {
+			t.Errorf("notification %d accepted %d times, want once", id, got)
 		}
 	}
 }
