@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -190,20 +191,8 @@ func TestEngine_RedisFlushAll(t *testing.T) {
 // instance reaps its backup list once the lease runs out and delivers all.
 func TestEngine_InstanceKilled(t *testing.T) {
 	t.Parallel()
-	gate := make(chan struct{})
 	var seen atomic.Int64
-	s := newSink(t, func(string, int, http.Header) (int, string) {
-		seen.Add(1)
-		<-gate
-		return http.StatusOK, ""
-	})
-	t.Cleanup(func() {
-		select {
-		case <-gate:
-		default:
-			close(gate)
-		}
-	})
+	s, open := heldSink(t, func() bool { seen.Add(1); return false })
 	b := setup(t, s)
 	bin := testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd")
 	cfgPath := filepath.Join(t.TempDir(), "notifyd.yaml")
@@ -251,7 +240,7 @@ channels:
 	}
 	_ = victim.Wait()
 	killed := time.Now()
-	close(gate)
+	open()
 
 	b.engine("rescuer", delivery.Hooks{})
 	counts := b.waitAll(30 * time.Second)
@@ -274,22 +263,9 @@ channels:
 func TestEngine_KilledWithClaimsAhead(t *testing.T) {
 	t.Parallel()
 	const concurrency, batch, n = 2, 8, 14
-	gate := make(chan struct{})
 	var first atomic.Bool
-	s := newSink(t, func(string, int, http.Header) (int, string) {
-		if first.CompareAndSwap(false, true) {
-			return http.StatusOK, "" // the first call returns at once: full depth from then on
-		}
-		<-gate
-		return http.StatusOK, ""
-	})
-	t.Cleanup(func() {
-		select {
-		case <-gate:
-		default:
-			close(gate)
-		}
-	})
+	// The first call returns at once: full depth from then on.
+	s, open := heldSink(t, func() bool { return first.CompareAndSwap(false, true) })
 	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
 		ch.Concurrency, ch.BatchSize = concurrency, batch
 		// The held sends stay in flight until the kill (it comes within
@@ -313,7 +289,7 @@ func TestEngine_KilledWithClaimsAhead(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	a.Kill()
-	close(gate)
+	open()
 
 	b.engine("victim", delivery.Hooks{}) // the restart resumes its own backup list
 	counts := b.waitAll(60 * time.Second)
@@ -370,4 +346,24 @@ func TestEngine_CrashAfterFailedBeforeDead(t *testing.T) {
 		t.Errorf("sink saw %d deliveries, want 1 (a FAILED row is never sent again)", got)
 	}
 	b.queueEmpty()
+}
+
+// heldSink is a sink whose answers (200) wait until open is called, except
+// those pass lets through at once; open may be called more than once, and
+// is at the test's end, so no request is left waiting.
+func heldSink(t *testing.T, pass func() bool) (s *sink, open func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(gate) }) }
+	s = newSink(t, func(string, int, http.Header) (int, string) {
+		if !pass() {
+			<-gate
+		}
+		return http.StatusOK, ""
+	})
+	// Registered after newSink's cleanup, so it runs before the server's
+	// Close, which waits for the requests held here.
+	t.Cleanup(open)
+	return s, open
 }
