@@ -70,6 +70,18 @@ func (g *sendGate) state() (inFlight, maxIn int) {
 	return g.inFlight, g.maxIn
 }
 
+// sentOnce checks that the provider was sent each of ids exactly once.
+func (g *sendGate) sentOnce(t *testing.T, ids []int64) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ids {
+		if got := g.seen[id]; len(got) != 1 {
+			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
+		}
+	}
+}
+
 // startSendGate runs an engine whose test channel is the sendGate provider, in
 // process, with ch's concurrency, batch size and timeout.
 func startSendGate(t *testing.T, b *bundle, g *sendGate, concurrency, batch int, timeout time.Duration) {
@@ -129,13 +141,7 @@ func TestEngine_PrefetchWithinConcurrency(t *testing.T) {
 	if _, maxIn := g.state(); maxIn > concurrency {
 		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", maxIn, concurrency)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, id := range ids {
-		if got := g.seen[id]; len(got) != 1 {
-			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
-		}
-	}
+	g.sentOnce(t, ids)
 }
 
 // TestEngine_PrefetchDeepensAfterFastCalls: once a call has returned well
@@ -183,16 +189,10 @@ func TestEngine_PrefetchDeepensAfterFastCalls(t *testing.T) {
 			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.maxIn > concurrency {
-		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", g.maxIn, concurrency)
+	if _, maxIn := g.state(); maxIn > concurrency {
+		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", maxIn, concurrency)
 	}
-	for _, id := range ids {
-		if got := g.seen[id]; len(got) != 1 {
-			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
-		}
-	}
+	g.sentOnce(t, ids)
 }
 
 // TestEngine_PrefetchGathersAcrossPartitions: with batch_size four times
@@ -350,13 +350,7 @@ func TestEngine_UncommittedBoundedBySlots(t *testing.T) {
 			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, id := range ids {
-		if got := g.seen[id]; len(got) != 1 {
-			t.Errorf("notification %d was sent %d times (attempts %v), want once", id, len(got), got)
-		}
-	}
+	g.sentOnce(t, ids)
 }
 
 // TestEngine_UncommittedBoundedBySlots_batching: the same for a batching
