@@ -70,6 +70,44 @@ func (g *sendGate) state() (inFlight, maxIn int) {
 	return g.inFlight, g.maxIn
 }
 
+// holdsDepth waits until the shut gate holds concurrency sends in flight
+// and the channel has depth rows PROCESSING (in flight and claimed ahead),
+// checks for a quarter second that it claims no further, then opens the gate:
+// every one of ids SENT, sent once, never more than concurrency in flight.
+func (g *sendGate) holdsDepth(t *testing.T, b *bundle, ids []int64, concurrency, depth int) {
+	t.Helper()
+	var last string
+	ok := func() bool {
+		in, _ := g.state()
+		counts := b.statusCounts()
+		last = fmt.Sprintf("in flight %d, rows by status %v", in, counts)
+		return in == concurrency && counts[outbox.StatusProcessing] == int64(depth)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never %d in flight and %d claimed; last seen: %s", concurrency, depth, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 5 {
+		time.Sleep(50 * time.Millisecond)
+		if got := b.statusCounts()[outbox.StatusProcessing]; got > int64(depth) {
+			t.Fatalf("%d rows PROCESSING, want at most %d (in flight and claimed ahead)", got, depth)
+		}
+	}
+	close(g.open)
+	for _, id := range ids {
+		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
+			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
+		}
+	}
+	if _, maxIn := g.state(); maxIn > concurrency {
+		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", maxIn, concurrency)
+	}
+	g.sentOnce(t, ids)
+}
+
 // sentOnce checks that the provider was sent each of ids exactly once.
 func (g *sendGate) sentOnce(t *testing.T, ids []int64) {
 	t.Helper()
@@ -112,36 +150,7 @@ func TestEngine_PrefetchWithinConcurrency(t *testing.T) {
 
 	// Two in flight, two more claimed and waiting for a send permit: four
 	// PROCESSING, and no more while the sendGate stays shut.
-	var last string
-	ok := func() bool {
-		in, _ := g.state()
-		counts := b.statusCounts()
-		last = fmt.Sprintf("in flight %d, rows by status %v", in, counts)
-		return in == concurrency && counts[outbox.StatusProcessing] == concurrency+concurrency
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never 2 in flight and 4 claimed; last seen: %s", last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for range 5 {
-		time.Sleep(50 * time.Millisecond)
-		if got := b.statusCounts()[outbox.StatusProcessing]; got > 2*concurrency {
-			t.Fatalf("%d rows PROCESSING, want at most concurrency + prefetch = %d", got, 2*concurrency)
-		}
-	}
-	close(g.open)
-	for _, id := range ids {
-		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
-			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
-		}
-	}
-	if _, maxIn := g.state(); maxIn > concurrency {
-		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", maxIn, concurrency)
-	}
-	g.sentOnce(t, ids)
+	g.holdsDepth(t, b, ids, concurrency, 2*concurrency)
 }
 
 // TestEngine_PrefetchDeepensAfterFastCalls: once a call has returned well
@@ -162,37 +171,7 @@ func TestEngine_PrefetchDeepensAfterFastCalls(t *testing.T) {
 	ids := b.sendMany(n, func(int) string { return "someone" })
 
 	// Two in flight, batch_size more claimed and waiting for a permit.
-	want := int64(concurrency + batch)
-	var last string
-	ok := func() bool {
-		in, _ := g.state()
-		counts := b.statusCounts()
-		last = fmt.Sprintf("in flight %d, rows by status %v", in, counts)
-		return in == concurrency && counts[outbox.StatusProcessing] == want
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never %d in flight and %d claimed; last seen: %s", concurrency, want, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for range 5 {
-		time.Sleep(50 * time.Millisecond)
-		if got := b.statusCounts()[outbox.StatusProcessing]; got > want {
-			t.Fatalf("%d rows PROCESSING, want at most concurrency + batch_size = %d", got, want)
-		}
-	}
-	close(g.open)
-	for _, id := range ids {
-		if nt := b.wait(id, 30*time.Second); nt.Status != outbox.StatusSent {
-			t.Fatalf("notification %d: %s (%s), want SENT", id, nt.Status, nt.LastError)
-		}
-	}
-	if _, maxIn := g.state(); maxIn > concurrency {
-		t.Errorf("the provider had %d sends in flight at once, over concurrency %d", maxIn, concurrency)
-	}
-	g.sentOnce(t, ids)
+	g.holdsDepth(t, b, ids, concurrency, concurrency+batch)
 }
 
 // TestEngine_PrefetchGathersAcrossPartitions: with batch_size four times
