@@ -128,9 +128,10 @@ func (c *channel) release(n int) {
 // fetch. Otherwise the fetcher takes the slots free now: a returning call
 // gives its slots back one by one, and taking whatever was free at that
 // instant claimed 64 to 90 rows a statement in the burst, each paying the
-// statement's fixed cost (docs/performance.md).
-func (c *channel) gathering() bool {
-	if c.batching || Prefetch(c.cfg) < 2*c.cfg.Concurrency || c.ahead() < Prefetch(c.cfg) {
+// statement's fixed cost (docs/performance.md). limited is room's: the
+// channel claims less than Prefetch ahead.
+func (c *channel) gathering(limited bool) bool {
+	if c.batching || limited || Prefetch(c.cfg) < 2*c.cfg.Concurrency {
 		return false
 	}
 	return c.holding()-len(c.sending) >= c.cfg.Concurrency
@@ -177,7 +178,7 @@ func (c *channel) fetchLoop(ctx context.Context, q string) {
 			most = min(allowed, room)
 		}
 		var n int
-		if c.gathering() {
+		if c.gathering(limited) {
 			n = c.gather(ctx, min(allowed, 2*c.cfg.Concurrency))
 			if n > 0 {
 				n += tryTake(c.slots, allowed-n)
