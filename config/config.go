@@ -51,6 +51,10 @@ type Plugins struct {
 	Checksums      map[string]string `koanf:"checksums"`
 	StartTimeout   time.Duration     `koanf:"start_timeout"`
 	HealthInterval time.Duration     `koanf:"health_interval"`
+	// MaxMemoryBytes bounds each plugin process's memory: its private
+	// writable memory as a limit the kernel enforces (RLIMIT_DATA), its
+	// resident memory checked at every health check.
+	MaxMemoryBytes int64 `koanf:"max_memory_bytes"`
 }
 
 // HTTP is the API listener.
@@ -364,6 +368,8 @@ const (
 	DefaultQuarantineAfter  = 3
 	DefaultPluginStart      = 10 * time.Second
 	DefaultPluginHealth     = 5 * time.Second
+	DefaultPluginMaxMemory  = 1 << 30
+	MinPluginMaxMemory      = 64 << 20
 	DefaultPostgresMaxConns = 16
 	DefaultBreakerFailures  = 20
 	DefaultBreakerCooldown  = 30 * time.Second
@@ -375,8 +381,9 @@ const (
 // Default returns the configuration used when a key is absent.
 func Default() Config {
 	return Config{
-		Redis:   Redis{Prefix: DefaultRedisPrefix},
-		Plugins: Plugins{Dir: DefaultPluginsDir, StartTimeout: DefaultPluginStart, HealthInterval: DefaultPluginHealth},
+		Redis: Redis{Prefix: DefaultRedisPrefix},
+		Plugins: Plugins{Dir: DefaultPluginsDir, StartTimeout: DefaultPluginStart, HealthInterval: DefaultPluginHealth,
+			MaxMemoryBytes: DefaultPluginMaxMemory},
 		HTTP: HTTP{Listen: DefaultListen, MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes,
 			MaxConnections: DefaultMaxConnections, MaxConnectionsPerClient: DefaultMaxConnectionsPerClient,
 			MaxInflightBodyBytes:  DefaultMaxInflight,

@@ -35,6 +35,9 @@ channels:
 	if cfg.HTTP.Listen != "127.0.0.1:8080" {
 		t.Errorf("http.listen = %q, want loopback default", cfg.HTTP.Listen)
 	}
+	if cfg.Plugins.MaxMemoryBytes != 1<<30 {
+		t.Errorf("plugins.max_memory_bytes = %d, want 1 GiB", cfg.Plugins.MaxMemoryBytes)
+	}
 	ch := cfg.Channels["quiz"]
 	if ch.Concurrency != DefaultConcurrency || ch.Retry.MaxAttempts != DefaultMaxAttempts || ch.Retry.Jitter != JitterFull {
 		t.Errorf("channel defaults not filled: %+v", ch)
@@ -155,6 +158,8 @@ func TestLoad_Errors(t *testing.T) {
 		{"sample ratio above 1", minimal + "tracing: {enabled: true, sample_ratio: 1.5}\n", nil, "tracing.sample_ratio"},
 		{"negative sample ratio", minimal, []string{"NOTIFYD_TRACING_SAMPLE_RATIO=-0.1"}, "tracing.sample_ratio"},
 		{"unknown tracing key", minimal + "tracing: {endpoint: x}\n", nil, "tracing.endpoint"},
+		{"plugin memory below 64 MiB", minimal + "plugins: {max_memory_bytes: 1000000}\n", nil, "plugins.max_memory_bytes"},
+		{"plugin memory not a number", minimal, []string{"NOTIFYD_PLUGINS_MAX_MEMORY_BYTES=1GiB"}, "max_memory_bytes"},
 		{"content key too long", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}, content_key: \"" + strings.Repeat("k", 201) + "\"}}\n", nil, "schedules.s.content_key"},
 	}
 	for _, tt := range tests {

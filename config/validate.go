@@ -81,6 +81,11 @@ func (c *Config) Validate() error {
 			return &Error{Key: fmt.Sprintf("http.tokens[%d]", i), Reason: "must be at least 16 characters"}
 		}
 	}
+	if c.Plugins.MaxMemoryBytes < MinPluginMaxMemory {
+		return &Error{Key: "plugins.max_memory_bytes", Reason: fmt.Sprintf(
+			"must be at least %d (64 MiB): a plugin's runtime alone takes tens of MB (default %d, 1 GiB)",
+			MinPluginMaxMemory, DefaultPluginMaxMemory)}
+	}
 	for name, sum := range c.Plugins.Checksums {
 		if len(sum) != 64 || strings.Trim(strings.ToLower(sum), "0123456789abcdef") != "" {
 			return &Error{Key: "plugins.checksums." + name, Reason: "must be a hex SHA-256 (64 characters)"}

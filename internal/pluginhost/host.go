@@ -46,6 +46,7 @@ type ConfigError = providerclient.ConfigError
 const (
 	DefaultStartTimeout   = config.DefaultPluginStart
 	DefaultHealthInterval = config.DefaultPluginHealth
+	DefaultMaxMemory      = config.DefaultPluginMaxMemory
 )
 
 // Host owns every plugin process of one notifyd instance.
@@ -84,6 +85,9 @@ func New(cfg config.Plugins, log hclog.Logger) *Host {
 	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = DefaultHealthInterval
+	}
+	if cfg.MaxMemoryBytes <= 0 {
+		cfg.MaxMemoryBytes = DefaultMaxMemory
 	}
 	return &Host{cfg: cfg, log: log, launcher: newLauncher(), plugins: map[string]*entry{}}
 }

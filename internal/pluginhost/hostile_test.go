@@ -1,15 +1,19 @@
 package pluginhost_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/pluginhost"
@@ -276,4 +280,113 @@ func TestHost_OutputFlood(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A plugin's memory is bounded whatever takes it (docs/design.md §7): the
+// supervisor replaces a process whose resident memory — heap, stacks and
+// shared mappings alike — is past plugins.max_memory_bytes (read every
+// 100 ms), and the kernel refuses its private mappings past four times the
+// bound (RLIMIT_DATA, set as it starts), so one huge allocation fails at
+// once. Either way the host logs why, restarts the plugin, and the next
+// message is sent: a plugin child cannot take the machine's memory from
+// Postgres, Redis and the daemon.
+func TestHost_MemoryBound(t *testing.T) {
+	t.Parallel()
+	const bound = 128 << 20
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "memhog", "./testdata/memhog")
+	logs := &syncBuffer{}
+	h := pluginhost.New(config.Plugins{Dir: dir, StartTimeout: 20 * time.Second, HealthInterval: time.Second,
+		MaxMemoryBytes: bound}, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("the host's log:\n%s", tailOf(logs.String(), 4000))
+		}
+	})
+	ctx := testenv.Context(t)
+	p, err := h.Plugin(ctx, "memhog")
+	if err != nil {
+		t.Fatalf("Plugin: %v", err)
+	}
+	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	ok := []sdk.Outcome{sdk.OutcomeSuccess}
+	checkVerdicts(t, p.Send(ctx, msgs(`{}`)), ok, "")
+	pid := p.PID()
+	for _, tt := range []struct{ payload, why string }{
+		// The heap, a MiB at a time: resident past the bound (or, on a
+		// fast machine between two reads, mapped past four times it).
+		{`{"eat":384}`, "plugins.max_memory_bytes"},
+		// Shared memory, which the kernel's limit lets through: the same.
+		{`{"shm":384}`, "over plugins.max_memory_bytes (128 MiB)"},
+		// 1 GiB at once: refused by the kernel before a page is written.
+		{`{"big":1024}`, "plugins.max_memory_bytes is 128 MiB, and what it may map 512 MiB"},
+	} {
+		if got := dataLimit(t, pid); got != 4*bound {
+			t.Fatalf("the plugin's data limit is %d, want 4 × plugins.max_memory_bytes, %d", got, 4*bound)
+		}
+		// Replaced while it takes the memory (the message's outcome then
+		// unknown, as for any plugin that dies) or just after it answered.
+		if v := p.Send(ctx, msgs(tt.payload))[0]; v.Outcome != sdk.OutcomeSuccess &&
+			(v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, pluginhost.DetailExited)) {
+			t.Errorf("%s: got %v %q, want SUCCESS, or TRANSIENT %q", tt.payload, v.Outcome, v.Detail, pluginhost.DetailExited)
+		}
+		old, said := pid, strings.Count(logs.String(), tt.why)
+		waitFor(t, "a restart after "+tt.payload, func() bool { pid = p.PID(); return pid != 0 && pid != old })
+		if strings.Count(logs.String(), tt.why) == said {
+			t.Fatalf("%s: the host's log does not say %q of the process it replaced", tt.payload, tt.why)
+		}
+		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), ok, "")
+	}
+}
+
+// dataLimit is process pid's RLIMIT_DATA as /proc/PID/limits gives it.
+func dataLimit(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "Max data size")); strings.HasPrefix(line, "Max data size") && len(f) > 0 {
+			n, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return -1 // unlimited
+			}
+			return n
+		}
+	}
+	t.Fatalf("no data size in /proc/%d/limits:\n%s", pid, b)
+	return 0
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// syncBuffer is a log output the test reads while the host writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -28,6 +28,10 @@ type procRunner struct {
 	path     string
 	launcher *launcher
 	logLevel string
+	// maxMemory is plugins.max_memory_bytes: the bound on the process's
+	// resident memory (Plugin.watchMemory), and a quarter of what it may
+	// map (limitMapped, set the moment it runs).
+	maxMemory int64
 
 	cmd            *exec.Cmd
 	output         *outputBudget // what the host takes of the process's output
@@ -93,6 +97,14 @@ func (r *procRunner) Start(context.Context) error {
 	r.pid = r.cmd.Process.Pid
 	r.group.Store(int64(r.pid))
 	go r.reap()
+	// cmd.Start returns once the plugin's executable runs: the limit is
+	// set before its runtime has finished starting, long before its first
+	// message. A process the host cannot bound does not run.
+	if err := limitMapped(r.pid, mappedPerResident*r.maxMemory); err != nil {
+		r.kill()
+		return fmt.Errorf("start %s: limit what it may map to %d bytes (4 × plugins.max_memory_bytes): %w",
+			r.path, mappedPerResident*r.maxMemory, err)
+	}
 	return nil
 }
 
@@ -130,6 +142,27 @@ func (r *procRunner) waitErr() error {
 	}
 	return r.waitRes
 }
+
+// exitReason says why the exited process is down: its exit and its peak
+// resident memory against plugins.max_memory_bytes, so a plugin that died
+// allocating past the bound says so ("fatal error: runtime: out of memory"
+// is in its stderr).
+func (r *procRunner) exitReason() error {
+	peak := int64(0)
+	if ps := r.cmd.ProcessState; ps != nil { // set by Wait, before exited closed
+		peak = peakResident(ps)
+	}
+	return fmt.Errorf("process exited: %v (resident memory peaked at %d MiB; plugins.max_memory_bytes is %d MiB, and what it may map %d MiB)",
+		r.waitErr(), peak>>20, r.maxMemory>>20, mappedPerResident*r.maxMemory>>20)
+}
+
+// mappedPerResident is how much more than plugins.max_memory_bytes a
+// plugin may map (RLIMIT_DATA): mappings are not memory until touched — a
+// Go runtime maps its heap 64 MiB at a time, every thread's stack is 8 MiB
+// of mapping (a Go plugin built with cgo on a 128 MiB limit could not start
+// its threads) — so the resident bound is the bound, checked often, and the
+// mapped one only refuses a single allocation far past it at once.
+const mappedPerResident = 4
 
 func (r *procRunner) kill() { _ = killGroup(int(r.group.Load())) }
 

@@ -2,7 +2,12 @@ package pluginhost
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // sysProcAttr has the kernel kill a plugin the moment the host dies, even by
@@ -23,4 +28,41 @@ func killGroup(pid int) error {
 		return err
 	}
 	return nil
+}
+
+// limitMapped caps the private writable memory process pid may map — its
+// heap, thread stacks and anonymous mappings, in whatever language it is
+// written, touched or not — at max bytes (RLIMIT_DATA); a process it starts
+// later inherits the limit. An allocation past it fails at once: a Go
+// plugin dies ("fatal error: runtime: out of memory"), before a single
+// huge allocation can be touched faster than the resident check reads it.
+func limitMapped(pid int, max int64) error {
+	lim := unix.Rlimit{Cur: uint64(max), Max: uint64(max)}
+	return unix.Prlimit(pid, unix.RLIMIT_DATA, &lim, nil)
+}
+
+// residentBytes is process pid's resident memory now, shared mappings
+// included (which RLIMIT_DATA does not count); 0 when it cannot be read.
+func residentBytes(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b)) // size resident shared text lib data dt, in pages
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// peakResident is the largest resident memory an exited process had.
+func peakResident(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10 // KiB on Linux
+	}
+	return 0
 }

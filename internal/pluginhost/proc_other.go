@@ -22,3 +22,11 @@ func killGroup(pid int) error {
 	}
 	return p.Kill()
 }
+
+// limitMapped: no RLIMIT_DATA here, and no /proc for residentBytes: a
+// plugin's memory is bounded on Linux only (docs/config.md).
+func limitMapped(int, int64) error { return nil }
+
+func residentBytes(int) int64 { return 0 }
+
+func peakResident(*os.ProcessState) int64 { return 0 }

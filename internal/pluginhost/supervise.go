@@ -73,7 +73,7 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	exited := make(chan struct{})
 	output := newOutputBudget(exited)
 	run := &procRunner{name: p.name, path: exe, launcher: p.host.launcher, logLevel: p.host.log.GetLevel().String(),
-		exited: exited, output: output}
+		maxMemory: p.host.cfg.MaxMemoryBytes, exited: exited, output: output}
 	// go-plugin tags its own lines with plugin=<runner name> and the
 	// plugin's stderr lines with the logger name <host>.<runner name>.
 	cfg := providerclient.Config(p.host.log)
@@ -298,13 +298,18 @@ func (p *Plugin) watch(inst *instance) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	defer p.setMisses(0)
+	over, done := make(chan error, 1), make(chan struct{})
+	defer close(done)
+	go p.watchMemory(inst, over, done)
 	misses := 0
 	for {
 		select {
 		case <-p.stop:
 			return nil
 		case <-inst.run.exited:
-			return fmt.Errorf("process exited: %v", inst.run.waitErr())
+			return inst.run.exitReason()
+		case err := <-over:
+			return err
 		case <-tick.C:
 			ctx, cancel := context.WithTimeout(context.Background(), interval)
 			err := inst.rpc.Alive(ctx)
@@ -322,6 +327,34 @@ func (p *Plugin) watch(inst *instance) error {
 				p.log.Warn("plugin missed a health check", "pid", inst.run.pid, "missed", misses, "replaced_at", healthMisses, "error", err)
 			}
 			p.setMisses(misses)
+		}
+	}
+}
+
+// memoryCheck is how often a plugin's resident memory is read against
+// plugins.max_memory_bytes: a process allocating as fast as it can (a few
+// GB/s) is past the bound by at most what it takes in this long.
+const memoryCheck = 100 * time.Millisecond
+
+// watchMemory sends on over when inst's resident memory — heap, stacks and
+// shared mappings alike (shm, memfd, a MAP_SHARED region, which RLIMIT_DATA
+// does not count) — is past plugins.max_memory_bytes; watch then has it
+// replaced. One read of /proc/PID/statm a check.
+func (p *Plugin) watchMemory(inst *instance, over chan<- error, done <-chan struct{}) {
+	tick := time.NewTicker(memoryCheck)
+	defer tick.Stop()
+	max := p.host.cfg.MaxMemoryBytes
+	for {
+		select {
+		case <-done:
+			return
+		case <-inst.run.exited:
+			return
+		case <-tick.C:
+			if rss := residentBytes(inst.run.pid); rss > max {
+				over <- fmt.Errorf("resident memory %d MiB, over plugins.max_memory_bytes (%d MiB)", rss>>20, max>>20)
+				return
+			}
 		}
 	}
 }
