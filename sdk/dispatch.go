@@ -98,8 +98,9 @@ type sendJob struct {
 	sem chan struct{}
 }
 
-// send sends the job's message and frees its slot.
-func (s *server) send(j sendJob) {
+// send sends the job's message and frees its slot; c is the worker's call
+// record, holding the message's deadline while its Send runs.
+func (s *server) send(j sendJob, c *call) {
 	defer func() { <-j.sem }()
 	b, i := j.b, j.i
 	mctx := b.ctxs[i]
@@ -107,6 +108,8 @@ func (s *server) send(j sendJob) {
 		return // expired while queued: never send after the deadline
 	}
 	snd := s.sender(b.ms[i].Channel)
+	c.start(b.ms[i].Deadline)
+	defer c.end()
 	if b.ms[i].TraceParent == "" {
 		b.settle(i, s.call(mctx, snd, b.ms[i]))
 		return
@@ -136,10 +139,12 @@ func (s *server) run(j sendJob) {
 }
 
 func (s *server) worker(j sendJob) {
+	c := s.running.add()
+	defer s.running.remove(c)
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
-		s.send(j)
+		s.send(j, c)
 		t.Reset(workerIdle)
 		select {
 		case j = <-s.idle:
@@ -197,7 +202,12 @@ func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
 	// TraceParent becomes that span's: what the plugin records or links per
 	// message joins the message's trace under it.
 	spans := s.tracing.startBatch(ctx, ms)
+	c := s.running.add()
+	if bounded {
+		c.start(latest)
+	}
 	vs := func() (vs []Verdict) {
+		defer s.running.remove(c)
 		defer func() {
 			if r := recover(); r != nil {
 				s.log.Error("SendBatch panicked", "channel", ms[0].Channel, "panic", r, "stack", string(debug.Stack()))

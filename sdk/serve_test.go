@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/providerclient"
 )
@@ -464,5 +467,55 @@ func TestServe_ConfigureClosesReplacedSender(t *testing.T) {
 	}
 	if got := fmt.Sprint(counts()); got != "[1 1]" {
 		t.Fatalf("after a rejected reconfigure: Close calls %s, want [1 1]", got)
+	}
+}
+
+// A Send or SendBatch still running sdk.StuckAfter past its deadline (code
+// that ignores its context) makes the liveness check answer
+// ResourceExhausted, naming how many, so the host replaces the process
+// instead of letting each retry of the message that causes it hold one
+// more core or goroutine; once they return the check is fine again. The
+// message itself got its verdict at the deadline.
+func TestServer_StuckSendsFailLiveness(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	ignores := func() { <-release } // ignores its context on purpose
+	single := serve(t, &fixture{info: sdk.Info{Name: "stuck"}, configure: senderFor(sdk.SenderFunc(
+		func(ctx context.Context, m sdk.Message) sdk.Verdict {
+			if m.ID == 2 {
+				ignores()
+			}
+			return sdk.Success(nil)
+		}))})
+	never := sdk.SenderFunc(func(context.Context, sdk.Message) sdk.Verdict { panic("Send called on a BatchSender") })
+	batch := serve(t, &fixture{info: sdk.Info{Name: "stuck-batch"}, configure: senderFor(batcher{never,
+		func(ctx context.Context, ms []sdk.Message) []sdk.Verdict { ignores(); return nil }})})
+	deadline := time.Now().Add(300 * time.Millisecond)
+	vs := send(t, single, messages(3, deadline))
+	wantOutcome(t, vs, 1, sdk.OutcomeTransient, sdk.DetailDeadline)
+	vs = send(t, batch, messages(2, time.Now().Add(300*time.Millisecond)))
+	wantOutcome(t, vs, 0, sdk.OutcomeTransient, sdk.DetailDeadline)
+
+	ctx := context.Background()
+	if time.Since(deadline) < sdk.StuckAfter/2 { // not stuck yet: a late call is not a stuck one
+		if err := single.Alive(ctx); err != nil {
+			t.Errorf("liveness %v after the deadline: %v, want nil", time.Since(deadline).Round(time.Millisecond), err)
+		}
+	}
+	for _, c := range []*providerclient.Client{single, batch} {
+		var err error
+		for err == nil {
+			time.Sleep(100 * time.Millisecond)
+			err = c.Alive(ctx)
+		}
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "1 sends still running") {
+			t.Errorf("liveness with a stuck call: %v, want ResourceExhausted naming 1 send", err)
+		}
+	}
+	close(release)
+	for _, c := range []*providerclient.Client{single, batch} {
+		for c.Alive(ctx) != nil {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }

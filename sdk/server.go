@@ -35,6 +35,9 @@ type server struct {
 
 	// idle hands a send to a worker goroutine waiting for one (see run).
 	idle chan sendJob
+	// running is every Send and SendBatch call under way, for the
+	// liveness check's count of stuck ones (StuckAfter).
+	running calls
 }
 
 func newServer(p Provider, info Info, log hclog.Logger, tr tracing) *server {
@@ -161,6 +164,11 @@ func (s *server) sender(channel string) Sender {
 // provider outage never makes the host restart a healthy process.
 func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
 	if req.LivenessOnly {
+		if n := s.running.stuck(time.Now()); n > 0 {
+			msg := fmt.Sprintf("%d sends still running more than %s past their deadlines: provider code that ignores its context (a loop, a call made without it) holds a core or memory for good; replace this process", n, StuckAfter)
+			s.log.Error(msg)
+			return nil, status.Error(codes.ResourceExhausted, msg)
+		}
 		return &providerv1.HealthResponse{}, nil
 	}
 	s.mu.RLock()

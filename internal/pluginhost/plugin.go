@@ -184,7 +184,9 @@ func (p *Plugin) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
 	if vs := p.unconfigured(ms); vs != nil {
 		return vs
 	}
+	inst.sending.Add(1)
 	vs, err := inst.rpc.Send(ctx, ms)
+	inst.sending.Add(-1)
 	if err == nil {
 		return vs
 	}

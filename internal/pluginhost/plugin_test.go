@@ -370,3 +370,39 @@ func startAndReadPID(t *testing.T, cmd *exec.Cmd, prefix string) int {
 		}
 	}
 }
+
+// A process whose provider code ignores its context — behave's
+// {"hang":true} never returns — holds that goroutine (a core, if it spins)
+// for as long as it lives, one more for every retry of the message. Once
+// the call has run sdk.StuckAfter past its deadline, the process's
+// liveness check says so, and after three such answers the host replaces
+// it: first letting the calls in flight on it answer (their verdicts kept,
+// not "plugin exited"), then killing it. The next message goes to its
+// successor. (TestPlugin_Send_Hang: until then, a hung Send is only its
+// message's problem.)
+func TestPlugin_StuckSendReplacesProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Plugins) { c.HealthInterval = 200 * time.Millisecond })
+	p := b.behave(t)
+	ctx := testenv.Context(t)
+	pid := p.PID()
+	hang := func(d time.Duration) []sdk.Message {
+		ms := msgs(`{"hang":true}`)
+		ms[0].Deadline = time.Now().Add(d)
+		return ms
+	}
+	checkVerdicts(t, p.Send(ctx, hang(300*time.Millisecond)), []sdk.Outcome{sdk.OutcomeTransient}, sdk.DetailDeadline)
+	// A call in flight when the host decides: it answers (TRANSIENT at its
+	// deadline, from the SDK) before the process goes.
+	waitFor(t, "a stuck liveness answer", func() bool { return p.HealthMisses() >= 1 || p.PID() != pid })
+	inFlight := p.Send(ctx, hang(1500*time.Millisecond))
+	checkVerdicts(t, inFlight, []sdk.Outcome{sdk.OutcomeTransient}, sdk.DetailDeadline)
+	waitFor(t, "the stuck process replaced", func() bool { n := p.PID(); return n != 0 && n != pid })
+	if p.Restarts() < 1 {
+		t.Errorf("Restarts: %d, want at least 1", p.Restarts())
+	}
+	if alive(pid) {
+		t.Errorf("the stuck process %d still runs", pid)
+	}
+	checkVerdicts(t, p.Send(ctx, msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -30,6 +31,7 @@ type instance struct {
 	rpc     *providerclient.Client
 	run     *procRunner
 	started time.Time
+	sending atomic.Int64 // Send calls in flight on this process
 }
 
 // gone reports whether the process has exited.
@@ -248,6 +250,12 @@ func (p *Plugin) supervise() {
 			return // stopping
 		}
 		p.setDown(why)
+		if errors.Is(why, errStuck) {
+			// A live process: the calls it is answering get their
+			// verdicts, not a kill (each one killed is a message the
+			// provider may have taken, sent again).
+			inst.drain(stuckDrain)
+		}
 		inst.stop(false)
 		// Every Send still on the old process fails with it (TRANSIENT,
 		// outcome unknown); Sends from now on wait for the restart.
@@ -320,6 +328,8 @@ func (p *Plugin) watch(inst *instance) error {
 					p.log.Info("plugin answers Health again", "pid", inst.run.pid, "missed", misses)
 				}
 				misses = 0
+			case misses+1 >= healthMisses && status.Code(err) == codes.ResourceExhausted:
+				return fmt.Errorf("%w, %d health checks in a row: %w", errStuck, healthMisses, err)
 			case misses+1 >= healthMisses:
 				return fmt.Errorf("not answering Health %d times in a row (each within %s): %w", healthMisses, interval, err)
 			default:
@@ -328,6 +338,22 @@ func (p *Plugin) watch(inst *instance) error {
 			}
 			p.setMisses(misses)
 		}
+	}
+}
+
+// errStuck is the reason for replacing a process whose liveness check says
+// it has sends running long past their deadlines (sdk.StuckAfter): code that
+// ignores its context holds a core or memory until the process goes.
+var errStuck = errors.New("sends stuck past their deadlines")
+
+// stuckDrain is how long a stuck process is left to answer the calls in
+// flight on it before it is killed; new sends wait for its successor.
+const stuckDrain = 5 * time.Second
+
+// drain waits until no Send is in flight on i, or for at most d.
+func (i *instance) drain(d time.Duration) {
+	for end := time.Now().Add(d); i.sending.Load() > 0 && time.Now().Before(end) && !i.gone(); {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
