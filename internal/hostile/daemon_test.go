@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +33,7 @@ type daemon struct {
 	addr   string
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has exited and been reaped
-	log    *syncBuffer
+	log    *testenv.SyncBuffer
 	c      *client.Client
 	ok     *httptest.Server // answers 200
 	reject *httptest.Server // answers 400
@@ -113,7 +112,7 @@ func start(t *testing.T, opts ...startOption) *daemon {
 		t.Fatal(err)
 	}
 	testenv.InstallPlugin(t, plugins, "webhook", "github.com/notifyd/notifyd/plugins/webhook")
-	d := &daemon{db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &syncBuffer{}, plugins: map[string]string{}}
+	d := &daemon{db: db, bin: testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd"), log: &testenv.SyncBuffer{}, plugins: map[string]string{}}
 	for name, pkg := range sc.plugins {
 		d.plugins[name] = testenv.InstallPlugin(t, plugins, name, pkg)
 	}
@@ -229,25 +228,6 @@ func viaURL(via func(string) string, url string) string {
 		return via(url)
 	}
 	return url
-}
-
-// syncBuffer is the daemon's output, written by exec's copiers while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func freeAddr(t *testing.T) string {

@@ -1,14 +1,12 @@
 package pluginhost_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -295,7 +293,7 @@ func TestHost_MemoryBound(t *testing.T) {
 	const bound = 128 << 20
 	dir := t.TempDir()
 	testenv.InstallPlugin(t, dir, "memhog", "./testdata/memhog")
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	h := pluginhost.New(config.Plugins{Dir: dir, StartTimeout: 20 * time.Second, HealthInterval: time.Second,
 		MaxMemoryBytes: bound}, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
 	t.Cleanup(func() {
@@ -371,22 +369,4 @@ func tailOf(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// syncBuffer is a log output the test reads while the host writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

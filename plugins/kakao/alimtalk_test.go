@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/notifyd/notifyd/internal/fakesens"
+	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/sdktest"
 )
@@ -43,7 +44,7 @@ func sensChannel(f *fakesens.Server, extra map[string]any) map[string]any {
 
 // atSetup configures an AlimTalk channel against f; it fails the test if
 // either SENS key shows up in a verdict or the log afterwards.
-func atSetup(t *testing.T, f *fakesens.Server, extra map[string]any, template string) (*alimtalkSender, *syncBuffer) {
+func atSetup(t *testing.T, f *fakesens.Server, extra map[string]any, template string) (*alimtalkSender, *testenv.SyncBuffer) {
 	t.Helper()
 	cfg := sensChannel(f, extra)
 	if template != "" {
@@ -53,7 +54,7 @@ func atSetup(t *testing.T, f *fakesens.Server, extra map[string]any, template st
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	s, err := (&provider{}).Configure(context.Background(), sdk.ConfigureRequest{
 		Channel: "quiz", Config: raw, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace}),
 	})
@@ -79,7 +80,7 @@ func quizMessages(n int, number func(i int) string) []sdk.Message {
 
 func phone(i int) string { return fmt.Sprintf("010-%04d-%04d", i/10000, i%10000) }
 
-func noSecrets(t *testing.T, logs *syncBuffer, vs []sdk.Verdict) {
+func noSecrets(t *testing.T, logs *testenv.SyncBuffer, vs []sdk.Verdict) {
 	t.Helper()
 	for _, secret := range []string{fakesens.SecretKey, fakesens.AccessKey} {
 		if strings.Contains(logs.String(), secret) {

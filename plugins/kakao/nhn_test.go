@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/sdktest"
 )
@@ -472,18 +473,18 @@ func nhnChannel(f *fakeNHN, extra map[string]any) map[string]any {
 
 // nhnSetup configures an NHN AlimTalk channel against f; the secret key
 // must never show up in a verdict or the log (checked by nhnNoSecrets).
-func nhnSetup(t *testing.T, f *fakeNHN, extra map[string]any) (*alimtalkSender, *syncBuffer) {
+func nhnSetup(t *testing.T, f *fakeNHN, extra map[string]any) (*alimtalkSender, *testenv.SyncBuffer) {
 	t.Helper()
 	return nhnSetupChannel(t, nhnChannel(f, extra))
 }
 
-func nhnSetupChannel(t *testing.T, cfg map[string]any) (*alimtalkSender, *syncBuffer) {
+func nhnSetupChannel(t *testing.T, cfg map[string]any) (*alimtalkSender, *testenv.SyncBuffer) {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	s, err := (&provider{}).Configure(context.Background(), sdk.ConfigureRequest{
 		Channel: "quiz", Config: raw, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace}),
 	})
@@ -495,7 +496,7 @@ func nhnSetupChannel(t *testing.T, cfg map[string]any) (*alimtalkSender, *syncBu
 	return at, logs
 }
 
-func nhnNoSecrets(t *testing.T, logs *syncBuffer, vs []sdk.Verdict, secrets ...string) {
+func nhnNoSecrets(t *testing.T, logs *testenv.SyncBuffer, vs []sdk.Verdict, secrets ...string) {
 	t.Helper()
 	for _, secret := range append(secrets, nhnTestSecret) {
 		if strings.Contains(logs.String(), secret) {

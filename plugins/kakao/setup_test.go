@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -32,7 +32,7 @@ type bundle struct {
 	provider *provider
 	sender   sdk.Sender
 	clock    *testClock
-	logs     *syncBuffer
+	logs     *testenv.SyncBuffer
 
 	mu       sync.Mutex
 	verdicts []sdk.Verdict
@@ -55,23 +55,6 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // setup configures a channel whose api_url and auth_url point at a new fake.
@@ -98,7 +81,7 @@ func setup(t testing.TB, cfg map[string]any) *bundle {
 			delete(full, k)
 		}
 	}
-	b := &bundle{t: t, fake: f, clock: &testClock{now: testNow}, logs: &syncBuffer{}}
+	b := &bundle{t: t, fake: f, clock: &testClock{now: testNow}, logs: &testenv.SyncBuffer{}}
 	b.provider = &provider{now: b.clock.Now}
 	b.sender = b.configure(full)
 	t.Cleanup(b.checkNoSecrets)
