@@ -110,7 +110,7 @@ func (c *channel) unsendable(send []outbox.Claimed) (keep []outbox.Claimed, over
 			reason = fmt.Sprintf("its payload reads back as %d bytes, over the %d bytes a notification may carry "+
 				"(it was written past the enqueue checks: by SQL of the application's own?); not sent", cl.PayloadBytes, outbox.MaxPayloadBytes)
 		case quarantine > 0 && cl.Crashes >= quarantine:
-			reason = fmt.Sprintf("quarantined: notifyd died %d times in a row while this notification was in flight "+
+			reason = fmt.Sprintf("quarantined: notifyd or its plugin died %d times in a row while this notification was in flight "+
 				"(alone after the second; delivery.quarantine_after %d); not sent again — replay it once the cause is fixed",
 				cl.Crashes, quarantine)
 		case cl.Attempt > c.policy.MaxAttempts:

@@ -15,8 +15,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+	"github.com/notifyd/notifyd/sdk/providerclient"
 	"github.com/notifyd/notifyd/sdk/traceparent"
 )
 
@@ -121,6 +123,12 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 		}
 		return
 	}
+	if died := c.pluginDied(batch, verdicts, spans, claimedAt, wg); died > 0 {
+		if died == len(batch) {
+			return
+		}
+		batch, verdicts, spans = keepAnswered(batch, verdicts, spans)
+	}
 	items := make([]settleItem, len(batch))
 	for i, cl := range batch {
 		items[i] = settleItem{ch: c, s: c.settlement(cl, verdicts[i], started, finished), done: wg}
@@ -144,6 +152,78 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 		items[len(items)-1].slots = 1
 	}
 	e.settler.add(items)
+}
+
+// pluginDied handles the messages whose plugin process died during their
+// call (providerclient.DetailProcessExited): the process took each one's
+// outcome with it, as a dying notifyd would, so they are not settled. They
+// stay PROCESSING and go back to the queue, due when their claim is stale;
+// claimed then, they are suspects (design.md §10) — sent through the lane,
+// alone from their second crash, quarantined at delivery.quarantine_after —
+// so a payload that kills its plugin goes out alone, not again with the
+// batch-mates it would kill (each one retried, an attempt spent, FAILED at
+// retry.max_attempts though no provider ever refused it). Their slots are
+// freed now (a batching plugin's call slot, when the whole call died). It
+// returns how many died.
+func (c *channel) pluginDied(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.Span,
+	claimedAt time.Time, wg *sync.WaitGroup) int {
+	var ids []int64
+	for i, v := range verdicts {
+		if !strings.HasPrefix(v.Detail, providerclient.DetailProcessExited) {
+			continue
+		}
+		ids = append(ids, batch[i].ID)
+		if spans != nil {
+			abandonAttempts(spans[i])
+		}
+	}
+	if len(ids) == 0 {
+		return 0
+	}
+	e := c.e
+	c.log.Warn("plugin died during a call: its messages go back as suspects once their claim is stale",
+		"messages", len(ids), "stale_after", c.staleAfter())
+	due := claimedAt.Add(c.staleAfter())
+	items := make([]queue.Item, len(ids))
+	for i, id := range ids {
+		items[i] = queue.Item{ID: id, Due: due}
+	}
+	for q, its := range c.itemsByQueue(items) {
+		if err := e.queue.Retry(context.WithoutCancel(e.runCtx), q, e.instance, its); err != nil {
+			// They stay in the backup list: the orphan check hands them
+			// back (orphans.go).
+			c.log.Warn("requeue after the plugin died", "error", err)
+		}
+	}
+	c.untrack(ids)
+	switch {
+	case !c.batching:
+		c.release(len(ids))
+	case len(ids) == len(batch):
+		c.release(c.slotsFor(len(batch)))
+	}
+	if wg != nil {
+		wg.Add(-len(ids))
+	}
+	return len(ids)
+}
+
+// keepAnswered is batch, verdicts and spans without the messages whose
+// plugin died (pluginDied).
+func keepAnswered(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.Span) ([]outbox.Claimed, []sdk.Verdict, []trace.Span) {
+	var kb []outbox.Claimed
+	var kv []sdk.Verdict
+	var ks []trace.Span
+	for i, v := range verdicts {
+		if strings.HasPrefix(v.Detail, providerclient.DetailProcessExited) {
+			continue
+		}
+		kb, kv = append(kb, batch[i]), append(kv, v)
+		if spans != nil {
+			ks = append(ks, spans[i])
+		}
+	}
+	return kb, kv, ks
 }
 
 // takePermits takes the send permits of a plain plugin's next part:

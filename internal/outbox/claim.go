@@ -349,7 +349,7 @@ const claimSQLTail = `
 lost AS (
     INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
     SELECT c.id, c.attempts - 1, c.lost_at, $2, 'UNKNOWN',
-           'outcome unknown: the instance that claimed it stopped (or stalled) before recording the outcome; taken over after ' || $4::text
+           'outcome unknown: the instance that claimed it, or its plugin, stopped (or stalled) before recording the outcome; taken over after ' || $4::text
       FROM claimed c WHERE c.lost_at < $3
 )
 SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,

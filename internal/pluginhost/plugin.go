@@ -20,7 +20,7 @@ import (
 // means the plugin may have delivered the message: the retry may duplicate
 // it, and the idempotency key is there for that.
 const (
-	DetailExited       = "plugin exited, outcome unknown"
+	DetailExited       = providerclient.DetailProcessExited
 	DetailNoAnswer     = "plugin did not answer before the deadline, outcome unknown"
 	DetailCallFailed   = "plugin call failed, outcome unknown"
 	DetailUnavailable  = "plugin unavailable, not sent"

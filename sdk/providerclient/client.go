@@ -23,6 +23,14 @@ import (
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
 )
 
+// DetailProcessExited begins the detail of every verdict a host gives a
+// message whose plugin process died during its call: the outcome is unknown
+// (the provider may have taken it), and the process's death may have been
+// the message's doing. notifyd's engine treats such a message as in flight
+// in a crash (docs/design.md §10): sent alone later, quarantined if it keeps
+// killing its sender.
+const DetailProcessExited = "plugin exited, outcome unknown"
+
 // Client calls one plugin process.
 type Client struct {
 	rpc providerv1.ProviderClient

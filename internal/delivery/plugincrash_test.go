@@ -1,0 +1,78 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+// A payload that kills its plugin process (behave's {"crash":true} exits
+// mid-call; a real one might exhaust its memory bound or hit a fatal bug)
+// costs only itself. Its call's batch-mates used to be retried with it —
+// same backoff, same call — and killed again, until retry.max_attempts
+// FAILED 15 to 28 of 2,000 innocent notifications around two such payloads
+// (attempts spent on "plugin exited" and on "plugin unavailable" while it
+// restarted). Now a message whose plugin died during its call is left in
+// flight, as in a crash of notifyd itself, and comes back as a suspect once
+// its claim is stale (design.md §10): through the lane, alone from its
+// second crash, quarantined at delivery.quarantine_after. Every innocent
+// is SENT, each poison FAILED "quarantined", and the plugin dies at most
+// quarantine_after times a poison.
+func TestEngine_PluginKillingPayloadQuarantined(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Plugin = "behave"
+		ch.Config = map[string]any{"name": "x"}
+	})
+	testenv.InstallPlugin(t, b.cfg.Plugins.Dir, "behave", "github.com/notifyd/notifyd/internal/pluginhost/testdata/behave")
+	ns := make([]outbox.NewNotification, 1000)
+	for i := range ns {
+		ns[i] = outbox.NewNotification{Channel: testChannel, Recipient: "r", Payload: json.RawMessage(`{}`)}
+	}
+	isPoison := map[int]bool{300: true, 700: true}
+	for i := range isPoison {
+		ns[i].Payload = json.RawMessage(`{"crash":true}`)
+	}
+	res, err := b.store.Insert(context.Background(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, host := b.engineHost("n1", delivery.Hooks{})
+	counts := b.waitAll(2 * time.Minute)
+	if counts[outbox.StatusSent] != int64(len(ns)-len(isPoison)) || counts[outbox.StatusFailed] != int64(len(isPoison)) {
+		t.Errorf("finished %v, want %d SENT and the %d poisons FAILED", counts, len(ns)-len(isPoison), len(isPoison))
+	}
+	quarantine := b.cfg.Delivery.QuarantineAfter
+	wrong := 0
+	for i, r := range res {
+		n := b.wait(r.ID, time.Second)
+		switch {
+		case isPoison[i] && (n.Status != outbox.StatusFailed || !strings.Contains(n.LastError, "quarantined: notifyd or its plugin died")):
+			t.Errorf("poison %d: %s %q, want FAILED quarantined", r.ID, n.Status, n.LastError)
+		case isPoison[i] && n.AttemptCount > quarantine+1:
+			t.Errorf("poison %d: %d attempts, want at most %d (quarantined at its %dth crash)", r.ID, n.AttemptCount, quarantine+1, quarantine)
+		case !isPoison[i] && n.Status != outbox.StatusSent:
+			if wrong++; wrong <= 3 {
+				t.Errorf("innocent %d: %s after %d attempts, last error %.200q, want SENT", r.ID, n.Status, n.AttemptCount, n.LastError)
+			}
+		}
+	}
+	if wrong > 3 {
+		t.Errorf("… %d innocents not SENT in all", wrong)
+	}
+	p, err := host.Plugin(context.Background(), "behave")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, most := p.Restarts(), quarantine*len(isPoison); got > most {
+		t.Errorf("the plugin was restarted %d times, want at most %d (each poison kills it %d times at most)", got, most, quarantine)
+	}
+}
