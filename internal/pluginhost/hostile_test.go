@@ -320,9 +320,9 @@ func TestHost_MemoryBound(t *testing.T) {
 	for _, tt := range []struct{ payload, why string }{
 		// The heap, a MiB at a time: resident past the bound (or, on a
 		// fast machine between two reads, mapped past four times it).
-		{`{"eat":384}`, "plugins.max_memory_bytes"},
+		{`{"eat":256}`, "plugins.max_memory_bytes"},
 		// Shared memory, which the kernel's limit lets through: the same.
-		{`{"shm":384}`, "over plugins.max_memory_bytes (128 MiB)"},
+		{`{"shm":256}`, "over plugins.max_memory_bytes (128 MiB)"},
 		// 1 GiB at once: refused by the kernel before a page is written.
 		{`{"big":1024}`, "plugins.max_memory_bytes is 128 MiB, and what it may map 512 MiB"},
 	} {
@@ -331,11 +331,11 @@ func TestHost_MemoryBound(t *testing.T) {
 		}
 		// Replaced while it takes the memory (the message's outcome then
 		// unknown, as for any plugin that dies) or just after it answered.
+		old, said := pid, strings.Count(logs.String(), tt.why)
 		if v := p.Send(ctx, msgs(tt.payload))[0]; v.Outcome != sdk.OutcomeSuccess &&
 			(v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, pluginhost.DetailExited)) {
 			t.Errorf("%s: got %v %q, want SUCCESS, or TRANSIENT %q", tt.payload, v.Outcome, v.Detail, pluginhost.DetailExited)
 		}
-		old, said := pid, strings.Count(logs.String(), tt.why)
 		waitFor(t, "a restart after "+tt.payload, func() bool { pid = p.PID(); return pid != 0 && pid != old })
 		if strings.Count(logs.String(), tt.why) == said {
 			t.Fatalf("%s: the host's log does not say %q of the process it replaced", tt.payload, tt.why)
