@@ -25,8 +25,10 @@ import (
 // second crash, quarantined at delivery.quarantine_after. Every innocent
 // is SENT, each poison FAILED "quarantined", and the plugin dies at most
 // quarantine_after times a poison.
+//
+// Not parallel: its crash-looping plugin is load the package's heavy-load
+// tests (TestEngine_RedisFlushAll) should not run beside.
 func TestEngine_PluginKillingPayloadQuarantined(t *testing.T) {
-	t.Parallel()
 	s := newSink(t, nil)
 	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
 		ch.Plugin = "behave"
