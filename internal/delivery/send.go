@@ -123,11 +123,11 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 		}
 		return
 	}
-	if died := c.pluginDied(batch, verdicts, spans, claimedAt, wg); died > 0 {
-		if died == len(batch) {
+	if dead, n := c.pluginDied(batch, verdicts, spans, claimedAt, wg); n > 0 {
+		if n == len(batch) {
 			return
 		}
-		batch, verdicts, spans = keepAnswered(batch, verdicts, spans)
+		batch, verdicts, spans = keepAnswered(batch, verdicts, spans, dead)
 	}
 	items := make([]settleItem, len(batch))
 	for i, cl := range batch {
@@ -164,21 +164,26 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 // batch-mates it would kill (each one retried, an attempt spent, FAILED at
 // retry.max_attempts though no provider ever refused it). Their slots are
 // freed now (a batching plugin's call slot, when the whole call died). It
-// returns how many died.
+// returns which died (nil when none did) and how many.
 func (c *channel) pluginDied(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.Span,
-	claimedAt time.Time, wg *sync.WaitGroup) int {
+	claimedAt time.Time, wg *sync.WaitGroup) ([]bool, int) {
+	var dead []bool
 	var ids []int64
 	for i, v := range verdicts {
 		if !strings.HasPrefix(v.Detail, providerclient.DetailProcessExited) {
 			continue
 		}
+		if dead == nil {
+			dead = make([]bool, len(verdicts))
+		}
+		dead[i] = true
 		ids = append(ids, batch[i].ID)
 		if spans != nil {
 			abandonAttempts(spans[i])
 		}
 	}
 	if len(ids) == 0 {
-		return 0
+		return nil, 0
 	}
 	e := c.e
 	c.log.Warn("plugin died during a call: its messages go back as suspects once their claim is stale",
@@ -205,17 +210,17 @@ func (c *channel) pluginDied(batch []outbox.Claimed, verdicts []sdk.Verdict, spa
 	if wg != nil {
 		wg.Add(-len(ids))
 	}
-	return len(ids)
+	return dead, len(ids)
 }
 
-// keepAnswered is batch, verdicts and spans without the messages whose
-// plugin died (pluginDied).
-func keepAnswered(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.Span) ([]outbox.Claimed, []sdk.Verdict, []trace.Span) {
+// keepAnswered is batch, verdicts and spans without the messages dead marks
+// (pluginDied's).
+func keepAnswered(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.Span, dead []bool) ([]outbox.Claimed, []sdk.Verdict, []trace.Span) {
 	var kb []outbox.Claimed
 	var kv []sdk.Verdict
 	var ks []trace.Span
 	for i, v := range verdicts {
-		if strings.HasPrefix(v.Detail, providerclient.DetailProcessExited) {
+		if dead[i] {
 			continue
 		}
 		kb, kv = append(kb, batch[i]), append(kv, v)
