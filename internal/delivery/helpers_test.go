@@ -336,21 +336,38 @@ func (b *bundle) wait(id int64, within time.Duration) *outbox.Notification {
 	}
 }
 
-// waitAll waits until no row is non-terminal.
+// waitAll waits until no row is non-terminal. within bounds a stall, not
+// the wait: it fails once no row has finished (SENT or FAILED) for within,
+// or after stallCeiling times within in all. A loaded CI machine runs the
+// race-built pipeline many times slower than a quiet one (the FLUSHALL
+// test's 10,000 went at 100/s in a make test run beside two burners, and a
+// slower hour took it past a fixed two minutes: docs/reliability.md), and
+// speed is the benchmarks' to measure; what a test here must catch is rows
+// that stop finishing, and that is what fails it.
 func (b *bundle) waitAll(within time.Duration) map[string]int64 {
 	b.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
+	finished, moved := int64(-1), start
 	for {
 		counts := b.statusCounts()
-		if counts[outbox.StatusPending]+counts[outbox.StatusQueued]+counts[outbox.StatusProcessing] == 0 {
+		open := counts[outbox.StatusPending] + counts[outbox.StatusQueued] + counts[outbox.StatusProcessing]
+		if open == 0 {
 			return counts
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("not settled after %s: %v\n%s\n%s", within, counts, b.unfinishedSample(), goroutineSummary(b.t))
+		if done := counts[outbox.StatusSent] + counts[outbox.StatusFailed]; done > finished {
+			finished, moved = done, time.Now()
+		}
+		if time.Since(moved) > within || time.Since(start) > stallCeiling*within {
+			b.t.Fatalf("not settled: %d rows finished in %s, none in the last %s: %v\n%s\n%s",
+				max(finished, 0), time.Since(start).Round(time.Second), time.Since(moved).Round(time.Second),
+				counts, b.unfinishedSample(), goroutineSummary(b.t))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// stallCeiling bounds waitAll's whole wait, in multiples of its within.
+const stallCeiling = 5
 
 // goroutineSummary writes this process's goroutines to a file that outlives
 // the test and returns its path with a bounded summary: the engine's
@@ -418,8 +435,7 @@ func (b *bundle) statusCounts() map[string]int64 {
 }
 
 // unfinishedSample describes a few of the rows still to finish, oldest
-// change first: what a stall is made of (TestEngine_RedisFlushAll's under
-// heavy load is not understood yet: docs/reliability.md).
+// change first: what a stall is made of.
 func (b *bundle) unfinishedSample() string {
 	rows, err := b.store.Pool().Query(context.Background(), `
 		SELECT id, status, attempts, crashes, extract(epoch FROM now() - updated_at)::float8, coalesce(left(last_error, 160), '')
