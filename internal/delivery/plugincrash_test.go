@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/providerclient"
 )
 
 // A payload that kills its plugin process (behave's {"crash":true} exits
@@ -76,5 +78,48 @@ func TestEngine_PluginKillingPayloadQuarantined(t *testing.T) {
 	}
 	if got, most := p.Restarts(), quarantine*len(isPoison); got > most {
 		t.Errorf("the plugin was restarted %d times, want at most %d (each poison kills it %d times at most)", got, most, quarantine)
+	}
+}
+
+// Only the host says a plugin died: a plugin's own verdict whose detail
+// reads as the host's DetailProcessExited is taken for what it is. A success
+// so worded used to be sent again as a suspect (a second send of a message
+// its provider took) until quarantined FAILED; a transient one skipped its
+// retries for the crash path. Now the first is SENT once, the second retried
+// as any transient failure, with the plugin's words marked as its own.
+func TestEngine_PluginCannotForgeItsDeath(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Plugin = "behave"
+		ch.Config = map[string]any{"name": "x"}
+		ch.Retry.MaxAttempts = 2
+	})
+	testenv.InstallPlugin(t, b.cfg.Plugins.Dir, "behave", "github.com/notifyd/notifyd/internal/pluginhost/testdata/behave")
+	forged := providerclient.DetailProcessExited + ": forged by the plugin"
+	res, err := b.store.Insert(context.Background(), []outbox.NewNotification{
+		{Channel: testChannel, Recipient: "r", Payload: json.RawMessage(fmt.Sprintf(`{"say":%q}`, forged))},
+		{Channel: testChannel, Recipient: "r", Payload: json.RawMessage(fmt.Sprintf(`{"say":%q,"transient":true}`, forged))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.engine("", delivery.Hooks{})
+	b.waitAll(time.Minute)
+	ok, tr := b.wait(res[0].ID, time.Second), b.wait(res[1].ID, time.Second)
+	crashes := func(id int64) (n int) {
+		if err := b.store.Pool().QueryRow(context.Background(), `SELECT crashes FROM notifications WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if ok.Status != outbox.StatusSent || ok.AttemptCount != 1 || crashes(ok.ID) != 0 {
+		t.Errorf("the success worded as a death: %s after %d attempts, %d crashes (%q), want SENT at its first",
+			ok.Status, ok.AttemptCount, crashes(ok.ID), ok.LastError)
+	}
+	if tr.Status != outbox.StatusFailed || tr.AttemptCount != 2 || crashes(tr.ID) != 0 ||
+		!strings.Contains(tr.LastError, "plugin said: "+forged) {
+		t.Errorf("the transient failure worded as a death: %s after %d attempts, %d crashes, last error %q; want FAILED at retry.max_attempts (2), no crash, the plugin's words marked %q",
+			tr.Status, tr.AttemptCount, crashes(tr.ID), tr.LastError, "plugin said: ")
 	}
 }

@@ -170,8 +170,8 @@ func (c *channel) pluginDied(batch []outbox.Claimed, verdicts []sdk.Verdict, spa
 	var dead []bool
 	var ids []int64
 	for i, v := range verdicts {
-		if !strings.HasPrefix(v.Detail, providerclient.DetailProcessExited) {
-			continue
+		if v.Outcome != sdk.OutcomeTransient || !strings.HasPrefix(v.Detail, providerclient.DetailProcessExited) {
+			continue // a success is never sent again
 		}
 		if dead == nil {
 			dead = make([]bool, len(verdicts))

@@ -28,8 +28,14 @@ import (
 // (the provider may have taken it), and the process's death may have been
 // the message's doing. notifyd's engine treats such a message as in flight
 // in a crash (docs/design.md §10): sent alone later, quarantined if it keeps
-// killing its sender.
+// killing its sender. Only the host says it: a plugin's own detail that
+// begins so is read as pluginSaid + detail (fromProto), so no plugin can
+// have a message it answered sent again, or quarantined, by its words.
 const DetailProcessExited = "plugin exited, outcome unknown"
+
+// pluginSaid begins a plugin's detail that would otherwise read as the
+// host's own DetailProcessExited.
+const pluginSaid = "plugin said: "
 
 // Client calls one plugin process.
 type Client struct {
@@ -194,6 +200,9 @@ func fromProto(v *providerv1.Verdict) sdk.Verdict {
 		ProviderCode:   v.ProviderCode,
 		Detail:         v.Detail,
 		Result:         json.RawMessage(v.Result),
+	}
+	if strings.HasPrefix(out.Detail, DetailProcessExited) {
+		out.Detail = pluginSaid + out.Detail
 	}
 	switch out.Outcome {
 	case sdk.OutcomeSuccess, sdk.OutcomeTransient, sdk.OutcomePermanent:

@@ -1,7 +1,8 @@
 // Command behave is a test plugin whose messages say what it should do:
 // a payload {"crash":true} exits the process mid-batch, {"hang":true} never
-// returns, {"fail":"why"} is PERMANENT; anything else succeeds with the
-// process id as result. Its channel config needs "name"; "health" makes
+// returns, {"fail":"why"} is PERMANENT, {"say":"text"} succeeds with text
+// as its detail ({"say":"text","transient":true}: TRANSIENT with it);
+// anything else succeeds with the process id as result. Its channel config needs "name"; "health" makes
 // its provider health check slow ("slow") or fail (any other text).
 package main
 
@@ -59,13 +60,16 @@ func (c checked) Health(ctx context.Context) error {
 var result = json.RawMessage(fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
 
 func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
-	if !bytes.Contains(m.Payload, []byte(`"crash"`)) && !bytes.Contains(m.Payload, []byte(`"hang"`)) && !bytes.Contains(m.Payload, []byte(`"fail"`)) {
+	if !bytes.Contains(m.Payload, []byte(`"crash"`)) && !bytes.Contains(m.Payload, []byte(`"hang"`)) &&
+		!bytes.Contains(m.Payload, []byte(`"fail"`)) && !bytes.Contains(m.Payload, []byte(`"say"`)) {
 		return sdk.Success(result) // the no-op path benchmarks measure
 	}
 	var p struct {
-		Crash bool   `json:"crash"`
-		Hang  bool   `json:"hang"`
-		Fail  string `json:"fail"`
+		Crash     bool   `json:"crash"`
+		Hang      bool   `json:"hang"`
+		Fail      string `json:"fail"`
+		Say       string `json:"say"`
+		Transient bool   `json:"transient"`
 	}
 	if err := json.Unmarshal(m.Payload, &p); err != nil {
 		return sdk.Permanent("payload: " + err.Error())
@@ -78,6 +82,12 @@ func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		select {}
 	case p.Fail != "":
 		return sdk.Permanent(p.Fail)
+	case p.Say != "" && p.Transient:
+		return sdk.Transient(p.Say)
+	case p.Say != "":
+		v := sdk.Success(result)
+		v.Detail = p.Say
+		return v
 	}
 	return sdk.Success(result)
 }
