@@ -2,8 +2,9 @@
 // a payload {"crash":true} exits the process mid-batch, {"hang":true} never
 // returns, {"fail":"why"} is PERMANENT, {"say":"text"} succeeds with text
 // as its detail ({"say":"text","transient":true}: TRANSIENT with it);
-// anything else succeeds with the process id as result. Its channel config needs "name"; "health" makes
-// its provider health check slow ("slow") or fail (any other text).
+// anything else succeeds with the process id as result. Its channel config
+// needs "name"; "health" makes its provider health check slow ("slow") or
+// fail (any other text).
 package main
 
 import (
