@@ -21,6 +21,7 @@ import (
 
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // DetailProcessExited begins the detail of every verdict a host gives a
@@ -191,14 +192,18 @@ func toProto(w *providerv1.Message, m *sdk.Message) {
 }
 
 // fromProto checks what the SDK already checks, since a plugin need not be
-// built with this SDK: an outcome the host does not know is TRANSIENT.
+// built with this SDK: an outcome the host does not know is TRANSIENT, and
+// the detail and provider code are cut to what the outbox stores
+// (wire.MaxErrorLen, wire.MaxProviderCodeLen) here at the wire, so a plugin
+// answering megabytes of them costs the engine no more than that on the way
+// to the settle (the protocol's message bound is 64 MB a call).
 func fromProto(v *providerv1.Verdict) sdk.Verdict {
 	out := sdk.Verdict{
 		Outcome:        sdk.Outcome(v.Outcome),
 		RetryAfter:     time.Duration(v.RetryAfterMs) * time.Millisecond,
 		ProviderStatus: int(v.ProviderStatus),
-		ProviderCode:   v.ProviderCode,
-		Detail:         v.Detail,
+		ProviderCode:   wire.Truncate(v.ProviderCode, wire.MaxProviderCodeLen),
+		Detail:         wire.Truncate(v.Detail, wire.MaxErrorLen-len(pluginSaid)),
 		Result:         json.RawMessage(v.Result),
 	}
 	if strings.HasPrefix(out.Detail, DetailProcessExited) {
