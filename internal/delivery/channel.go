@@ -162,6 +162,24 @@ func (c *channel) itemsByQueue(items []queue.Item) map[string][]queue.Item {
 	return out
 }
 
+// requeueAt hands ids from this instance's backup list back to their
+// queues, due at due, and stops tracking them; what names the step in the
+// warning when Redis refuses (the ids then stay in the backup list, and the
+// orphan check hands them back: orphans.go).
+func (c *channel) requeueAt(ids []int64, due time.Time, what string) {
+	e := c.e
+	items := make([]queue.Item, len(ids))
+	for i, id := range ids {
+		items[i] = queue.Item{ID: id, Due: due}
+	}
+	for q, its := range c.itemsByQueue(items) {
+		if err := e.queue.Retry(context.WithoutCancel(e.runCtx), q, e.instance, its); err != nil {
+			c.log.Warn(what, "error", err)
+		}
+	}
+	c.untrack(ids)
+}
+
 func (c *channel) start() {
 	e := c.e
 	e.fetchWG.Add(1)

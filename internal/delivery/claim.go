@@ -199,17 +199,7 @@ func (c *channel) handleClaim(ctx context.Context, ids []int64, suspects bool) {
 		// they are tried again; if Redis fails too, the orphan check does it.
 		e.claimStall.failing(e.now())
 		c.log.Warn("claim failed; retrying later", "ids", len(ids), "error", err)
-		due := e.now().Add(time.Second)
-		items := make([]queue.Item, len(ids))
-		for i, id := range ids {
-			items[i] = queue.Item{ID: id, Due: due}
-		}
-		for q, its := range c.itemsByQueue(items) {
-			if err := e.queue.Retry(context.WithoutCancel(ctx), q, e.instance, its); err != nil {
-				c.log.Warn("requeue after failed claim", "error", err)
-			}
-		}
-		c.untrack(ids)
+		c.requeueAt(ids, e.now().Add(time.Second), "requeue after failed claim")
 		slots.leave(len(ids))
 		return
 	}

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/notifyd/notifyd/internal/outbox"
-	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
 	"github.com/notifyd/notifyd/sdk/providerclient"
@@ -185,22 +184,9 @@ func (c *channel) pluginDied(batch []outbox.Claimed, verdicts []sdk.Verdict, spa
 	if len(ids) == 0 {
 		return nil, 0
 	}
-	e := c.e
 	c.log.Warn("plugin died during a call: its messages go back as suspects once their claim is stale",
 		"messages", len(ids), "stale_after", c.staleAfter())
-	due := claimedAt.Add(c.staleAfter())
-	items := make([]queue.Item, len(ids))
-	for i, id := range ids {
-		items[i] = queue.Item{ID: id, Due: due}
-	}
-	for q, its := range c.itemsByQueue(items) {
-		if err := e.queue.Retry(context.WithoutCancel(e.runCtx), q, e.instance, its); err != nil {
-			// They stay in the backup list: the orphan check hands them
-			// back (orphans.go).
-			c.log.Warn("requeue after the plugin died", "error", err)
-		}
-	}
-	c.untrack(ids)
+	c.requeueAt(ids, claimedAt.Add(c.staleAfter()), "requeue after the plugin died")
 	switch {
 	case !c.batching:
 		c.release(len(ids))

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/providerclient"
 )
 
 // TestDefaultKeys: a message without an idempotency key gets notifyd-<id>
@@ -43,5 +45,29 @@ func TestDefaultKeys(t *testing.T) {
 		defaultKeys(batch)
 	}); n > 2 {
 		t.Errorf("default keys of 256 messages: %v allocations, want 2 at most", n)
+	}
+}
+
+// TestKeepAnswered: the partial-death path (one call's verdicts split between
+// a death and answers happens only when a batch past maxCallBytes goes out in
+// several calls and the process dies between them): the answered messages
+// keep their own verdicts, in order, and the dead ones go.
+func TestKeepAnswered(t *testing.T) {
+	batch := []outbox.Claimed{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	verdicts := []sdk.Verdict{
+		sdk.Success(nil),
+		sdk.Transient(providerclient.DetailProcessExited + ": exit 3"),
+		sdk.Permanent("HTTP 400"),
+		sdk.Transient(providerclient.DetailProcessExited + ": exit 3"),
+	}
+	kb, kv, ks := keepAnswered(batch, verdicts, nil, []bool{false, true, false, true})
+	if len(kb) != 2 || kb[0].ID != 1 || kb[1].ID != 3 {
+		t.Fatalf("kept %v, want ids 1 and 3", kb)
+	}
+	if kv[0].Outcome != sdk.OutcomeSuccess || kv[1].Outcome != sdk.OutcomePermanent || kv[1].Detail != "HTTP 400" {
+		t.Errorf("kept verdicts %v, want each kept message's own", kv)
+	}
+	if ks != nil {
+		t.Errorf("spans %v, want nil when the batch had none", ks)
 	}
 }
