@@ -337,37 +337,23 @@ func (b *bundle) wait(id int64, within time.Duration) *outbox.Notification {
 }
 
 // waitAll waits until no row is non-terminal. within bounds a stall, not
-// the wait: it fails once no row has finished (SENT or FAILED) for within,
-// or after stallCeiling times within in all. A loaded CI machine runs the
-// race-built pipeline many times slower than a quiet one (the FLUSHALL
-// test's 10,000 went at 100/s in a make test run beside two burners, and a
-// slower hour took it past a fixed two minutes: docs/reliability.md), and
-// speed is the benchmarks' to measure; what a test here must catch is rows
-// that stop finishing, and that is what fails it.
+// the wait (testenv.Progress): it fails once no row has finished (SENT or
+// FAILED) for within, or after five times within in all.
 func (b *bundle) waitAll(within time.Duration) map[string]int64 {
 	b.t.Helper()
-	start := time.Now()
-	finished, moved := int64(-1), start
+	var p testenv.Progress
 	for {
 		counts := b.statusCounts()
-		open := counts[outbox.StatusPending] + counts[outbox.StatusQueued] + counts[outbox.StatusProcessing]
-		if open == 0 {
+		if counts[outbox.StatusPending]+counts[outbox.StatusQueued]+counts[outbox.StatusProcessing] == 0 {
 			return counts
 		}
-		if done := counts[outbox.StatusSent] + counts[outbox.StatusFailed]; done > finished {
-			finished, moved = done, time.Now()
-		}
-		if time.Since(moved) > within || time.Since(start) > stallCeiling*within {
-			b.t.Fatalf("not settled: %d rows finished in %s, none in the last %s: %v\n%s\n%s",
-				max(finished, 0), time.Since(start).Round(time.Second), time.Since(moved).Round(time.Second),
-				counts, b.unfinishedSample(), goroutineSummary(b.t))
+		p.Observe(counts[outbox.StatusSent] + counts[outbox.StatusFailed])
+		if p.Stalled(within, 5) {
+			b.t.Fatalf("not settled (%s, within %s): %v\n%s\n%s", &p, within, counts, b.unfinishedSample(), goroutineSummary(b.t))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-// stallCeiling bounds waitAll's whole wait, in multiples of its within.
-const stallCeiling = 5
 
 // goroutineSummary writes this process's goroutines to a file that outlives
 // the test and returns its path with a bounded summary: the engine's
