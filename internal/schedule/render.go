@@ -31,9 +31,11 @@ const (
 	// MaxRangeIterations bounds the steps of one recipient's render across
 	// every leaf: range iterations and {{template}} calls, the only two ways
 	// a template can loop (recursion that halves a list runs 2^n calls at a
-	// depth of n, under text/template's own depth limit). With the output
-	// bound (the payload bound) it bounds a render's work; maxRenderTime
-	// bounds its time as well.
+	// depth of n, under text/template's own depth limit), and the keys of
+	// every map a range sorts before its first iteration (a range that
+	// breaks at once still pays for the sort). With the output bound (the
+	// payload bound) it bounds a render's work; maxRenderTime bounds its
+	// time as well.
 	MaxRangeIterations = 100_000
 	// maxRenderTime bounds one recipient's render, checked at every step.
 	maxRenderTime = time.Second
@@ -84,6 +86,23 @@ func (b *renderBudget) iterate() error {
 		return b.err
 	}
 	b.err = b.step()
+	return b.err
+}
+
+// steps counts n steps at once: the keys of a map a range sorts before
+// its first iteration, which cost their sort whether or not the range goes
+// on past the first (a {{break}}). The time is checked on each call.
+func (b *renderBudget) steps(n int) error {
+	if b.err != nil {
+		return b.err
+	}
+	b.iterations += n
+	switch {
+	case b.iterations > MaxRangeIterations:
+		b.err = fmt.Errorf("more than %d range iterations or template calls (a range over a map counts its keys): %w", MaxRangeIterations, errRenderBound)
+	case time.Since(b.started) > maxRenderTime:
+		b.err = fmt.Errorf("rendering took more than %s: %w", maxRenderTime, errRenderBound)
+	}
 	return b.err
 }
 
@@ -148,8 +167,18 @@ func rangePairs(b *renderBudget, v any) (iter.Seq2[any, any], error) {
 			return nil
 		}
 	case reflect.Map:
+		// The keys are sorted before the first iteration, so they count
+		// against the budget first: a range that breaks at once still costs
+		// its map's sort.
+		if err := b.steps(rv.Len()); err != nil {
+			return nil, err
+		}
 		keys := rv.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i].Interface()) < fmt.Sprint(keys[j].Interface()) })
+		if rv.Type().Key().Kind() == reflect.String { // every map JSON decodes to
+			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		} else {
+			sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i].Interface()) < fmt.Sprint(keys[j].Interface()) })
+		}
 		over = func(yield func(any, any) bool) error {
 			for _, k := range keys {
 				if err := b.iterate(); err != nil {
