@@ -37,7 +37,8 @@ const (
 	// payload bound) it bounds a render's work; maxRenderTime bounds its
 	// time as well.
 	MaxRangeIterations = 100_000
-	// maxRenderTime bounds one recipient's render, checked at every step.
+	// maxRenderTime bounds one recipient's render, checked every 256 steps,
+	// on each map a range sorts and before each function builds.
 	maxRenderTime = time.Second
 	// maxFormatWidth bounds a width or precision in printf: fmt pads in
 	// memory before anything reaches the output bound.
