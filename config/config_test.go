@@ -176,6 +176,30 @@ func TestLoad_Errors(t *testing.T) {
 	}
 }
 
+// A value where the schema has nested keys (channels written as a list, a
+// section given a string) is named with the shape it takes, not with the
+// decoder's "'channels[0][name]' expected a map or struct, got string".
+func TestLoad_ShapeErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"channels as a list", minimal + "channels:\n  - name: hooks\n    plugin: webhook\n",
+			"config key \"channels\": takes a map from each name to its settings, not a list; write it as\n  channels:\n    NAME:\n      plugin: …"},
+		{"schedules as a number", minimal + "schedules: 3\n",
+			"config key \"schedules\": takes a map from each name to its settings, not the value \"3\"; write it as\n  schedules:\n    NAME:\n      channel: …"},
+		{"checksums as a list", minimal + "plugins: {checksums: [a, b]}\n",
+			"config key \"plugins.checksums\": takes a map from each name to its settings, not a list; write it as\n  checksums:\n    NAME: …"},
+		{"a section as a string", "postgres: localhost\n", "config key \"postgres\": takes nested keys (known: max_conns, url), not the value \"localhost\""},
+		{"a plugin's config as a list", minimal + "channels: {a: {plugin: w, config: [1]}}\n", "config key \"channels.a.config\": takes nested keys (a map), not a list"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := loadErr(t, tt.yaml, nil); err == nil || err.Error() != tt.want {
+				t.Errorf("Load = %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestLoad_Tracing(t *testing.T) {
 	t.Parallel()
 	cfg, err := Load(write(t, minimal), []string{})

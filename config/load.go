@@ -49,7 +49,7 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, fmt.Errorf("read environment: %w", err)
 	}
 	for _, key := range k.Keys() {
-		if err := checkKnown(key); err != nil {
+		if err := checkKnown(key, k.Get(key)); err != nil {
 			return nil, err
 		}
 	}
@@ -164,8 +164,10 @@ func matchSchema(flat string, t reflect.Type) string {
 	return ""
 }
 
-// checkKnown rejects a key that no field of Config declares.
-func checkKnown(key string) error {
+// checkKnown rejects a key that no field of Config declares, and a value
+// where Config takes nested keys (a list of channels, a scalar for a
+// section): koanf flattens maps, so such a key arrives as a leaf.
+func checkKnown(key string, value any) error {
 	t := reflect.TypeOf(Config{})
 	parts := strings.Split(key, ".")
 	for i := 0; i < len(parts); i++ {
@@ -184,6 +186,32 @@ func checkKnown(key string) error {
 		default:
 			return &Error{Key: key, Reason: fmt.Sprintf("%q takes a value, not nested keys", strings.Join(parts[:i], "."))}
 		}
+	}
+	return checkShape(key, t, value)
+}
+
+// checkShape refuses a value given where the schema has nested keys.
+func checkShape(key string, t reflect.Type, value any) error {
+	if _, ok := value.(map[string]any); ok || value == nil {
+		return nil
+	}
+	got := fmt.Sprintf("the value %q", fmt.Sprint(value))
+	if _, ok := value.([]any); ok {
+		got = "a list"
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		if t.Elem().Kind() == reflect.Interface {
+			return &Error{Key: key, Reason: fmt.Sprintf("takes nested keys (a map), not %s", got)}
+		}
+		example := "NAME: …"
+		if t.Elem().Kind() == reflect.Struct { // its first key: a channel's plugin, a schedule's channel
+			example = "NAME:\n      " + t.Elem().Field(0).Tag.Get("koanf") + ": …"
+		}
+		return &Error{Key: key, Reason: fmt.Sprintf("takes a map from each name to its settings, not %s; write it as\n  %s:\n    %s",
+			got, key[strings.LastIndexByte(key, '.')+1:], example)}
+	case reflect.Struct:
+		return &Error{Key: key, Reason: fmt.Sprintf("takes nested keys%s, not %s", suggest(t), got)}
 	}
 	return nil
 }
