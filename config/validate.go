@@ -20,7 +20,8 @@ var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // Validate checks every value; the first problem is returned naming its key.
 func (c *Config) Validate() error {
 	if c.Postgres.URL == "" {
-		return &Error{Key: "postgres.url", Reason: "is required (e.g. postgres://127.0.0.1:5432/notifyd?sslmode=disable)"}
+		// No query in the example: Error masks query values (sslmode=xxxxx).
+		return &Error{Key: "postgres.url", Reason: "is required (e.g. postgres://127.0.0.1:5432/notifyd)"}
 	}
 	if reason := urlScheme(c.Postgres.URL, "postgres", "postgresql"); reason != "" {
 		return &Error{Key: "postgres.url", Reason: reason}
