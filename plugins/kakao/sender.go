@@ -183,6 +183,12 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 
 	now := s.now()
 	if resp.StatusCode/100 == 2 {
+		if e, ok := errorIn2xx(raw); ok {
+			// Kakao's error object under a 2xx is no send result: its code
+			// decides, as under an error status (a -1 or a -532 taken for a
+			// delivery lost the message).
+			return answer{failed: classifyCode(now, resp.StatusCode, *e.Code, e.Msg)}, *e.Code == codeInvalidToken
+		}
 		if raw == nil {
 			raw = []byte{}
 		}
@@ -212,6 +218,21 @@ type failureInfo struct {
 	Code          int      `json:"code"`
 	Msg           string   `json:"msg"`
 	ReceiverUUIDs []string `json:"receiver_uuids"`
+}
+
+// errorIn2xx reports a 2xx body that is Kakao's error object: a non-zero
+// code and none of a send result's fields (a result with a code beside it
+// is read as a result; Kakao's error codes are negative, 0 is none).
+func errorIn2xx(raw []byte) (kakaoError, bool) {
+	e, ok := decodeKakaoError(raw)
+	if !ok || *e.Code == 0 {
+		return kakaoError{}, false
+	}
+	var res sendResult
+	if json.Unmarshal(raw, &res) != nil || res.ResultCode != nil || res.Successful != nil || res.FailureInfo != nil || res.FailureInfos != nil {
+		return kakaoError{}, false
+	}
+	return e, true
 }
 
 // success reads a 2xx answer for one recipient. A friends send answered 200

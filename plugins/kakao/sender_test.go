@@ -258,6 +258,41 @@ func TestSender_Send_FailureInfo(t *testing.T) {
 	}
 }
 
+// TestSender_Send_ErrorCodeIn2xx: a 2xx whose body is Kakao's error object
+// ({"msg","code"}, none of a send result's fields) is judged by its code,
+// as under an error status. It was taken for a send result and reported
+// SUCCESS: a -1 or a -532 answered 200 lost the message.
+func TestSender_Send_ErrorCodeIn2xx(t *testing.T) {
+	t.Parallel()
+	t.Run("memo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.answer(200, `{"msg":"internal error","code":-1}`)
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomeTransient, 200, "-1")
+	})
+	t.Run("friends", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]any{"mode": "friends"})
+		b.fake.answer(200, `{"msg":"daily limit exceeded","code":-532}`)
+		v := b.send(b.sender, testUUID, textPayload)
+		wantVerdict(t, v, sdk.OutcomeTransient, 200, "-532")
+		if v.RetryAfter != 30*time.Minute {
+			t.Errorf("retry after = %v, want 30m (the daily reset)", v.RetryAfter)
+		}
+	})
+	t.Run("-401 refreshes the token", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.answer(200, `{"msg":"this access token does not exist","code":-401}`)
+		v := b.send(b.sender, "", textPayload)
+		wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+		if s, r := len(b.fake.sendRequests()), len(b.fake.tokenRequests()); s != 2 || r != 1 {
+			t.Errorf("sends = %d, refreshes = %d, want 2 and 1", s, r)
+		}
+	})
+}
+
 func TestSender_Send_Network(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
