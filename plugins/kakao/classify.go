@@ -107,11 +107,14 @@ func classifyCode(now time.Time, status, code int, msg string) sdk.Verdict {
 	switch {
 	case !known && (status >= 500 || status == http.StatusTooManyRequests):
 		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
-	case !known && status == http.StatusBadRequest:
+	case !known && (status == http.StatusBadRequest || status/100 == 2):
 		// Kakao answers its temporary faults (-1, -7) with HTTP 400 too: a
 		// code new to this table may be one, and dead-lettering it would
 		// lose messages a retry delivers. A new final code costs the retry
 		// budget, bounded by retry.max_attempts, and then lands there.
+		// A code under a 2xx (failure_info, or an error object) is the same
+		// failure Kakao answers 400 for a request of one receiver: judged
+		// by the 200, it was final for the messages of batched requests.
 		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d, a code this plugin does not know: retried): %s", code, status, clean(msg)))
 	case !known:
 		v = sdk.Permanent(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))

@@ -293,6 +293,42 @@ func TestSender_Send_ErrorCodeIn2xx(t *testing.T) {
 	})
 }
 
+// TestSender_Send_UnknownCodeIn2xx: Kakao answers a failure of a
+// request of one receiver with an error code (HTTP 400 for its temporary
+// faults too), and the same failure in a request of several with HTTP 200
+// and failure_info. An unknown code is retried in the first case; it was
+// final in the second (classifyCode judged it by the envelope's 200), so a
+// new temporary code killed the messages of batched requests.
+func TestSender_Send_UnknownCodeIn2xx(t *testing.T) {
+	t.Parallel()
+	t.Run("failure_info", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]any{"mode": "friends"})
+		bs := b.sender.(sdk.BatchSender)
+		b.fake.answer(200, `{"successful_receiver_uuids":["friend-a"],"failure_info":[{"code":-9001,"msg":"temporarily unavailable","receiver_uuids":["friend-b"]}]}`)
+		ms := []sdk.Message{
+			{ID: 1, Recipient: "friend-a", Payload: json.RawMessage(textPayload), Attempt: 1},
+			{ID: 2, Recipient: "friend-b", Payload: json.RawMessage(textPayload), Attempt: 1},
+		}
+		vs := bs.SendBatch(t.Context(), ms)
+		if vs[0].Outcome != sdk.OutcomeSuccess {
+			t.Errorf("friend-a: %v %q, want SUCCESS", vs[0].Outcome, vs[0].Detail)
+		}
+		// Alone, the same unknown code answered HTTP 400 is TRANSIENT
+		// (TestSender_Send_ErrorCodes).
+		wantVerdict(t, vs[1], sdk.OutcomeTransient, 200, "-9001")
+		if !strings.Contains(vs[1].Detail, "failure_info") {
+			t.Errorf("detail = %q, want it to say the failure came in failure_info", vs[1].Detail)
+		}
+	})
+	t.Run("error object under a 200", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.answer(200, `{"msg":"something new","code":-9001}`)
+		wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeTransient, 200, "-9001")
+	})
+}
+
 func TestSender_Send_Network(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
