@@ -176,9 +176,15 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 		return answer{failed: sdk.ClassifyHTTP(nil, fmt.Errorf("send to Kakao: %w", transportError(err)))}, false
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return answer{failed: sdk.Transient(fmt.Sprintf("read Kakao's answer: %v", err)).WithStatus(resp.StatusCode)}, false
+	}
+	if len(raw) > maxBody {
+		// A prefix cannot decide the verdict: the code may lie past the cut
+		// (a -1 read as a bare 400 was final). Kakao's answers are tiny, so
+		// this one is not Kakao's word: retried, bounded by the budget.
+		return answer{failed: sdk.Transient(fmt.Sprintf("Kakao's answer (HTTP %d) is over %d bytes, not read", resp.StatusCode, maxBody)).WithStatus(resp.StatusCode)}, false
 	}
 
 	now := s.now()

@@ -329,6 +329,20 @@ func TestSender_Send_UnknownCodeIn2xx(t *testing.T) {
 	})
 }
 
+// TestSender_Send_OversizedAnswer: an answer over maxBody is not read. post
+// read its first maxBody bytes and decided on them: a -1 whose body passed
+// 1 MiB lost its code and, as a bare 400, was final.
+func TestSender_Send_OversizedAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.fake.answer(400, `{"msg":"`+strings.Repeat("x", maxBody)+`","code":-1}`)
+	v := b.send(b.sender, "", textPayload)
+	wantVerdict(t, v, sdk.OutcomeTransient, 400, "")
+	if want := fmt.Sprintf("over %d bytes", maxBody); !strings.Contains(v.Detail, want) || len(v.Detail) > 200 {
+		t.Errorf("detail = %.200q, want it to say the answer is %s, briefly", v.Detail, want)
+	}
+}
+
 func TestSender_Send_Network(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
