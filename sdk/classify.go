@@ -30,13 +30,20 @@ const MaxRetryAfter = time.Hour
 //   - 2xx: SUCCESS. The body is left unread for the caller to parse.
 //   - 501 Not Implemented and 505 HTTP Version Not Supported: PERMANENT (the
 //     receiver will not do this, however often it is asked).
-//   - 408, 423, 425, 429, 499 (a proxy's "client closed request": most
-//     often our own timeout seen through it) and every other 5xx:
-//     TRANSIENT, with Retry-After (seconds or an HTTP date, at most
-//     MaxRetryAfter) as the retry hint.
-//   - a status outside 100-599 (a garbled status line): TRANSIENT — the
-//     answer says nothing of the message, and nothing about a broken
-//     receiver makes the message final.
+//   - 408, 421 (Misdirected Request: "the client MAY retry the request …
+//     over a different connection", RFC 9110 §15.5.20), 423, 425, 429, 499
+//     (a proxy's "client closed request": most often our own timeout seen
+//     through it), a 413 that gives a Retry-After (RFC 9110 §15.5.14: the
+//     condition is temporary) and every other 5xx: TRANSIENT, with
+//     Retry-After (seconds or an HTTP date, at most MaxRetryAfter) as the
+//     retry hint.
+//   - a status outside 200-599: TRANSIENT — the answer says nothing of the
+//     message, and nothing about a broken receiver makes the message final.
+//     Below 100 or past 599 it is a garbled status line; a 1xx is interim
+//     (RFC 9110 §15.2), and the one an HTTP client hands back as final, 101
+//     Switching Protocols to a request that asked for no upgrade, leaves
+//     resp.Body the raw connection, which no request deadline covers: its
+//     body is closed here and replaced by http.NoBody.
 //   - any other status (most 4xx, an unfollowed 3xx): PERMANENT.
 //
 // ProviderStatus is set whenever there is a response. On failure Detail
@@ -57,6 +64,13 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 	if code >= 200 && code < 300 {
 		return Success(nil).WithStatus(code)
 	}
+	if code >= 100 && code < 200 {
+		if resp.Body != nil && resp.Body != http.NoBody {
+			_ = resp.Body.Close()
+			resp.Body = http.NoBody
+		}
+		return Transient(fmt.Sprintf("HTTP %d %s: an interim answer, not one about the message", code, http.StatusText(code))).WithStatus(code)
+	}
 	detail := fmt.Sprintf("HTTP %d %s", code, http.StatusText(code))
 	if code < 100 || code > 599 {
 		detail = fmt.Sprintf("HTTP %d: not a status code (a garbled status line)", code)
@@ -64,15 +78,17 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 	if body := peekBody(resp); body != "" {
 		detail += ": " + body
 	}
+	retryAfter := RetryAfter(resp.Header, time.Now())
 	switch {
 	case code < 100 || code > 599:
-		return Transient(detail).WithStatus(code).WithRetryAfter(RetryAfter(resp.Header, time.Now()))
+		return Transient(detail).WithStatus(code).WithRetryAfter(retryAfter)
 	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
 		return Permanent(detail).WithStatus(code)
-	case code == http.StatusRequestTimeout, code == http.StatusTooEarly,
+	case code == http.StatusRequestTimeout, code == http.StatusMisdirectedRequest, code == http.StatusTooEarly,
 		code == http.StatusTooManyRequests, code == http.StatusLocked, code == statusClientClosedRequest,
+		code == http.StatusRequestEntityTooLarge && retryAfter > 0,
 		code >= 500:
-		return Transient(detail).WithStatus(code).WithRetryAfter(RetryAfter(resp.Header, time.Now()))
+		return Transient(detail).WithStatus(code).WithRetryAfter(retryAfter)
 	default:
 		return Permanent(detail).WithStatus(code)
 	}

@@ -95,3 +95,16 @@ func TestClassifyStatus_successAllocatesNothing(t *testing.T) {
 		t.Errorf("ClassifyStatus(204) allocates %v times per call; want 0 (it runs once per delivered message)", n)
 	}
 }
+
+// A 1xx is interim (RFC 9110 §15.2): the one an HTTP client hands back as
+// final, 101 Switching Protocols to a request that asked for no upgrade,
+// says nothing of the message. It was PERMANENT: dead-lettered.
+func TestClassifyStatus_interim(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{100, 101, 102, 103, 199} {
+		v := sdk.ClassifyStatus(code, "", []byte("ignored"))
+		if v.Outcome != sdk.OutcomeTransient || v.ProviderStatus != code || !strings.Contains(v.Detail, "an interim answer") {
+			t.Errorf("ClassifyStatus(%d) = %v %d %q; want TRANSIENT, an interim answer", code, v.Outcome, v.ProviderStatus, v.Detail)
+		}
+	}
+}

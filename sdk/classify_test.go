@@ -63,6 +63,12 @@ func TestClassifyHTTP(t *testing.T) {
 		{"code=503&retry_after=99999999", sdk.OutcomeTransient, sdk.MaxRetryAfter, "HTTP 503"},
 		{"code=429&retry_after=9300000000", sdk.OutcomeTransient, sdk.MaxRetryAfter, "HTTP 429"},
 		{"code=503&retry_after=-5", sdk.OutcomeTransient, 0, "HTTP 503"},
+		// 421 says to retry on another connection (RFC 9110 §15.5.20), a 413
+		// with Retry-After that the condition is temporary (§15.5.14): both
+		// were final.
+		{"code=421", sdk.OutcomeTransient, 0, "HTTP 421 Misdirected Request"},
+		{"code=413&retry_after=30", sdk.OutcomeTransient, 30 * time.Second, "HTTP 413"},
+		{"code=413", sdk.OutcomePermanent, 0, "HTTP 413 Request Entity Too Large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
