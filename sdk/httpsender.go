@@ -234,6 +234,13 @@ func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, 
 		req = req.WithContext(ctx)
 	}
 	resp, err := x.client.Do(req)
+	if resp != nil && resp.Body != nil {
+		// Every read of the body ends at the message's deadline, whatever
+		// the body is: net/http stops reading a normal one when the
+		// request's context ends, but not a connection it handed over
+		// (a 101's), nor anything a custom RoundTripper returns.
+		defer context.AfterFunc(req.Context(), func() { _ = resp.Body.Close() })()
+	}
 	v := ClassifyHTTP(resp, err)
 	if resp == nil || resp.Body == nil {
 		return x.redact(v), resp, nil

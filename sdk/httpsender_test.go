@@ -1,6 +1,7 @@
 package sdk_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -572,4 +573,91 @@ func TestHTTPSender_idempotencyKey(t *testing.T) {
 			t.Errorf("%s: Idempotency-Key %q, want %q", tc.name, h, tc.want)
 		}
 	}
+}
+
+// blockingBody is a body whose Read waits until Close: a connection handed
+// over (a 101's), or what a custom RoundTripper returns.
+type blockingBody struct{ closed chan struct{} }
+
+func (b *blockingBody) Read([]byte) (int, error) { <-b.closed; return 0, io.ErrClosedPipe }
+func (b *blockingBody) Close() error {
+	select {
+	case <-b.closed:
+	default:
+		close(b.closed)
+	}
+	return nil
+}
+
+type bodyTransport func() io.ReadCloser
+
+func (f bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: f(), Request: r}, nil
+}
+
+// Every read of an answer ends at the message's deadline, whatever the body
+// is: net/http stops a normal body's reads when the request's context ends,
+// but not a 101's connection nor a body a custom RoundTripper returns, which
+// were read until the peer closed — past any deadline.
+func TestHTTPSender_bodyReadEndsAtDeadline(t *testing.T) {
+	t.Parallel()
+	s := &sdk.HTTPSender{
+		Client: &http.Client{Transport: bodyTransport(func() io.ReadCloser { return &blockingBody{closed: make(chan struct{})} })},
+		Build: func(ctx context.Context, m sdk.Message) (*http.Request, error) {
+			return sdk.PostJSON(ctx, "http://127.0.0.1:1/send", map[string]int64{"id": m.ID}, nil)
+		},
+		Parse: func(*http.Response, []byte, sdk.Message) (sdk.Verdict, error) { return sdk.Success(nil), nil },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	got := make(chan sdk.Verdict, 1)
+	go func() { got <- s.Send(ctx, sdk.Message{ID: 1}) }()
+	select {
+	case v := <-got:
+		if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "read the answer") {
+			t.Errorf("verdict = %v %q; want TRANSIENT, the answer's read cut at the deadline", v.Outcome, v.Detail)
+		}
+	case <-time.After(30 * time.Second): // uncut, it never returns
+		t.Fatal("Send still running 30 s after its 300ms deadline: the answer's body is read without one")
+	}
+
+	// A real 101 to a request that asked for no upgrade: TRANSIENT at once.
+	url := rawServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+	s = &sdk.HTTPSender{Build: func(ctx context.Context, m sdk.Message) (*http.Request, error) {
+		return sdk.PostJSON(ctx, url, map[string]int64{"id": m.ID}, nil)
+	}}
+	if v := s.Send(context.Background(), sdk.Message{ID: 1}); v.Outcome != sdk.OutcomeTransient || v.ProviderStatus != 101 {
+		t.Errorf("101 = %v %d %q; want TRANSIENT, status 101", v.Outcome, v.ProviderStatus, v.Detail)
+	}
+}
+
+// rawServer answers every request on 127.0.0.1 with answer, written as is,
+// and then keeps the connection open until the test ends.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, answer)
+				<-done
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/send"
 }
