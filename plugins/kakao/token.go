@@ -254,12 +254,40 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 
 // tokenResponse is Kakao's answer to a refresh. refresh_token is present only
 // when Kakao rotated it (when less than a month of its life was left).
+// Only the tokens must be strings: a field the plugin merely reads the
+// lifetime from, or does not read, must not throw the answer away, since
+// Kakao expired the old refresh token when it issued the new one (an
+// "expires_in":"21599" once lost it, and the channel with it).
 type tokenResponse struct {
-	AccessToken           string `json:"access_token"`
-	TokenType             string `json:"token_type"`
-	RefreshToken          string `json:"refresh_token"`
-	ExpiresIn             int    `json:"expires_in"`
-	RefreshTokenExpiresIn int    `json:"refresh_token_expires_in"`
+	AccessToken           string  `json:"access_token"`
+	RefreshToken          string  `json:"refresh_token"`
+	ExpiresIn             seconds `json:"expires_in"`
+	RefreshTokenExpiresIn seconds `json:"refresh_token_expires_in"`
+}
+
+// seconds is a lifetime in seconds read leniently: a JSON number in any
+// form, or a string holding one. Anything else, or a value that is not a
+// positive count of at most maxSeconds, is 0: the caller's default.
+type seconds int64
+
+// maxSeconds bounds a lifetime (about 68 years) so it never overflows a
+// time.Duration.
+const maxSeconds = 1<<31 - 1
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	*s = 0
+	var n json.Number
+	if json.Unmarshal(b, &n) != nil {
+		var str string
+		if json.Unmarshal(b, &str) != nil {
+			return nil
+		}
+		n = json.Number(strings.TrimSpace(str))
+	}
+	if f, err := n.Float64(); err == nil && f >= 1 && f <= maxSeconds {
+		*s = seconds(f)
+	}
+	return nil
 }
 
 // oauthError is kauth's error body.

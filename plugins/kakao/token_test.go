@@ -224,6 +224,50 @@ func TestSender_Send_RefreshFails(t *testing.T) {
 	})
 }
 
+// TestSender_Send_RefreshExpiresInShape: a token answer whose expires_in is
+// not a JSON integer ("21599", 21599.0, "soon") still carries the new
+// tokens. It was thrown away whole (json.Unmarshal failed), and with it the
+// rotated refresh token — Kakao expired the old one when it issued it — so
+// the next refresh was invalid_grant and the channel dead for good: an
+// oddity of an optional field made final.
+func TestSender_Send_RefreshExpiresInShape(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		expires string
+		life    time.Duration
+	}{
+		{`"21599"`, 21599 * time.Second},
+		{`21599.0`, 21599 * time.Second},
+		{`"soon"`, accessLifetime}, // not a number: Kakao's documented lifetime
+		{`-5`, accessLifetime},
+	} {
+		t.Run(tt.expires, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.expireAccess(testAccess)
+			const access, refresh = "ACCESS-issued-shape", "REFRESH-issued-shape"
+			b.fake.validAccess(access)
+			b.fake.set(func(f *fakeKakao) {
+				delete(f.refresh, testRefresh) // rotated: the old one stops working at once
+				f.refresh[refresh] = true
+				f.refreshC = []cannedAnswer{{status: 200, body: `{"access_token":"` + access + `","token_type":"bearer","refresh_token":"` + refresh +
+					`","expires_in":` + tt.expires + `,"refresh_token_expires_in":"5183999"}`}}
+			})
+			wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+			ts := b.sender.(*sender).tokens
+			ts.mu.Lock()
+			got, life := ts.refresh, ts.expires.Sub(ts.refreshed)
+			ts.mu.Unlock()
+			if got != refresh {
+				t.Errorf("the rotated refresh token was not kept (the channel's next refresh is invalid_grant)")
+			}
+			if life != tt.life {
+				t.Errorf("access token lifetime = %v, want %v", life, tt.life)
+			}
+		})
+	}
+}
+
 // TestSender_Send_ConcurrentRefresh: many sends hit -401 together; exactly
 // one refresh runs and every send retries with its token.
 func TestSender_Send_ConcurrentRefresh(t *testing.T) {
