@@ -487,19 +487,111 @@ func TestSender_Send_droppedAfterTheRequest(t *testing.T) {
 
 // TestSender_Send_status000: fasthttp parses a status code of 000 as 0 and
 // reports 0 as 200, so a receiver answering "HTTP/1.1 000" was a delivery.
-// It is a garbled answer: TRANSIENT, sent once, the detail saying why.
+// It is a garbled answer: TRANSIENT, sent once, the detail saying why —
+// however fasthttp would read the line. The first check looked for " 000"
+// at a fixed place, so two spaces before the code, an empty line before
+// the status line, or a 100 or 103 before the answer made it a delivery
+// again (stop 42).
 func TestSender_Send_status000(t *testing.T) {
 	t.Parallel()
-	url, requests := rawReceiver(t, func(c net.Conn) bool {
-		io.WriteString(c, "HTTP/1.1 000 Whatever\r\nContent-Length: 0\r\n\r\n")
+	for name, answer := range map[string]string{
+		"as written":                 "HTTP/1.1 000 Whatever\r\nContent-Length: 0\r\n\r\n",
+		"two spaces before the code": "HTTP/1.1  000 Whatever\r\nContent-Length: 0\r\n\r\n",
+		"an empty line first":        "\r\nHTTP/1.1 000 Whatever\r\nContent-Length: 0\r\n\r\n",
+		"no reason phrase":           "HTTP/1.1 000\r\nContent-Length: 0\r\n\r\n",
+		"after a 100 Continue":       "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 000 Whatever\r\nContent-Length: 0\r\n\r\n",
+		"after a 103 Early Hints":    "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 000 Whatever\r\nContent-Length: 0\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url, requests := rawReceiver(t, func(c net.Conn) bool {
+				io.WriteString(c, answer)
+				return true
+			})
+			s := configure(t, &provider{}, map[string]any{"url": url})
+			v := s.Send(context.Background(), testMessage())
+			if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "000") {
+				t.Errorf("verdict %v status %d (%s); want TRANSIENT naming the 000", v.Outcome, v.ProviderStatus, v.Detail)
+			}
+			if got := requests.Load(); got != 1 {
+				t.Errorf("the receiver got %d requests; want 1", got)
+			}
+		})
+	}
+}
+
+// statusScan finds a 000 wherever fasthttp would read the status code, and
+// nowhere else, however the answer is split between reads (one byte a Read
+// included).
+func TestStatusScan(t *testing.T) {
+	t.Parallel()
+	for answer, want := range map[string]bool{
+		"HTTP/1.1 000 x\r\n\r\n":                              true,
+		"HTTP/1.1   000\r\n\r\n":                              true,
+		"\n\r\n\r\nHTTP/1.0 000 x\n\n":                        true,
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 000 x\r\n\r\n": true,
+		"HTTP/1.1 102\nA: b\n\nHTTP/1.1 000\n\n":              true,
+		"HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 000 in the body":     false,
+		"HTTP/1.1 200 000\r\n\r\n":                            false,
+		"HTTP/1.1 0000 x\r\n\r\n":                             false, // not three bytes: fasthttp refuses it
+		"HTTP/1.1 00 x\r\n\r\n":                               false,
+		"HTTP/1.1 101 Switching\r\n\r\nHTTP/1.1 000\r\n":      false, // 101 is final to fasthttp
+		"HTTP/1.1 404 Not Found\r\nX: 000\r\n\r\n":            false,
+	} {
+		for _, step := range []int{1, 2, 3, 7, len(answer)} {
+			var s statusScan
+			found := false
+			for i := 0; i < len(answer) && !found; i += step {
+				chunk := answer[i:min(i+step, len(answer))]
+				if j := s.scan([]byte(chunk)); j >= 0 {
+					found = true
+					if c := chunk[j]; c != ' ' && c != '\r' && c != '\n' {
+						t.Errorf("%q, %d a read: index %d is %q, want the byte after the code", answer, step, j, c)
+					}
+				}
+			}
+			if found != want {
+				t.Errorf("%q, %d bytes a read: found = %v, want %v", answer, step, found, want)
+			}
+		}
+	}
+}
+
+// A final 101 Switching Protocols to a request that asked for no upgrade
+// (both clients hand it back as the answer) was PERMANENT: dead-lettered.
+// Through a proxy (net/http) with Upgrade headers its body is the
+// connection itself, which the request's deadline does not cover: the
+// detail's read waited for the receiver to close.
+func TestSender_Send_101(t *testing.T) {
+	t.Parallel()
+	u, _ := rawReceiver(t, func(c net.Conn) bool {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
 		return true
 	})
-	s := configure(t, &provider{}, map[string]any{"url": url})
-	v := s.Send(context.Background(), testMessage())
-	if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "000") {
-		t.Errorf("verdict %v status %d (%s); want TRANSIENT naming the 000", v.Outcome, v.ProviderStatus, v.Detail)
+	s := configure(t, &provider{}, map[string]any{"url": u})
+	if v := s.Send(context.Background(), testMessage()); v.Outcome != sdk.OutcomeTransient || v.ProviderStatus != 101 {
+		t.Errorf("101 = %v %d (%s); want TRANSIENT, status 101", v.Outcome, v.ProviderStatus, v.Detail)
 	}
-	if got := requests.Load(); got != 1 {
-		t.Errorf("the receiver got %d requests; want 1", got)
+
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	pu, _ := rawReceiver(t, func(c net.Conn) bool {
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+		<-hold
+		return false
+	})
+	proxyURL, _ := url.Parse(pu)
+	proxyURL.Path = ""
+	p := &provider{proxy: func(*url.URL) (*url.URL, error) { return proxyURL, nil }}
+	s = configure(t, p, map[string]any{"url": "http://hooks.example.com/in", "timeout": "300ms"})
+	got := make(chan sdk.Verdict, 1)
+	go func() { got <- s.Send(context.Background(), testMessage()) }()
+	select {
+	case v := <-got:
+		if v.Outcome != sdk.OutcomeTransient {
+			t.Errorf("101 through a proxy = %v (%s); want TRANSIENT", v.Outcome, v.Detail)
+		}
+	case <-time.After(30 * time.Second): // uncut, it waits for the receiver
+		t.Error("Send still running 30 s after its 300ms timeout: the 101's body is read without a deadline")
 	}
 }

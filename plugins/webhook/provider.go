@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -345,19 +344,15 @@ type replayConn struct {
 	read    int64 // bytes of answers read over the connection's life
 	atWrite int64 // read when the current request began (its first Write)
 	reading bool  // the last call was a Read: the next Write begins a request
-	// head is the start of the current answer, up to its status code;
+	// status reads the current answer's status lines as fasthttp does;
 	// failed, an error every later Read returns (the status code is 000).
-	head   []byte
+	status statusScan
 	failed error
 }
 
 // errStatus000 is an answer whose status code is 000: fasthttp parses it as
 // 0 and reports 0 as 200, which would make a garbled answer a delivery.
 var errStatus000 = errors.New(`the answer's status code is "000", not a status: a garbled status line`)
-
-// statusLen is the length of a status line's start up to its code:
-// "HTTP/1.1 200".
-const statusLen = len("HTTP/1.1 200")
 
 // noReplay wraps an error after which the request must not be sent again
 // within the call.
@@ -378,7 +373,7 @@ func (c *replayConn) stale() bool { return c.atWrite > 0 && c.read == c.atWrite 
 
 func (c *replayConn) Write(p []byte) (int, error) {
 	if c.reading || c.read == 0 {
-		c.reading, c.atWrite, c.head = false, c.read, c.head[:0]
+		c.reading, c.atWrite, c.status = false, c.read, statusScan{}
 	}
 	n, err := c.Conn.Write(p)
 	if err != nil && !c.stale() {
@@ -397,19 +392,110 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	if err != nil && n == 0 && !c.stale() {
 		return n, noReplay{err}
 	}
-	// The answer's status code, checked once its first statusLen bytes are
-	// in (a 1xx interim answer's only: the final one follows it).
-	if len(c.head) < statusLen && n > 0 {
-		take := min(statusLen-len(c.head), n)
-		c.head = append(c.head, p[:take]...)
-		if len(c.head) == statusLen && bytes.HasPrefix(c.head, []byte("HTTP/")) && bytes.HasSuffix(c.head, []byte(" 000")) {
-			// Hand fasthttp part of the line, then the error: it reports
-			// an error after the first byte as it is (noReplay kept).
-			c.failed = noReplay{errStatus000}
-			return 1, nil
+	// The answer's status code, read as fasthttp reads it, past any 1xx
+	// interim answers: only the head's bytes are looked at.
+	if i := c.status.scan(p[:n]); i >= 0 {
+		// Hand fasthttp the bytes before the code's end, then the error: it
+		// reports an error after an answer's first byte as it is (noReplay
+		// kept); the status line's start came in this or an earlier Read.
+		c.failed = noReplay{errStatus000}
+		if i == 0 {
+			return 0, c.failed
 		}
+		return i, nil
 	}
 	return n, err
+}
+
+// statusScan finds a status code of 000 in an answer's head the way
+// fasthttp's parser reads a status line (ResponseHeader.parseFirstLine):
+// empty lines before it skipped, the protocol up to a space, any run of
+// spaces, then the code (exactly three bytes, up to a space or the line's
+// end), and after an interim 1xx answer's header block the next status line
+// the same way. It keeps a few bytes of state, whatever the head's length,
+// and stops at the final status.
+type statusScan struct {
+	state   uint8
+	code    [3]byte
+	n       int  // bytes of code so far
+	interim bool // the status line read is a 1xx (not 101): headers, then another
+	blank   bool // the header line so far is empty (or only "\r")
+}
+
+const (
+	scanLineStart = iota // before a status line: empty lines skipped
+	scanProto            // the protocol, up to a space
+	scanSpaces           // spaces before the code
+	scanCode             // the code's bytes
+	scanLineRest         // the reason phrase, to the line's end
+	scanHeaders          // an interim answer's header lines, to the empty one
+	scanDone             // the final status read: nothing more to look at
+)
+
+// scan reads the next bytes of the answer and returns the index of the byte
+// ending a code of 000 (the code's last byte's follower), or -1.
+func (s *statusScan) scan(p []byte) int {
+	for i := 0; i < len(p) && s.state != scanDone; i++ {
+		b := p[i]
+		switch s.state {
+		case scanLineStart:
+			if b != '\r' && b != '\n' {
+				s.state = scanProto
+			}
+		case scanProto:
+			switch b {
+			case ' ':
+				s.state = scanSpaces
+			case '\n':
+				s.state = scanDone // no status line fasthttp takes
+			}
+		case scanSpaces:
+			if b != ' ' {
+				s.state, s.n = scanCode, 0
+				i-- // the code's first byte
+			}
+		case scanCode:
+			if b != ' ' && b != '\r' && b != '\n' {
+				if s.n == len(s.code) {
+					s.state = scanDone // not three bytes: fasthttp refuses it
+				} else {
+					s.code[s.n] = b
+					s.n++
+				}
+				continue
+			}
+			if s.n == 3 && s.code == [3]byte{'0', '0', '0'} {
+				return i
+			}
+			// 101 is final to fasthttp; the other 1xx are followed by the
+			// answer's real status line.
+			s.interim = s.n == 3 && s.code[0] == '1' && s.code != [3]byte{'1', '0', '1'}
+			switch {
+			case !s.interim:
+				s.state = scanDone
+			case b == '\n':
+				s.state, s.blank = scanHeaders, true
+			default:
+				s.state = scanLineRest
+			}
+		case scanLineRest:
+			if b == '\n' {
+				s.state, s.blank = scanHeaders, true
+			}
+		case scanHeaders:
+			switch b {
+			case '\n':
+				if s.blank {
+					s.state = scanLineStart
+				}
+				s.blank = true
+			case '\r':
+			default:
+				s.blank = false
+			}
+		}
+	}
+	return -1
 }
 
 // decodeSecret returns the HMAC key of a Standard Webhooks secret:

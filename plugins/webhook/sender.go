@@ -279,6 +279,9 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 		return s.failed(p, err)
 	}
 	defer resp.Body.Close()
+	// Every read of the body ends at the deadline, whatever the body is (a
+	// 101's is the connection itself, which the context does not cover).
+	defer context.AfterFunc(ctx, func() { _ = resp.Body.Close() })()
 	return s.answered(p, resp.StatusCode, resp.Header.Get(hdrRetryAfter), resp.Body)
 }
 
@@ -290,6 +293,9 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 	if v.Outcome == sdk.OutcomeSuccess {
 		drain(body, maxDrainBytes)
 		return v
+	}
+	if code >= 100 && code < 200 {
+		body = nil // a 1xx has no body; a 101's stream is the connection
 	}
 	// The detail quotes the start of the receiver's body.
 	var start []byte
