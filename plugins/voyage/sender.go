@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -191,6 +192,9 @@ func (s *sender) embed(ctx context.Context, r *request, from, to int) (*embedRes
 		return nil, v
 	}
 	defer resp.Body.Close()
+	// Every read of the body ends at the deadline, whatever the body is (a
+	// 101's is the connection itself, which the context does not cover).
+	defer context.AfterFunc(ctx, func() { _ = resp.Body.Close() })()
 	v := sdk.ClassifyHTTP(resp, nil)
 	if v.Outcome != sdk.OutcomeSuccess {
 		// Voyage says why in {"detail": …}; that is what the operator needs.
@@ -204,9 +208,12 @@ func (s *sender) embed(ctx context.Context, r *request, from, to int) (*embedRes
 		// The answer was cut off: worth another try.
 		return nil, sdk.Transient(s.scrub(fmt.Sprintf("voyage: read response: %v", readErr))).WithStatus(resp.StatusCode)
 	case int64(len(raw)) > s.maxResultBytes:
-		// The same request would bring the same size back.
-		return nil, sdk.Permanent(fmt.Sprintf("voyage: response is over max_result_bytes (%d); raise it, lower output_dimension or send fewer inputs",
-			s.maxResultBytes)).WithStatus(resp.StatusCode)
+		// planRequests sized this request so that Voyage's answer to it
+		// fits max_result_bytes (its estimate is an upper bound): a longer
+		// answer is not Voyage's (a proxy's page, an endless stream), and
+		// its size says nothing of the message.
+		return nil, sdk.Transient(fmt.Sprintf("voyage: %s with an answer over max_result_bytes (%d), which Voyage's answer to this request does not reach: not read further",
+			resp.Status, s.maxResultBytes)).WithStatus(resp.StatusCode)
 	}
 	got, err := parseEmbeddings(raw, to-from, r.params.OutputDtype)
 	if err != nil {
@@ -242,6 +249,7 @@ func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, erro
 	}
 	ordered := make([]embeddingEntry, inputs)
 	seen := make([]bool, inputs)
+	dims := 0 // values in the first embedding
 	for _, e := range r.Data {
 		if e.Index < 0 || e.Index >= inputs || seen[e.Index] {
 			return nil, fmt.Errorf("embedding index %d is out of range or repeated", e.Index)
@@ -263,11 +271,67 @@ func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, erro
 		default:
 			return nil, fmt.Errorf("embedding %d is not a vector", e.Index)
 		}
+		// What is stored must be what Voyage's answer is: a list of finite
+		// numbers, every embedding as long as the others.
+		n, err := vectorLen(e.Embedding)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
+		case dims == 0:
+			dims = n
+		case n != dims:
+			return nil, fmt.Errorf("embedding %d has %d values, embedding %d has %d", e.Index, n, r.Data[0].Index, dims)
+		}
 		seen[e.Index] = true
 		ordered[e.Index] = e
 	}
 	r.Data = ordered
 	return &r, nil
+}
+
+// vectorLen is the number of values in a JSON array of finite numbers, and
+// an error naming the first value that is not one (a string, null, an
+// object, a nested array, a number past float64's range) or the array's
+// emptiness.
+func vectorLen(raw json.RawMessage) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return 0, errors.New("not a vector")
+	}
+	n := 0
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, err
+		}
+		num, ok := t.(json.Number)
+		if !ok {
+			return 0, fmt.Errorf("value %d is %s, not a number", n, tokenKind(t))
+		}
+		if f, err := num.Float64(); err != nil || math.IsInf(f, 0) {
+			return 0, fmt.Errorf("value %d (%.32s) is not a finite number", n, num)
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, errors.New("no values")
+	}
+	return n, nil
+}
+
+func tokenKind(t json.Token) string {
+	switch t.(type) {
+	case json.Delim:
+		return "an array or object"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", t)
 }
 
 // errorDetail is Voyage's `detail` from an error body, or the body's start
@@ -345,6 +409,7 @@ func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message
 		return v
 	}
 	defer resp.Body.Close()
+	defer context.AfterFunc(req.Context(), func() { _ = resp.Body.Close() })()
 	v := sdk.ClassifyHTTP(resp, nil)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if v.Outcome != sdk.OutcomeSuccess {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -403,6 +405,20 @@ func make1001() []string {
 	return texts
 }
 
+// embeddings answers with one embedding per argument, in order.
+func embeddings(vectors ...string) func(http.ResponseWriter, voyageRequest) {
+	return func(w http.ResponseWriter, _ voyageRequest) {
+		io.WriteString(w, `{"object":"list","data":[`)
+		for i, v := range vectors {
+			if i > 0 {
+				io.WriteString(w, ",")
+			}
+			fmt.Fprintf(w, `{"object":"embedding","embedding":%s,"index":%d}`, v, i)
+		}
+		io.WriteString(w, `],"model":"voyage-3.5","usage":{"total_tokens":2}}`)
+	}
+}
+
 func TestSender_Send_badAnswers(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -426,11 +442,43 @@ func TestSender_Send_badAnswers(t *testing.T) {
 			respond: func(w http.ResponseWriter, _ voyageRequest) {
 				io.WriteString(w, `{"data":[{"embedding":{},"index":0},{"embedding":[2],"index":1}]}`)
 			}},
-		{name: "over max_result_bytes", want: sdk.OutcomePermanent, inDetail: "max_result_bytes (20000)",
+		// planRequests sized the request so that Voyage's answer fits: a
+		// longer one is not Voyage's, and was made final by its size alone
+		// (while the same page, shorter, was TRANSIENT).
+		{name: "over max_result_bytes", want: sdk.OutcomeTransient, inDetail: "max_result_bytes (20000)",
 			config: map[string]any{"max_result_bytes": 20000, "output_dimension": 256},
 			respond: func(w http.ResponseWriter, _ voyageRequest) {
 				fmt.Fprintf(w, `{"data":[{"embedding":[%s1],"index":0}]}`, strings.Repeat("0.123456789,", 2000))
 			}},
+		{name: "a 10 MB page past max_result_bytes", want: sdk.OutcomeTransient, inDetail: "over max_result_bytes (4194304)",
+			respond: func(w http.ResponseWriter, _ voyageRequest) {
+				w.Header().Set("Content-Type", "text/html")
+				chunk := []byte(strings.Repeat("<p>proxy</p>", 1<<12))
+				for range 200 {
+					if _, err := w.Write(chunk); err != nil {
+						return
+					}
+				}
+			}},
+		// Embeddings that are not lists of finite numbers were stored as
+		// the result, SUCCESS: the base64 path refused NaN and Inf, the
+		// JSON-number path took whatever came.
+		{name: "an embedding of strings", want: sdk.OutcomeTransient, inDetail: "embedding 0: value 0 is a string",
+			respond: embeddings(`["a","b"]`, `[1,2]`)},
+		{name: "an embedding of nulls", want: sdk.OutcomeTransient, inDetail: "value 0 is null",
+			respond: embeddings(`[1,2]`, `[null,null]`)},
+		{name: "an embedding of objects", want: sdk.OutcomeTransient, inDetail: "value 0 is an array or object",
+			respond: embeddings(`[{},{}]`, `[1,2]`)},
+		{name: "nested vectors", want: sdk.OutcomeTransient, inDetail: "value 0 is an array or object",
+			respond: embeddings(`[[1],[2]]`, `[1,2]`)},
+		{name: "numbers past float64", want: sdk.OutcomeTransient, inDetail: "value 0 (1e999) is not a finite number",
+			respond: embeddings(`[1e999,-1e999]`, `[1,2]`)},
+		{name: "an empty vector", want: sdk.OutcomeTransient, inDetail: "no values",
+			respond: embeddings(`[1,2]`, `[]`)},
+		{name: "an empty base64 vector", want: sdk.OutcomeTransient, inDetail: "no values",
+			respond: embeddings(`""`, `[1,2]`)},
+		{name: "vectors of different lengths", want: sdk.OutcomeTransient, inDetail: "embedding 1 has 1 values, embedding 0 has 2",
+			respond: embeddings(`[1,2]`, `[1]`)},
 		{name: "an unfollowed redirect", want: sdk.OutcomePermanent, inDetail: "307",
 			respond: func(w http.ResponseWriter, _ voyageRequest) {
 				w.Header().Set("Location", "/v2/embeddings")
@@ -452,6 +500,48 @@ func TestSender_Send_badAnswers(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a 101 Switching Protocols ends at the timeout, transient", func(t *testing.T) {
+		// net/http hands a 101's connection back as the body, and the
+		// request's context no longer covers it: the error detail's read
+		// waited for the peer to close, past any timeout.
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold := make(chan struct{})
+		t.Cleanup(func() { close(hold); ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					req, err := http.ReadRequest(bufio.NewReader(c))
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+					<-hold
+				}()
+			}
+		}()
+		s := configure(t, map[string]any{"api_key": testKey, "base_url": "http://" + ln.Addr().String(), "model": "voyage-3.5", "timeout": "300ms"})
+		got := make(chan sdk.Verdict, 1)
+		go func() { got <- s.Send(context.Background(), message(`{"input":"a"}`)) }()
+		select {
+		case v := <-got:
+			if v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, "101") {
+				t.Errorf("verdict = %v (%s); want TRANSIENT naming the 101", v.Outcome, v.Detail)
+			}
+		case <-time.After(30 * time.Second): // uncut, it waits for the peer
+			t.Error("Send still running 30 s after its 300ms timeout: the 101's body is read without a deadline")
+		}
+	})
 
 	t.Run("a hanging Voyage times out as transient", func(t *testing.T) {
 		t.Parallel()
