@@ -124,11 +124,13 @@ type refreshError struct {
 
 // final reports whether the refresh token (or the app's credentials) are
 // refused for good: only invalid_grant (the refresh token is expired or
-// revoked) and invalid_client (the app key is wrong) are. Anything else —
-// a 5xx, a throttled token endpoint, an unexpected 4xx — may pass, and
-// latching it would kill a channel that a later refresh would revive.
+// revoked) and invalid_client (the app key is wrong) are, answered with a
+// 4xx that is itself final. Anything else — a 5xx or a throttle (429)
+// whatever its body says, an unexpected 4xx — may pass, and latching it
+// would kill a channel that a later refresh would revive (a 503 saying
+// invalid_grant once did, while its message was retried).
 func (e *refreshError) final() bool {
-	return e.oauth == "invalid_grant" || e.oauth == "invalid_client"
+	return e.status/100 == 4 && !e.transient && (e.oauth == "invalid_grant" || e.oauth == "invalid_client")
 }
 
 func (e *refreshError) Error() string { return e.detail }
@@ -339,7 +341,7 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	var oe oauthError
 	if json.Unmarshal(body, &oe) == nil && oe.Error != "" {
 		detail := fmt.Sprintf("token refresh rejected (HTTP %d): %s %s: %s", s, clean(oe.Error), clean(oe.Code), clean(oe.Description))
-		if oe.Error == "invalid_grant" {
+		if oe.Error == "invalid_grant" && !transient {
 			detail += "; log the user in again and put the new tokens in the config"
 		}
 		return nil, &refreshError{transient: transient, status: s, code: oe.Code, oauth: oe.Error, detail: detail}

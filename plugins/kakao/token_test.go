@@ -268,6 +268,36 @@ func TestSender_Send_RefreshExpiresInShape(t *testing.T) {
 	}
 }
 
+// TestSender_Send_RefreshServerErrorNotFinal: a token endpoint answering a
+// 5xx or a 429 whose body happens to say invalid_grant is not Kakao's final
+// refusal. It latched the channel dead while the message was TRANSIENT:
+// from then on no send refreshed again (not even once the endpoint was
+// back), every -401 was retried until its budget ran out, and the keeper
+// stopped.
+func TestSender_Send_RefreshServerErrorNotFinal(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{503, 429} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.expireAccess(testAccess)
+			b.fake.set(func(f *fakeKakao) {
+				f.refreshC = []cannedAnswer{{status: status, body: `{"error":"invalid_grant","error_description":"upstream unavailable","error_code":"KOE322"}`}}
+			})
+			v := b.send(b.sender, "", textPayload)
+			wantVerdict(t, v, sdk.OutcomeTransient, status, "KOE322")
+			if strings.Contains(v.Detail, "log the user in again") {
+				t.Errorf("detail = %q: a retried failure asks the operator for nothing", v.Detail)
+			}
+			// The token endpoint is back: the next send refreshes and goes out.
+			wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+			if n := len(b.fake.tokenRequests()); n != 2 {
+				t.Errorf("refreshes = %d, want 2 (the %d was not Kakao's final refusal)", n, status)
+			}
+		})
+	}
+}
+
 // TestSender_Send_ConcurrentRefresh: many sends hit -401 together; exactly
 // one refresh runs and every send retries with its token.
 func TestSender_Send_ConcurrentRefresh(t *testing.T) {
