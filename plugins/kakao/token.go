@@ -333,6 +333,13 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 			return nil, &refreshError{transient: true, status: resp.StatusCode,
 				detail: fmt.Sprintf("token refresh answered HTTP %d without an access_token", resp.StatusCode)}
 		}
+		if !usableToken(tok.AccessToken) {
+			// Adopted, it failed every send inside the client (an invalid
+			// header value) before Kakao could answer -401, so nothing ever
+			// refreshed it again. The value stays out of the detail.
+			return nil, &refreshError{transient: true, status: resp.StatusCode,
+				detail: fmt.Sprintf("token refresh answered HTTP %d with an access_token that is no token (%d bytes; a token is 1–%d bytes of visible ASCII): not used", resp.StatusCode, len(tok.AccessToken), maxAccessToken)}
+		}
 		return &tok, nil
 	}
 
@@ -348,6 +355,25 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	}
 	return nil, &refreshError{transient: transient, status: s,
 		detail: fmt.Sprintf("token refresh answered HTTP %d: %s", s, clean(string(body)))}
+}
+
+// maxAccessToken bounds an access token taken from a refresh answer
+// (Kakao's are under 100 bytes).
+const maxAccessToken = 4 << 10
+
+// usableToken reports whether s can go out as a bearer token: 1 to
+// maxAccessToken bytes of visible ASCII. RFC 6750's b64token is narrower;
+// this bound only keeps out what no header can carry or no token is.
+func usableToken(s string) bool {
+	if s == "" || len(s) > maxAccessToken {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // redact replaces every known secret in s. Every verdict detail and log line

@@ -298,6 +298,40 @@ func TestSender_Send_RefreshServerErrorNotFinal(t *testing.T) {
 	}
 }
 
+// TestSender_Send_RefreshGarbageAccessToken: a token answer whose
+// access_token cannot be a token (a header injection, an oversized value)
+// is a failed refresh, retried. It was adopted: every later send then
+// failed in the client ("invalid header field value") before reaching
+// Kakao, so no -401 ever came to trigger a new refresh and the channel
+// stalled until the keeper's refresh at expires_in.
+func TestSender_Send_RefreshGarbageAccessToken(t *testing.T) {
+	t.Parallel()
+	for name, token := range map[string]string{
+		"header injection": `garbage\r\nX-Injected: 1`,
+		"over 4 KiB":       strings.Repeat("A", maxAccessToken+1),
+		"not ASCII":        "토큰",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.expireAccess(testAccess)
+			b.fake.set(func(f *fakeKakao) {
+				f.refreshC = []cannedAnswer{{status: 200, body: `{"access_token":"` + token + `","token_type":"bearer","expires_in":21599}`}}
+			})
+			v := b.send(b.sender, "", textPayload)
+			wantVerdict(t, v, sdk.OutcomeTransient, 200, "-401")
+			if strings.Contains(v.Detail, "garbage") || len(v.Detail) > 300 {
+				t.Errorf("detail = %.300q, want it without the value", v.Detail)
+			}
+			b.clock.Advance(refreshCooldown)
+			wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+			if n := len(b.fake.tokenRequests()); n != 2 {
+				t.Errorf("refreshes = %d, want 2 (the garbage token is no token)", n)
+			}
+		})
+	}
+}
+
 // TestSender_Send_ConcurrentRefresh: many sends hit -401 together; exactly
 // one refresh runs and every send retries with its token.
 func TestSender_Send_ConcurrentRefresh(t *testing.T) {
