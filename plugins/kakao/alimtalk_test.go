@@ -522,3 +522,26 @@ func TestSENS_verdictsMatchFormattedNumbers(t *testing.T) {
 		t.Errorf("echoedNumber(+82 (10) 1234-5678) = %q, want 01012345678", got)
 	}
 }
+
+// TestSENS_DeliveryCodeRange: Kakao's item-list and highlight checks,
+// 3033–3058, are final; a code of another length that sorts among them as
+// text ("305", "30401") is one the plugin does not know, kept SENT,
+// unconfirmed (Kakao did not say it failed). classifyDelivery compared the
+// codes as strings and dead-lettered those as a template mismatch.
+func TestSENS_DeliveryCodeRange(t *testing.T) {
+	t.Parallel()
+	f := newFakeSENS(t)
+	f.Undeliverable["01000000000"] = "305"
+	f.Undeliverable["01000000001"] = "30401"
+	f.Undeliverable["01000000002"] = "3040"
+	s, _ := atSetup(t, f, map[string]any{"confirm_wait": "2s"}, quizTemplate)
+	vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+	for i, v := range vs[:2] {
+		if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "unconfirmed") {
+			t.Errorf("message %d, delivery code unknown to the plugin: %v %s %q, want SENT, unconfirmed", i, v.Outcome, v.Result, v.Detail)
+		}
+	}
+	if v := vs[2]; v.Outcome != sdk.OutcomePermanent || v.ProviderCode != "3040" {
+		t.Errorf("message 2, delivery code 3040: %v code %q %q, want PERMANENT 3040", v.Outcome, v.ProviderCode, v.Detail)
+	}
+}

@@ -507,8 +507,11 @@ var deliveryCodes = map[string]codeInfo{
 func classifyDelivery(code, desc string) sdk.Verdict {
 	info, known := deliveryCodes[code]
 	desc = clean(desc)
+	// Kakao's codes are four digits: compared as text, "305" and "30401"
+	// fell in the range and were final, not unknown.
+	n, _ := strconv.Atoi(code)
 	switch {
-	case !known && code >= "3033" && code <= "3058":
+	case !known && len(code) == 4 && allDigits(code) && n >= 3033 && n <= 3058:
 		// The item-list and highlight checks of the same table.
 		return sdk.Permanent(fmt.Sprintf("Kakao did not deliver the message: %s: the message does not match the template (%s)", code, desc))
 	case !known || info.unknown:
