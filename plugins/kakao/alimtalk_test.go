@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -92,6 +93,29 @@ func noSecrets(t *testing.T, logs *testenv.SyncBuffer, vs []sdk.Verdict) {
 			}
 		}
 	}
+}
+
+// rewriting is a loopback server in front of a partner's fake h that lets
+// edit rewrite h's answer to each request: the shapes of answer a fake
+// does not give.
+func rewriting(t *testing.T, h http.Handler, edit func(r *http.Request, status int, body []byte) []byte) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if edit != nil {
+			body = edit(r, rec.Code, body)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // TestAlimtalk_SendBatch is the AlimTalk path end to end against the fake

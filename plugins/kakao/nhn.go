@@ -335,8 +335,11 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 		for _, r := range l.Body.Messages {
 			i, ok := byID[r.RecipientGroupingKey]
 			if !ok || r.RecipientSeq == nil || (r.SenderGroupingKey != "" && r.SenderGroupingKey != key) ||
-				(r.RecipientNo != "" && digitsOf(r.RecipientNo) != ms[i].to) || vs[i].Outcome == sdk.OutcomeSuccess {
-				continue // not this request's message: never credit another's
+				(r.RecipientNo != "" && echoedNumber(r.RecipientNo, ms[i].country) != ms[i].to) || vs[i].Outcome == sdk.OutcomeSuccess {
+				// Not this request's message: never credit another's. The
+				// number is read as the send answer's (+82 10-… is 010…):
+				// compared on its digits, a formatted list credited nothing.
+				continue
 			}
 			raw, _ := json.Marshal(map[string]any{"partner": "nhn", "request_id": r.RequestID, "recipient_seq": *r.RecipientSeq, "reconciled": "listed by its idempotency key"})
 			vs[i] = sdk.Success(raw).WithStatus(http.StatusOK)
@@ -425,8 +428,8 @@ func (p *nhn) poll(ctx context.Context, requestID string, ms []*atMessage, pendi
 				continue
 			}
 			i, ok := pending[*r.RecipientSeq]
-			if !ok || (r.RequestID != "" && r.RequestID != requestID) || (r.RecipientNo != "" && digitsOf(r.RecipientNo) != ms[i].to) {
-				continue // not this request's recipient: never credit another's result
+			if !ok || (r.RequestID != "" && r.RequestID != requestID) || (r.RecipientNo != "" && echoedNumber(r.RecipientNo, ms[i].country) != ms[i].to) {
+				continue // not this request's recipient (its number read as in reconcile): never credit another's result
 			}
 			v, decided := nhnDelivery(r.MessageStatus, r.ResultCode, r.ResultCodeName, r.ResendStatus)
 			if !decided {

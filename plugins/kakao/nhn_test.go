@@ -1101,3 +1101,64 @@ func keysOf(sends []nhnSent) []string {
 	}
 	return k
 }
+
+// TestNHN_ListFormattedNumber: NHN Cloud's list may write recipientNo as
+// +82 10-…, as its send answer may (TestSENS_verdictsMatchFormattedNumbers);
+// both are read the same way. The list was compared on its digits only
+// (821000000001 is not 01000000001) and credited nothing: after a lost
+// answer the accepted messages were retried (sent twice once the key's 10
+// minutes were over), and with confirm a delivery that failed transiently
+// (9999) was reported SENT, never retried.
+func TestNHN_ListFormattedNumber(t *testing.T) {
+	t.Parallel()
+	formatted := func(f *fakeNHN) *httptest.Server {
+		return rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+			if r.Method != http.MethodGet {
+				return body
+			}
+			var l map[string]any
+			if json.Unmarshal(body, &l) != nil {
+				return body
+			}
+			if res, ok := l["messageSearchResultResponse"].(map[string]any); ok {
+				msgs, _ := res["messages"].([]any)
+				for _, m := range msgs {
+					if m, ok := m.(map[string]any); ok {
+						if no, ok := m["recipientNo"].(string); ok && len(no) == 11 {
+							m["recipientNo"] = "+82 " + no[1:3] + "-" + no[3:7] + "-" + no[7:]
+						}
+					}
+				}
+			}
+			out, _ := json.Marshal(l)
+			return out
+		})
+	}
+	t.Run("reconcile after a 500", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeNHN(t)
+		s, _ := nhnSetup(t, f, map[string]any{"confirm": "accepted", "api_url": formatted(f).URL})
+		f.AcceptThenFail = 1
+		ms := quizMessages(3, phone)
+		for i, v := range s.SendBatch(t.Context(), ms) {
+			if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "reconciled") {
+				t.Errorf("message %d accepted then answered 500, listed as +82 …: %v %q, want SENT, reconciled", ms[i].ID, v.Outcome, v.Detail)
+			}
+		}
+	})
+	t.Run("confirm", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeNHN(t)
+		f.Flaky["01000000001"] = true // Kakao's 9999: retried
+		s, _ := nhnSetup(t, f, map[string]any{"confirm_wait": "2s", "api_url": formatted(f).URL})
+		vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+		if v := vs[1]; v.Outcome != sdk.OutcomeTransient || v.ProviderCode != "9999" {
+			t.Errorf("delivery failed with 9999, listed as +82 …: %v %s %q, want TRANSIENT 9999", v.Outcome, v.Result, v.Detail)
+		}
+		for _, i := range []int{0, 2} {
+			if v := vs[i]; v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), `"delivery_result_code":"1000"`) {
+				t.Errorf("message %d delivered, listed as +82 …: %v %s, want SENT with its delivery result", i, v.Outcome, v.Result)
+			}
+		}
+	})
+}
