@@ -140,8 +140,10 @@ func New(o Options) (*Server, error) {
 		s.log.Warn("http.tokens is empty: every /v1 request will be refused with 401; set http.tokens to use the API")
 	}
 	s.metricsHandler = s.metrics.Handler()
-	s.handler = httpguard.NewInflight(cmp.Or(o.Config.HTTP.MaxInflightBodyBytes, config.DefaultMaxInflight),
-		o.Config.HTTP.MaxBodyBytes, inflightWait).Wrap(s.routes())
+	inflight := cmp.Or(o.Config.HTTP.MaxInflightBodyBytes, config.DefaultMaxInflight)
+	share := httpguard.ClientShare(inflight, cmp.Or(o.Config.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient),
+		cmp.Or(o.Config.HTTP.MaxConnections, config.DefaultMaxConnections))
+	s.handler = httpguard.NewInflight(inflight, o.Config.HTTP.MaxBodyBytes, share, inflightWait, s.proxies.ClientIP).Wrap(s.routes())
 	return s, nil
 }
 

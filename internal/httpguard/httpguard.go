@@ -189,16 +189,43 @@ func (t *Throttle) Fail(client string) {
 // refused (503, Retry-After) rather than letting concurrent large bodies
 // take memory without bound. A body without a declared length counts as
 // the largest allowed.
+//
+// One client (Proxies.ClientIP) may hold at most its share of the bound:
+// the share of the server's connections it may hold (PerClient of Max
+// connections, docs/config.md), and never less than one body. Without it,
+// one client's 64 connections declaring 1 MiB each and sending nothing —
+// no credentials needed, the body is reserved before any handler runs —
+// held the whole 64 MiB for the read timeout, and every other client's
+// request with a body got 503.
 type Inflight struct {
-	sem     *semaphore.Weighted
-	max     int64
-	maxBody int64
-	wait    time.Duration
+	sem       *semaphore.Weighted
+	max       int64
+	maxBody   int64
+	perClient int64
+	wait      time.Duration
+	client    func(*http.Request) string
+
+	mu    sync.Mutex
+	held  map[string]int64 // bytes reserved by each client holding any
+	freed chan struct{}    // closed, and replaced, when a client's hold drops
 }
 
-// NewInflight allows max bytes in flight; maxBody is a body's own limit.
-func NewInflight(max, maxBody int64, wait time.Duration) *Inflight {
-	return &Inflight{sem: semaphore.NewWeighted(max), max: max, maxBody: maxBody, wait: wait}
+// NewInflight allows total bytes in flight, at most perClient of them to one
+// client (at least maxBody, at most max); maxBody is a body's own limit;
+// client names a request's client.
+func NewInflight(total, maxBody, perClient int64, wait time.Duration, client func(*http.Request) string) *Inflight {
+	return &Inflight{sem: semaphore.NewWeighted(total), max: total, maxBody: maxBody,
+		perClient: min(max(perClient, maxBody), total), wait: wait, client: client,
+		held: map[string]int64{}, freed: make(chan struct{})}
+}
+
+// ClientShare is the bytes of an in-flight bound of total that a client
+// holding perClient of maxConns connections may hold.
+func ClientShare(total int64, perClient, maxConns int) int64 {
+	if perClient <= 0 || maxConns <= 0 || perClient >= maxConns {
+		return total
+	}
+	return total / int64(maxConns) * int64(perClient)
 }
 
 // Wrap applies the bound to h.
@@ -214,16 +241,52 @@ func (f *Inflight) Wrap(h http.Handler) http.Handler {
 		}
 		n = min(n, f.max)
 		ctx, cancel := context.WithTimeout(r.Context(), f.wait)
-		err := f.sem.Acquire(ctx, n)
+		who := f.client(r)
+		err := f.hold(ctx, who, n)
+		if err == nil {
+			if err = f.sem.Acquire(ctx, n); err != nil {
+				f.unhold(who, n)
+			}
+		}
 		cancel()
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, `{"error":{"code":"unavailable","message":"too many request bytes in flight (http.max_inflight_body_bytes); retry"}}`+"\n")
+			_, _ = fmt.Fprintf(w, `{"error":{"code":"unavailable","message":"too many request bytes in flight (http.max_inflight_body_bytes, or this client's share of it); retry"}}`+"\n")
 			return
 		}
+		defer f.unhold(who, n)
 		defer f.sem.Release(n)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// hold reserves n of who's share, waiting for it until ctx ends.
+func (f *Inflight) hold(ctx context.Context, who string, n int64) error {
+	for {
+		f.mu.Lock()
+		if f.held[who]+n <= f.perClient {
+			f.held[who] += n
+			f.mu.Unlock()
+			return nil
+		}
+		freed := f.freed
+		f.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (f *Inflight) unhold(who string, n int64) {
+	f.mu.Lock()
+	if f.held[who] -= n; f.held[who] <= 0 {
+		delete(f.held, who)
+	}
+	close(f.freed)
+	f.freed = make(chan struct{})
+	f.mu.Unlock()
 }

@@ -93,7 +93,7 @@ func TestInflight(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var admitted sync.WaitGroup
-	h := NewInflight(2<<20, 1<<20, 200*time.Millisecond).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := NewInflight(2<<20, 1<<20, 2<<20, 200*time.Millisecond, func(*http.Request) string { return "one" }).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		admitted.Done()
 		<-release // hold the body's bytes
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -127,6 +127,85 @@ func TestInflight(t *testing.T) {
 	for range 2 {
 		if got := <-results; got != http.StatusOK {
 			t.Errorf("an admitted request got %d, want 200", got)
+		}
+	}
+}
+
+// One client holds at most its share of the in-flight bytes, so another
+// client's body is still read: a client that opened its connections as
+// bodies declared large and never sent (no credentials needed: the bytes
+// are reserved before any handler) held the whole bound, and everyone
+// else's request with a body got 503.
+func TestInflight_clientShare(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var admitted sync.WaitGroup
+	const total, body, share = 4 << 20, 1 << 20, 2 << 20 // a client's share: 2 bodies
+	h := NewInflight(total, body, share, 200*time.Millisecond, func(r *http.Request) string { return r.Header.Get("X-Client") }).Wrap(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Client") == "greedy" {
+				select {
+				case <-release:
+				default:
+					admitted.Done()
+					<-release // hold the body's bytes
+				}
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+		}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func(client string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(strings.Repeat("x", body)))
+		req.Header.Set("X-Client", client)
+		// A connection of its own each: one answered 503 without its body
+		// read is closed by the server.
+		res, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Logf("POST as %s: %v", client, err)
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	results := make(chan int, 2)
+	admitted.Add(2)
+	for range 2 {
+		go func() { results <- post("greedy") }()
+	}
+	admitted.Wait() // the greedy client holds its share
+	if got := post("greedy"); got != http.StatusServiceUnavailable {
+		t.Errorf("the greedy client's third 1 MiB body: %d, want 503 (past its 2 MiB share)", got)
+	}
+	if got := post("other"); got != http.StatusOK {
+		t.Errorf("another client's 1 MiB body while the greedy one holds its share: %d, want 200", got)
+	}
+	close(release)
+	for range 2 {
+		if got := <-results; got != http.StatusOK {
+			t.Errorf("an admitted request got %d, want 200", got)
+		}
+	}
+	if got := post("greedy"); got != http.StatusOK {
+		t.Errorf("the greedy client once its bodies were read: %d, want 200 (its share freed)", got)
+	}
+}
+
+func TestClientShare(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		total            int64
+		perClient, conns int
+		want             int64
+	}{
+		{64 << 20, 64, 256, 16 << 20},  // the defaults: a quarter
+		{64 << 20, 256, 256, 64 << 20}, // no per-client cap of its own
+		{64 << 20, 300, 256, 64 << 20},
+		{64 << 20, 0, 256, 64 << 20},
+		{10, 1, 3, 3},
+	} {
+		if got := ClientShare(c.total, c.perClient, c.conns); got != c.want {
+			t.Errorf("ClientShare(%d, %d, %d) = %d, want %d", c.total, c.perClient, c.conns, got, c.want)
 		}
 	}
 }
