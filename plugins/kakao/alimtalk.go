@@ -597,6 +597,26 @@ func readAnswer(resp *http.Response) ([]byte, error) {
 	return raw, err
 }
 
+// reconcileUnlisted runs reconcile over the messages at unlisted of a request
+// the partner accepted but whose answer left them out, their verdicts so far
+// in vs, and writes back what it says. Retried blind, a message the partner
+// took goes out twice (SENS has no idempotency key; the host's retry of a
+// message alone carries another NHN Cloud key), so they get the list lookup
+// a lost answer gets.
+func reconcileUnlisted(ms []*atMessage, vs []sdk.Verdict, unlisted []int, reconcile func(ms []*atMessage, failed []sdk.Verdict) []sdk.Verdict) {
+	if len(unlisted) == 0 {
+		return
+	}
+	sub := make([]*atMessage, len(unlisted))
+	failed := make([]sdk.Verdict, len(unlisted))
+	for k, i := range unlisted {
+		sub[k], failed[k] = ms[i], vs[i]
+	}
+	for k, v := range reconcile(sub, failed) {
+		vs[unlisted[k]] = v
+	}
+}
+
 // everyone is one verdict for each message of a request.
 func everyone(n int, v sdk.Verdict) []sdk.Verdict {
 	vs := make([]sdk.Verdict, n)

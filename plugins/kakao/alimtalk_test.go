@@ -420,7 +420,7 @@ func TestSENS_verdictsMatchByNumber(t *testing.T) {
 		{"messageId":"m5","to":"0104","requestStatusCode":"A000"}]}`), &a); err != nil {
 		t.Fatal(err)
 	}
-	vs := p.verdicts(202, &a, ms)
+	vs, _ := p.verdicts(202, &a, ms)
 	for i, want := range []struct {
 		outcome sdk.Outcome
 		id      string
@@ -537,7 +537,8 @@ func TestSENS_verdictsMatchFormattedNumbers(t *testing.T) {
 		{"messageId":"m3","to":"+821012345670","requestStatusCode":"A000"}]}`), &a); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range p.verdicts(202, &a, ms) {
+	vs, _ := p.verdicts(202, &a, ms)
+	for i, v := range vs {
 		if want := fmt.Sprintf(`"message_id":"m%d"`, i+1); v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), want) {
 			t.Errorf("message %d: %v %s %q; want SENT as %s", i, v.Outcome, v.Result, v.Detail, want)
 		}
@@ -567,5 +568,57 @@ func TestSENS_DeliveryCodeRange(t *testing.T) {
 	}
 	if v := vs[2]; v.Outcome != sdk.OutcomePermanent || v.ProviderCode != "3040" {
 		t.Errorf("message 2, delivery code 3040: %v code %q %q, want PERMANENT 3040", v.Outcome, v.ProviderCode, v.Detail)
+	}
+}
+
+// TestSENS_ShortAnswerReconciled: SENS took every message of a request but
+// its answer lists one fewer. The unlisted message is looked up in the
+// result list, as after a lost answer, and found SENT; the others keep the
+// answer's verdicts, and the request is confirmed once. It was retried at
+// once without the lookup, and the retry delivered it twice (SENS has no
+// idempotency key).
+func TestSENS_ShortAnswerReconciled(t *testing.T) {
+	t.Parallel()
+	for _, confirm := range []string{"accepted", "delivered"} {
+		t.Run(confirm, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSENS(t)
+			front := rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+				if r.Method != http.MethodPost || status/100 != 2 {
+					return body
+				}
+				var a map[string]any
+				if json.Unmarshal(body, &a) != nil {
+					return body
+				}
+				if msgs, ok := a["messages"].([]any); ok && len(msgs) > 1 {
+					a["messages"] = msgs[:len(msgs)-1]
+				}
+				out, _ := json.Marshal(a)
+				return out
+			})
+			s, logs := atSetup(t, f, map[string]any{"confirm": confirm, "api_url": front.URL}, quizTemplate)
+			vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+			for i, v := range vs {
+				if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), fmt.Sprintf(`"message_id":"RAPI-00000001-00%d"`, i)) {
+					t.Errorf("message %d: %v %q %s, want SENT as its own messageId", i, v.Outcome, v.Detail, v.Result)
+				}
+				if confirm == "delivered" && !strings.Contains(string(v.Result), `"message_status_code":"0000"`) {
+					t.Errorf("message %d: result %s, want its delivery result", i, v.Result)
+				}
+			}
+			if !strings.Contains(string(vs[2].Result), "reconciled") {
+				t.Errorf("the message the answer left out: result %s, want it reconciled", vs[2].Result)
+			}
+			// One lookup by request time, and (delivered) one poll of the
+			// request's results for all three, not one more for the third.
+			if want := map[string]int{"accepted": 1, "delivered": 2}[confirm]; f.Polls() != want {
+				t.Errorf("%d list requests, want %d", f.Polls(), want)
+			}
+			if n := len(f.Requests()); n != 1 {
+				t.Errorf("%d send requests, want 1", n)
+			}
+			noSecrets(t, logs, vs)
+		})
 	}
 }

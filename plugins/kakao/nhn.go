@@ -198,14 +198,14 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 	})
 	if fail != nil {
 		// The request may have reached NHN Cloud before it failed.
-		return p.reconcile(ctx, key, started, ms, everyone(len(ms), *fail))
+		return p.reconcile(ctx, key, started, ms, everyone(len(ms), *fail), true)
 	}
 	var a nhnAnswer
 	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil {
 		v := p.notAnswer(resp, answer)
 		if resp.StatusCode >= 500 || resp.StatusCode/100 == 2 {
 			// A 5xx or a garbled 2xx may follow an accepted request.
-			return p.reconcile(ctx, key, started, ms, everyone(len(ms), v))
+			return p.reconcile(ctx, key, started, ms, everyone(len(ms), v), true)
 		}
 		return everyone(len(ms), v)
 	}
@@ -215,7 +215,7 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 		// send again.
 		v := sdk.Transient(fmt.Sprintf("NHN Cloud refused the request as a repeat (resultCode %d, the X-NC-API-IDEMPOTENCY-KEY was used within 10 minutes), and its list does not show the message yet", nhnKeyUsed)).
 			WithStatus(resp.StatusCode).WithCode(strconv.Itoa(nhnKeyUsed)).WithRetryAfter(nhnKeyRetry)
-		return p.reconcile(ctx, key, started.Add(-nhnKeyWindow), ms, everyone(len(ms), v))
+		return p.reconcile(ctx, key, started.Add(-nhnKeyWindow), ms, everyone(len(ms), v), true)
 	}
 	requestID := ""
 	var results []nhnSendResult
@@ -226,15 +226,36 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 		// "All recipients failed" comes with each recipient's own code:
 		// those say more than the request's.
 		if c := a.Header.ResultCode; c != nil && nhnAllFailed[*c] && len(results) == len(ms) {
-			return p.verdicts(resp.StatusCode, requestID, results, ms)
+			vs, _ := p.verdicts(resp.StatusCode, requestID, results, ms)
+			return vs
 		}
 		return everyone(len(ms), p.refused(resp, a.Header))
 	}
+	var vs []sdk.Verdict
+	var unlisted []int
 	if results == nil {
-		return everyone(len(ms), sdk.Transient(fmt.Sprintf("NHN Cloud answered HTTP %d isSuccessful with no sendResults: %s",
+		vs = everyone(len(ms), sdk.Transient(fmt.Sprintf("NHN Cloud answered HTTP %d isSuccessful with no sendResults: %s",
 			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode))
+		for i := range ms {
+			unlisted = append(unlisted, i)
+		}
+	} else {
+		vs, unlisted = p.verdicts(resp.StatusCode, requestID, results, ms)
 	}
-	vs := p.verdicts(resp.StatusCode, requestID, results, ms)
+	// NHN Cloud took the request but did not say so for these: the list
+	// says whether it took them, the whole request then confirmed once.
+	reconcileUnlisted(ms, vs, unlisted, func(sub []*atMessage, failed []sdk.Verdict) []sdk.Verdict {
+		return p.reconcile(ctx, key, started, sub, failed, false)
+	})
+	if requestID == "" {
+		// The answer named no request; the list does, for what it credited.
+		for _, v := range vs {
+			if id, _ := resultOf(v)["request_id"].(string); id != "" {
+				requestID = id
+				break
+			}
+		}
+	}
 	if p.c.confirm {
 		p.confirm(ctx, requestID, ms, vs)
 	}
@@ -277,9 +298,10 @@ func (p *nhn) refused(resp *http.Response, h *nhnHeader) sdk.Verdict {
 
 // verdicts classifies each recipient's resultCode, matched to its
 // message by matchAnswers (a reordered or short answer never credits one
-// recipient with another's result).
-func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*atMessage) []sdk.Verdict {
-	vs := make([]sdk.Verdict, len(ms))
+// recipient with another's result); unlisted are the messages the answer
+// does not list once.
+func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*atMessage) (vs []sdk.Verdict, unlisted []int) {
+	vs = make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(res))
 	for k, r := range res {
 		numbers[k] = echoedNumber(r.RecipientNo, countryOf(ms))
@@ -287,6 +309,7 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 	for i, k := range matchAnswers(numbers, ms) {
 		if k < 0 {
 			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults do not list %s once", requestID, status, maskNumber(ms[i].to))).WithStatus(status)
+			unlisted = append(unlisted, i)
 			continue
 		}
 		r := res[k]
@@ -304,7 +327,7 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 		}
 		vs[i] = classifyNHN("NHN Cloud did not accept the message", r.ResultCode, r.ResultMessage).WithStatus(status).WithResult(raw)
 	}
-	return vs
+	return vs, unlisted
 }
 
 // reconcile looks the request up in the list by its idempotency key (its
@@ -313,7 +336,9 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 // it, so it is SENT — and with confirm, judged by its delivery result like
 // any other (a delivery that failed transiently waits out the key's 10
 // minutes). A message not listed keeps failed, its verdict so far.
-func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*atMessage, failed []sdk.Verdict) []sdk.Verdict {
+// confirm is false when the request was answered but left ms out: the
+// caller confirms the whole request once.
+func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*atMessage, failed []sdk.Verdict, confirm bool) []sdk.Verdict {
 	vs := slices.Clone(failed)
 	byID := make(map[string]int, len(ms))
 	for i, m := range ms {
@@ -350,7 +375,7 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 			break
 		}
 	}
-	if found > 0 && p.c.confirm {
+	if found > 0 && p.c.confirm && confirm {
 		p.confirm(ctx, requestID, ms, vs)
 		for i, v := range vs {
 			if v.Outcome == sdk.OutcomeTransient && failed[i].ProviderCode == strconv.Itoa(nhnKeyUsed) {

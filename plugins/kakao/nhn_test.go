@@ -930,7 +930,7 @@ func TestNHN_verdictsMatchByNumber(t *testing.T) {
 		{"recipientSeq":6,"recipientNo":"0106","resultCode":-4019}]}}`), &a); err != nil {
 		t.Fatal(err)
 	}
-	vs := p.verdicts(200, a.Message.RequestID, a.Message.SendResults, ms)
+	vs, _ := p.verdicts(200, a.Message.RequestID, a.Message.SendResults, ms)
 	for i, want := range []struct {
 		outcome sdk.Outcome
 		seq     string
@@ -1161,4 +1161,64 @@ func TestNHN_ListFormattedNumber(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNHN_ShortAnswerReconciled: NHN Cloud took every message of a request
+// but its answer lists one fewer in sendResults, or has none. The unlisted
+// messages are looked up in the list by the request's key, as after a lost
+// answer, and found SENT; the request is confirmed once. They were retried
+// at once without the lookup, and the host's retry (the message alone, so
+// another idempotency key) sent them again.
+func TestNHN_ShortAnswerReconciled(t *testing.T) {
+	t.Parallel()
+	for _, drop := range []string{"the last sendResult", "sendResults"} {
+		for _, confirm := range []string{"accepted", "delivered"} {
+			t.Run(drop+", "+confirm, func(t *testing.T) {
+				t.Parallel()
+				f := newFakeNHN(t)
+				front := rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+					if r.Method != http.MethodPost || status/100 != 2 {
+						return body
+					}
+					var a map[string]any
+					if json.Unmarshal(body, &a) != nil {
+						return body
+					}
+					if m, ok := a["message"].(map[string]any); ok {
+						if res, ok := m["sendResults"].([]any); ok && len(res) > 1 {
+							m["sendResults"] = res[:len(res)-1]
+							if drop == "sendResults" {
+								delete(m, "sendResults")
+							}
+						}
+					}
+					out, _ := json.Marshal(a)
+					return out
+				})
+				s, logs := nhnSetup(t, f, map[string]any{"confirm": confirm, "api_url": front.URL})
+				vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+				for i, v := range vs {
+					if v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), fmt.Sprintf(`"recipient_seq":%d`, i+1)) {
+						t.Errorf("message %d: %v %q %s, want SENT as its own recipientSeq", i, v.Outcome, v.Detail, v.Result)
+					}
+					if confirm == "delivered" && !strings.Contains(string(v.Result), `"delivery_result_code":"1000"`) {
+						t.Errorf("message %d: result %s, want its delivery result", i, v.Result)
+					}
+				}
+				if !strings.Contains(string(vs[2].Result), "reconciled") {
+					t.Errorf("the message the answer left out: result %s, want it reconciled", vs[2].Result)
+				}
+				if want := map[string]int{"accepted": 1, "delivered": 2}[confirm]; f.Polls() != want {
+					t.Errorf("%d list requests, want %d (one lookup, one poll of the whole request)", f.Polls(), want)
+				}
+				if n := len(f.Sends()); n != 1 {
+					t.Errorf("%d send requests, want 1", n)
+				}
+				nhnNoSecrets(t, logs, vs)
+				if v := f.Violations(); len(v) > 0 {
+					t.Errorf("the fake saw violations: %v", v)
+				}
+			})
+		}
+	}
 }

@@ -153,21 +153,24 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 	})
 	if fail != nil {
 		// The request may have reached SENS before it failed.
-		return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), *fail))
+		return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), *fail), nil)
 	}
 	if resp.StatusCode/100 != 2 {
 		v := p.failed(resp, answer)
 		if resp.StatusCode >= 500 {
-			return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), v))
+			return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), v), nil)
 		}
 		return everyone(len(ms), v)
 	}
 	var a sensAnswer
 	if err := json.Unmarshal(answer, &a); err != nil || a.Messages == nil {
 		return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), sdk.Transient(fmt.Sprintf("SENS answered HTTP %d with a body that is not its send result: %s",
-			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode)))
+			resp.StatusCode, clean(string(answer)))).WithStatus(resp.StatusCode)), nil)
 	}
-	vs := p.verdicts(resp.StatusCode, &a, ms)
+	vs, unlisted := p.verdicts(resp.StatusCode, &a, ms)
+	reconcileUnlisted(ms, vs, unlisted, func(sub []*atMessage, failed []sdk.Verdict) []sdk.Verdict {
+		return p.reconcile(ctx, templateCode, started, sub, failed, &a)
+	})
 	if p.c.confirm {
 		p.confirm(ctx, a.RequestID, ms, vs)
 	}
@@ -182,7 +185,12 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 // credited to a message of the request only by the same number and the
 // same content, each listed message once. A credited message is SENT (and
 // with confirm, judged by its delivery result); the rest keep failed.
-func (p *sens) reconcile(ctx context.Context, templateCode string, started time.Time, ms []*atMessage, failed []sdk.Verdict) []sdk.Verdict {
+//
+// answered is SENS's answer when it accepted the request but left ms out
+// (nil after a failure): a listed message it names, or one of another
+// request, is never credited to them, and the caller confirms the whole
+// request once.
+func (p *sens) reconcile(ctx context.Context, templateCode string, started time.Time, ms []*atMessage, failed []sdk.Verdict, answered *sensAnswer) []sdk.Verdict {
 	vs := slices.Clone(failed)
 	q := url.Values{
 		"plusFriendId":     {p.c.channelID},
@@ -192,6 +200,11 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 		"pageSize":         {"100"},
 	}
 	used := map[string]bool{}
+	if answered != nil {
+		for _, m := range answered.Messages {
+			used[m.MessageID] = true
+		}
+	}
 	requestID, found, next := "", 0, ""
 	for page := 0; page < 20 && found < len(ms); page++ {
 		if next != "" {
@@ -202,7 +215,8 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 			break
 		}
 		for _, r := range res.Messages {
-			if r.MessageID == "" || used[r.MessageID] || r.Content == "" {
+			if r.MessageID == "" || used[r.MessageID] || r.Content == "" ||
+				(answered != nil && answered.RequestID != "" && r.RequestID != "" && r.RequestID != answered.RequestID) {
 				continue
 			}
 			to := echoedNumber(r.To, countryOf(ms))
@@ -223,7 +237,7 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 			break
 		}
 	}
-	if found > 0 && p.c.confirm {
+	if found > 0 && p.c.confirm && answered == nil {
 		p.confirm(ctx, requestID, ms, vs)
 	}
 	return vs
@@ -231,9 +245,10 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 
 // verdicts classifies each message's requestStatusCode, matched to its
 // message by matchAnswers (a reordered or short answer never credits one
-// recipient with another's result).
-func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) []sdk.Verdict {
-	vs := make([]sdk.Verdict, len(ms))
+// recipient with another's result); unlisted are the messages the answer
+// does not list once.
+func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) (vs []sdk.Verdict, unlisted []int) {
+	vs = make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(a.Messages))
 	for k, r := range a.Messages {
 		numbers[k] = echoedNumber(r.To, countryOf(ms))
@@ -241,6 +256,7 @@ func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) []sdk.Verdic
 	for i, k := range matchAnswers(numbers, ms) {
 		if k < 0 {
 			vs[i] = sdk.Transient(fmt.Sprintf("SENS accepted request %s (HTTP %d) but its answer does not list %s once", a.RequestID, status, maskNumber(ms[i].to))).WithStatus(status)
+			unlisted = append(unlisted, i)
 			continue
 		}
 		r := a.Messages[k]
@@ -255,7 +271,7 @@ func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) []sdk.Verdic
 		v := classifyRequestStatus(r.RequestStatusCode, r.RequestStatusName, r.RequestStatusDesc)
 		vs[i] = v.WithStatus(status).WithCode(r.RequestStatusCode).WithResult(result)
 	}
-	return vs
+	return vs, unlisted
 }
 
 // sensResults is a page of SENS's result list (GET …/messages?requestId=).
