@@ -19,7 +19,13 @@ import (
 const CookieName = "notifyd_ui_session"
 
 // maxFormBytes bounds a POSTed form: a page of selected ids fits many times.
-const maxFormBytes = 1 << 20
+// maxLoginBytes bounds the login form, read before anyone is known: a token
+// and the page to return to, which came in a URL (within the server's
+// 64 KiB header block).
+const (
+	maxFormBytes  = 1 << 20
+	maxLoginBytes = 64 << 10
+)
 
 // session is one logged-in browser.
 type session struct {
@@ -227,7 +233,7 @@ func (s *server) loginForm(w http.ResponseWriter, r *http.Request) {
 // login checks the token and starts a session. Cross-site logins are
 // already refused by the origin check that wraps every handler.
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBytes)
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "Could not read the login form: "+err.Error())
 		return

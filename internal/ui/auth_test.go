@@ -55,6 +55,13 @@ func TestUI_Login(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a login form past 64 KiB is not read", func(t *testing.T) {
+		// Read before anyone is known, it was bounded as any form, at 1 MiB.
+		res := b.client().post("/ui/login", url.Values{"token": {testToken}, "next": {"/ui/" + strings.Repeat("x", 64<<10)}})
+		if res.status != http.StatusBadRequest || !strings.Contains(res.body, "Could not read the login form") {
+			t.Errorf("a 64 KiB login form: status %d, want 400 saying the form could not be read:\n%.300s", res.status, res.body)
+		}
+	})
 	t.Run("right token gives a strict HttpOnly session cookie", func(t *testing.T) {
 		c := b.client()
 		res := c.login(testToken)
