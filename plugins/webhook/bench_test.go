@@ -127,3 +127,15 @@ func BenchmarkSender_sign(b *testing.B) {
 		_ = s.sign("order-42-shipped", "1740816000", body)
 	}
 }
+
+// BenchmarkStatusScan: what reading an answer's status line for a 000 costs
+// a send (replayConn.Read), on a receiver's usual first read.
+func BenchmarkStatusScan(b *testing.B) {
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: Fri, 27 Nov 2026 08:00:00 GMT\r\n\r\n")
+	for b.Loop() {
+		var s statusScan
+		if s.scan(answer) >= 0 {
+			b.Fatal("found a 000")
+		}
+	}
+}
