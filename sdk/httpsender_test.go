@@ -1,7 +1,6 @@
 package sdk_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -622,42 +621,11 @@ func TestHTTPSender_bodyReadEndsAtDeadline(t *testing.T) {
 	}
 
 	// A real 101 to a request that asked for no upgrade: TRANSIENT at once.
-	url := rawServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+	url := sdktest.RawServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
 	s = &sdk.HTTPSender{Build: func(ctx context.Context, m sdk.Message) (*http.Request, error) {
 		return sdk.PostJSON(ctx, url, map[string]int64{"id": m.ID}, nil)
 	}}
 	if v := s.Send(context.Background(), sdk.Message{ID: 1}); v.Outcome != sdk.OutcomeTransient || v.ProviderStatus != 101 {
 		t.Errorf("101 = %v %d %q; want TRANSIENT, status 101", v.Outcome, v.ProviderStatus, v.Detail)
 	}
-}
-
-// rawServer answers every request on 127.0.0.1 with answer, written as is,
-// and then keeps the connection open until the test ends.
-func rawServer(t *testing.T, answer string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				_, _ = io.WriteString(c, answer)
-				<-done
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String() + "/send"
 }

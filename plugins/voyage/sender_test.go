@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/sdktest"
 )
 
 const testKey = "pa-test-9f8e7d6c5b4a3210"
@@ -506,31 +505,8 @@ func TestSender_Send_badAnswers(t *testing.T) {
 		// request's context no longer covers it: the error detail's read
 		// waited for the peer to close, past any timeout.
 		t.Parallel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		hold := make(chan struct{})
-		t.Cleanup(func() { close(hold); ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					req, err := http.ReadRequest(bufio.NewReader(c))
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
-					<-hold
-				}()
-			}
-		}()
-		s := configure(t, map[string]any{"api_key": testKey, "base_url": "http://" + ln.Addr().String(), "model": "voyage-3.5", "timeout": "300ms"})
+		u := sdktest.RawServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+		s := configure(t, map[string]any{"api_key": testKey, "base_url": strings.TrimSuffix(u, "/send"), "model": "voyage-3.5", "timeout": "300ms"})
 		got := make(chan sdk.Verdict, 1)
 		go func() { got <- s.Send(context.Background(), message(`{"input":"a"}`)) }()
 		select {
