@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,14 @@ func TestServer_CampaignsAndJobs(t *testing.T) {
 		{"bad template", `{"channel":"orders","audience":{"topic":"news"},"payload":{"t":"{{.nope"}}`, 422, client.CodeInvalid, nil},
 		{"payload not an object", `{"channel":"orders","audience":{"topic":"news"},"payload":[1]}`, 400, client.CodeBadRequest, []string{"payload"}},
 		{"unknown field", `{"channel":"orders","topic":"news","payload":{}}`, 400, client.CodeBadRequest, []string{`"topic"`}},
+		// Before, both were stored (500 for the first, whose job then made
+		// GET /v1/jobs answer 500; 202 for the second, which read back as
+		// 1.3 MB); the list below finds no job of theirs.
+		{"a number past 100 characters", `{"channel":"orders","audience":{"topic":"news"},"payload":{"text":"hi","n":1e309}}`,
+			422, client.CodeInvalid, []string{"payload has a number at $.n", "310 characters"}},
+		{"a template reading back past its bound", `{"channel":"orders","audience":{"topic":"news"},"payload":{"text":"hi","a":[` +
+			strings.TrimSuffix(strings.Repeat("1e99,", 13_000), ",") + `]}}`,
+			422, client.CodeInvalid, []string{"payload template reads back as", "at most 131072"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, b.do("POST", "/v1/campaigns", tc.body), tc.status, tc.code, tc.mention...)

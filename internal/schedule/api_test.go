@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -88,6 +89,14 @@ func TestService_CreateCampaign_invalid(t *testing.T) {
 		{"query lacks key", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Query: "SELECT 'r' AS recipient", Key: "id"}, Payload: ok}, `returns no column "id"`},
 		{"empty payload", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t"}}, "payload is empty"},
 		{"bad template", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t"}, Payload: map[string]any{"t": "{{if}}"}}, "payload t"},
+		// Before, both were stored: the first could not be read back
+		// (scanJob decoded it as float64), failing every list of jobs and
+		// holding its audience; the second read back as 1.3 MB, 20× the
+		// template bound.
+		{"a number past 100 characters", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t"},
+			Payload: map[string]any{"t": "x", "n": json.Number("1e309")}}, "payload has a number at $.n"},
+		{"a template reading back past its bound", wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "t"},
+			Payload: map[string]any{"t": "x", "a": manyNumbers(13_000, json.Number("1e99"))}}, "payload template reads back as"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

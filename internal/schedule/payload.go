@@ -60,8 +60,20 @@ func compilePayload(payload map[string]any) (*payloadTemplate, error) {
 	if len(payload) == 0 {
 		return nil, fmt.Errorf("payload is empty")
 	}
-	if raw, err := json.Marshal(payload); err == nil && len(raw) > MaxTemplateBytes {
-		return nil, fmt.Errorf("payload template is %d bytes, at most %d", len(raw), MaxTemplateBytes)
+	if raw, err := json.Marshal(payload); err == nil {
+		// Held to its bounds as Postgres prints it back too, as every other
+		// jsonb is: a campaign's, a config schedule's and a stored job's
+		// (numbers stay json.Number, as written) alike.
+		n, problem := wire.JSONReadBack(raw)
+		switch {
+		case len(raw) > MaxTemplateBytes:
+			return nil, fmt.Errorf("payload template is %d bytes, at most %d", len(raw), MaxTemplateBytes)
+		case problem != "":
+			return nil, fmt.Errorf("payload %s", problem)
+		case n > MaxTemplateReadBytes:
+			return nil, fmt.Errorf("payload template reads back as %d bytes, at most %d (jsonb writes numbers in decimal and a space after each ':' and ',')",
+				n, MaxTemplateReadBytes)
+		}
 	}
 	budget := &renderBudget{}
 	funcs := templateFuncs(budget)

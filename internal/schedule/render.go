@@ -28,6 +28,11 @@ import (
 const (
 	// MaxTemplateBytes bounds one job's payload template, as JSON.
 	MaxTemplateBytes = 64 << 10
+	// MaxTemplateReadBytes bounds it as it reads back from jobs.payload:
+	// twice the write bound, as for attributes (MaxDataReadBytes), since
+	// jsonb writes a space after every ':' and ','. Without it 13,000 × 1e99
+	// (64 KiB as written) read back as 1.3 MB, and a page of jobs as 1.3 GB.
+	MaxTemplateReadBytes = 2 * MaxTemplateBytes
 	// MaxRangeIterations bounds the steps of one recipient's render across
 	// every leaf: range iterations and {{template}} calls, the only two ways
 	// a template can loop (recursion that halves a list runs 2^n calls at a

@@ -126,6 +126,12 @@ func TestNew_badSchedule(t *testing.T) {
 		{"query without key", func(s *config.Schedule) { s.Audience = config.Audience{Query: "SELECT 1"} }, `schedule "morning": audience.key is required`},
 		{"bad template", func(s *config.Schedule) { s.Payload = map[string]any{"a": []any{"{{.data.x"}} }, `schedule "morning": payload a[0]`},
 		{"empty payload", func(s *config.Schedule) { s.Payload = nil }, `schedule "morning": payload is empty`},
+		// Before, a template was held to 64 KiB as written only: these
+		// started, and each run's job then read back far past the bound.
+		{"a number past 100 characters", func(s *config.Schedule) { s.Payload = map[string]any{"text": "x", "n": 1e300} },
+			`schedule "morning": payload has a number at $.n`},
+		{"a template reading back past its bound", func(s *config.Schedule) { s.Payload = map[string]any{"a": manyNumbers(9_000, 1e99)} },
+			`schedule "morning": payload template reads back as`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,4 +174,14 @@ schedules:
 			}
 		})
 	}
+}
+
+// manyNumbers is n copies of v: a template short as written that reads back
+// long (1e99 is 100 digits once Postgres prints it).
+func manyNumbers(n int, v any) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
 }
