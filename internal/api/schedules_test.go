@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,11 @@ func TestServer_CampaignsAndJobs(t *testing.T) {
 		if campaign.Kind != "campaign" || campaign.Channel != "orders" || campaign.Audience.Topic != "news" || campaign.State != "PENDING" {
 			t.Errorf("job %+v", campaign)
 		}
+		// The number as written: before, the job's payload was read back
+		// as float64, and answered (and sent) as 12345678901234568.
+		if !strings.Contains(string(a.body), `"n":12345678901234567,`) {
+			t.Errorf("campaign's job %s, want n exactly 12345678901234567", a.body)
+		}
 	})
 	t.Run("through the Go client", func(t *testing.T) {
 		j, err := b.c.CreateCampaign(b.ctx, client.Campaign{Channel: "alerts", Audience: client.Audience{Topic: "vip"}, Payload: map[string]any{"t": "x"}})
@@ -217,6 +223,9 @@ func TestServer_CampaignsAndJobs(t *testing.T) {
 		got, err := b.c.Job(b.ctx, campaign.ID)
 		if err != nil || got.ID != campaign.ID || got.Kind != "campaign" {
 			t.Errorf("Job = %+v, %v", got, err)
+		}
+		if a := wantStatus(t, b.do("GET", "/v1/jobs/"+strconv.FormatInt(campaign.ID, 10), ""), 200); !strings.Contains(string(a.body), `"n":12345678901234567,`) {
+			t.Errorf("GET job %s, want n exactly 12345678901234567", a.body)
 		}
 		wantError(t, b.do("GET", "/v1/jobs/987654321", ""), 404, client.CodeNotFound, "987654321")
 		wantError(t, b.do("GET", "/v1/jobs/first", ""), 400, client.CodeBadRequest, `"first"`)

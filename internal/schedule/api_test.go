@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -108,6 +110,35 @@ func TestService_CreateCampaign_invalid(t *testing.T) {
 	}
 	if jobs, err := s.ListJobs(b.ctx, wire.JobQuery{}); err != nil || len(jobs) != 0 {
 		t.Errorf("ListJobs = %v, %v; want no job created", jobs, err)
+	}
+}
+
+// TestService_campaignNumbersExact: a template's numbers, kept exact by the
+// door (json.Number), stay exact in the job and in what it sends, on both
+// paths a topic takes (a static payload materialised in Postgres, a
+// rendered one). Before, the job's payload was read back as float64:
+// 12345678901234567890 was answered and sent as 12345678901234567000.
+func TestService_campaignNumbersExact(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", 2, 0)
+	s := b.service(t, "a")
+	const n = "12345678901234567890"
+	for name, text := range map[string]string{"static": "hi", "rendered": "hi {{.recipient}}"} {
+		t.Run(name, func(t *testing.T) {
+			job := b.runCampaign(t, s, wire.Audience{Topic: "news"}, map[string]any{"text": text, "n": json.Number(n)}, 0)
+			if got := job.Payload["n"]; got != json.Number(n) {
+				t.Errorf("job's payload n = %#v, want json.Number(%s)", got, n)
+			}
+			rows, err := b.db.Pool.Query(b.ctx, `SELECT payload->>'n' FROM notifications WHERE job_id = $1`, job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || len(sent) != 2 || sent[0] != n || sent[1] != n {
+				t.Errorf("notifications' n = %v, %v; want %s twice", sent, err, n)
+			}
+		})
 	}
 }
 

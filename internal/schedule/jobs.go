@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,7 +116,7 @@ func scanJob(row pgx.Row) (*jobRow, error) {
 	if err := json.Unmarshal(audience, &j.Audience); err != nil {
 		return nil, fmt.Errorf("job %d: audience: %w", j.ID, err)
 	}
-	if err := json.Unmarshal(payload, &j.Payload); err != nil {
+	if err := decodeTemplate(payload, &j.Payload); err != nil {
 		return nil, fmt.Errorf("job %d: payload: %w", j.ID, err)
 	}
 	loc, err := time.LoadLocation(j.Timezone)
@@ -127,6 +128,16 @@ func scanJob(row pgx.Row) (*jobRow, error) {
 		j.FireTime = j.FireTime.In(loc)
 	}
 	return &j, nil
+}
+
+// decodeTemplate decodes a stored payload template with its numbers as
+// json.Number, exactly as they were written (as GetSubscriber does for
+// attributes): as float64, 12345678901234567890 was answered and sent as
+// 12345678901234567000, and 1e309 failed every read of the row.
+func decodeTemplate(b []byte, p *map[string]any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(p)
 }
 
 func deref(t *time.Time) time.Time {
