@@ -277,3 +277,61 @@ CREATE TRIGGER refuse_addr_2 BEFORE INSERT ON notifications FOR EACH ROW EXECUTE
 		})
 	}
 }
+
+// TestService_unreadableJobFails: a job whose row cannot be read (written by
+// SQL, or stored before the template bounds) is finished FAILED with the
+// reason by the worker that claims or takes it over, is listed meanwhile
+// with a note for its payload, and frees its audience. Before, the claim
+// moved it to RUNNING and then failed to read it: it was never run, every
+// takeover failed the same way, GET /v1/jobs answered 500, and the next
+// campaign over the same channel and topic stayed PENDING for good.
+func TestService_unreadableJobFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	seedTopic(t, b.ctx, b.db.Pool, "news", "quiz", 2, 0)
+	s := b.service(t, "a")
+	poisons := []struct{ state, audience, payload, want string }{
+		// What a campaign with 1e309 left before, claimed by an owner
+		// that then failed to read it: RUNNING, its heartbeat stale.
+		{jobRunning, `{"topic":"news"}`, `{"t":"x","n":1e309}`, "has a number that reads back past 100 characters"},
+		{jobPending, `{"topic":"news"}`, `[1]`, "its payload template does not decode"},
+		{jobPending, `{"topic":"news","query":["x"]}`, `{"t":"x"}`, "its audience does not decode"},
+		{jobPending, `{"topic":"news"}`, `{"t":"` + strings.Repeat("x", 200_000) + `"}`, "reads back as 200009 bytes, over the 131072-byte bound"},
+	}
+	var ids []int64
+	for _, p := range poisons {
+		var id int64
+		if err := b.db.Pool.QueryRow(b.ctx, `
+			INSERT INTO jobs (kind, timezone, channel, audience, payload, state, owner, heartbeat_at, created_at, updated_at)
+			VALUES ('campaign', 'UTC', 'quiz', $1::jsonb, $2::jsonb, $3, CASE WHEN $3 = 'RUNNING' THEN 'dead' END,
+			        CASE WHEN $3 = 'RUNNING' THEN $4::timestamptz END, $4, $4)
+			RETURNING id`, p.audience, p.payload, p.state, b.clock.Now().Add(-3*time.Hour)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	good, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "quiz", Audience: wire.Audience{Topic: "news"}, Payload: map[string]any{"t": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.ListJobs(b.ctx, wire.JobQuery{})
+	if err != nil || len(listed) != 5 {
+		t.Fatalf("ListJobs with the unreadable jobs = %d jobs, %v; want all 5", len(listed), err)
+	}
+	if note, _ := listed[len(listed)-1].Payload["notifyd_omitted"].(string); !strings.Contains(note, poisons[0].want) {
+		t.Errorf("unreadable job listed with payload %v, want a note saying why", listed[len(listed)-1].Payload)
+	}
+
+	if err := s.RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		j := mustGetJob(t, b.ctx, s, id)
+		if j.State != jobFailed || !strings.Contains(j.Error, "cannot be read") || !strings.Contains(j.Error, poisons[i].want) {
+			t.Errorf("unreadable job %d = %s error %q, want FAILED saying %q", i, jobLine(j), j.Error, poisons[i].want)
+		}
+	}
+	if j := mustGetJob(t, b.ctx, s, good.ID); j.State != jobDone || j.Done != 2 {
+		t.Errorf("the campaign after them over the same audience = %s, want DONE to both subscribers", jobLine(j))
+	}
+}

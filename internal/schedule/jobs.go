@@ -42,13 +42,25 @@ type jobRow struct {
 	// takeovers: how many times in a row this job was taken over from a
 	// dead owner at its cursor (Service.isolate).
 	takeovers int
+	// unreadable says why the row's audience or payload cannot be read ("":
+	// it can): written by SQL or before the template bounds. Such a job is
+	// still listed, its payload a note (out); a worker that claims it finishes it
+	// FAILED with the reason (materialise) instead of failing the claim,
+	// which left it RUNNING for good and its audience's later jobs PENDING.
+	unreadable string
+	// size is about what the row read back: its variable-size columns.
+	size int
 }
 
 // out is the job as the package's API answers it: the wire form, with its
-// progress (Done/Total in [0, 1]) when its total is known. It is the one
+// progress (Done/Total in [0, 1]) when its total is known, and for a row
+// whose payload cannot be read a note of why in its place. It is the one
 // place a row becomes a wire.Job.
 func (j *jobRow) out() wire.Job {
 	w := j.Job
+	if j.unreadable != "" {
+		w.Payload = map[string]any{"notifyd_omitted": j.unreadable}
+	}
 	w.Progress = nil
 	if j.Total != nil {
 		p := 1.0
@@ -97,10 +109,38 @@ func (j *jobRow) dueAt() time.Time {
 	return j.FireTime
 }
 
-const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, payload, state,
+const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, ` + boundedJobPayload + `, state,
 	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
 	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, ''), takeovers`
 
+// boundedJobPayload reads a job's payload template as text only within
+// MaxTemplateReadBytes, measured in Postgres, as the outbox reads a payload
+// (outbox.notificationColumns): a row written past CreateCampaign's checks
+// (by SQL, or before them) with 1e100000 in it would otherwise print 100,001
+// digits into every claim and page that reads it. One with a number that
+// expands (jobExpandingNumber) is not printed at all. Past the bound the
+// column reads as '!' and the reason: jsonb text never begins with '!'. It
+// is a scalar subquery so that it works in a RETURNING list as well, its
+// inner queries fenced with OFFSET 0 so the payload is walked and printed
+// once.
+const boundedJobPayload = `(SELECT CASE WHEN x.big THEN '!has a number that reads back past 100 characters'
+	        WHEN octet_length(x.t) <= 131072 THEN x.t
+	        ELSE '!reads back as ' || octet_length(x.t) || ' bytes, over the 131072-byte bound' END
+	   FROM (SELECT b.big, CASE WHEN NOT b.big THEN payload::text END AS t
+	           FROM (SELECT coalesce(jsonb_path_exists(payload, '` + jobExpandingNumber + `'), false) AS big OFFSET 0) b
+	         OFFSET 0) x)`
+
+// jobExpandingNumber is the outbox's expandingNumber: a number of magnitude
+// 1e100 or more, or a nonzero one under 1e-100, prints past
+// wire.MaxNumberChars.
+const jobExpandingNumber = `lax $.** ? (@.type() == "number" && (@ >= 1e100 || @ <= -1e100 || (@ != 0 && @ > -1e-100 && @ < 1e-100)))`
+
+// The literal above is MaxTemplateReadBytes.
+var _ = [1]struct{}{}[MaxTemplateReadBytes-131072]
+
+// scanJob reads a row of jobColumns. An audience or payload that cannot be
+// read is no error: the row says why (unreadable), so one such row neither
+// fails a page of jobs nor wedges the worker that claims it.
 func scanJob(row pgx.Row) (*jobRow, error) {
 	var (
 		j                                  jobRow
@@ -113,11 +153,18 @@ func scanJob(row pgx.Row) (*jobRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.size = len(audience) + len(payload) + len(j.Cursor) + len(j.Error) + len(j.Schedule) + len(j.Channel) + len(j.ContentKey)
 	if err := json.Unmarshal(audience, &j.Audience); err != nil {
-		return nil, fmt.Errorf("job %d: audience: %w", j.ID, err)
+		j.unreadable = fmt.Sprintf("its audience does not decode: %v", err)
+		j.Audience = wire.Audience{}
 	}
-	if err := decodeTemplate(payload, &j.Payload); err != nil {
-		return nil, fmt.Errorf("job %d: payload: %w", j.ID, err)
+	if bytes.HasPrefix(payload, []byte("!")) {
+		j.unreadable = "its payload template " + string(payload[1:])
+	} else if err := decodeTemplate(payload, &j.Payload); err != nil {
+		j.unreadable = fmt.Sprintf("its payload template does not decode: %v", err)
+	}
+	if j.unreadable != "" {
+		j.Payload = nil // never a template: out() shows why instead
 	}
 	loc, err := time.LoadLocation(j.Timezone)
 	if err != nil {

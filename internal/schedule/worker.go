@@ -119,6 +119,12 @@ func (s *Service) heartbeat(ctx context.Context, job *jobRow, cancel context.Can
 // reading the audience ahead in a goroutine (keyset paging needs only the
 // previous chunk's last key, not its commit) and rendering it here.
 func (s *Service) materialise(ctx context.Context, job *jobRow, log hclog.Logger) error {
+	if job.unreadable != "" {
+		// Permanent: it reads the same way on every claim and takeover, and
+		// a job left RUNNING would hold its audience's later jobs PENDING.
+		return permanent(fmt.Errorf("job %d cannot be read, so it was not run: %s (the row was written past notifyd's checks: by SQL, or before them)",
+			job.ID, job.unreadable))
+	}
 	aud, err := newAudience(job.Audience, job.Channel)
 	if err != nil {
 		return permanent(err)
