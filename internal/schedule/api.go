@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -213,13 +214,21 @@ func (s *Service) CreateCampaign(ctx context.Context, c wire.Campaign) (wire.Job
 
 // ListJobs lists jobs newest first, filtered by q's kind, schedule and
 // state (zero fields do not filter), with ids below q.Before (0: from the
-// newest); q.Limit 0 is 50, at most 1000.
+// newest); q.Limit 0 is 50, at most 1000. A page also stops at the job that
+// passes outbox.MaxPageBytes past its first, as a dead-letter page does:
+// each job's template reads back within MaxTemplateReadBytes, but 1,000 of
+// them would be 128 MiB of text and several times that decoded. Fewer jobs
+// than q.Limit is then no end: the next page goes on from the last id.
 func (s *Service) ListJobs(ctx context.Context, q wire.JobQuery) ([]wire.Job, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 1000)
+	// A page cut short stops the query rather than Close draining the rest
+	// of its rows off the wire (outbox's readPage).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+jobColumns+` FROM jobs
 		WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR schedule = $2) AND ($3 = '' OR state = $3)
@@ -230,11 +239,17 @@ func (s *Service) ListJobs(ctx context.Context, q wire.JobQuery) ([]wire.Job, er
 	}
 	defer rows.Close()
 	var out []wire.Job
+	size := 0
 	for rows.Next() {
+		if size >= outbox.MaxPageBytes {
+			stop() // before rows.Close, deferred after it
+			return out, nil
+		}
 		j, err := scanJob(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
+		size += j.size
 		out = append(out, j.out())
 	}
 	if err := rows.Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -139,6 +140,47 @@ func TestService_campaignNumbersExact(t *testing.T) {
 				t.Errorf("notifications' n = %v, %v; want %s twice", sent, err, n)
 			}
 		})
+	}
+}
+
+// TestService_ListJobs_pageBound: a page of jobs stops at
+// outbox.MaxPageBytes past its first job, as a dead-letter page does, and
+// paging on with the last id reads every job once. Each template reads back
+// within 128 KiB, but before, a page of 1,000 such jobs was read whole.
+func TestService_ListJobs_pageBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.service(t, "a")
+	const jobs = 150 // of 120 KB each: 18 MB
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO jobs (kind, timezone, channel, audience, payload)
+		SELECT 'campaign', 'UTC', 'quiz', '{"topic":"news"}', jsonb_build_object('t', repeat('x', 120000))
+		FROM generate_series(1, $1)`, jobs); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	pages, before := 0, int64(0)
+	for ; pages < jobs; pages++ {
+		page, err := s.ListJobs(b.ctx, wire.JobQuery{Before: before, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if pages == 0 && len(page) > outbox.MaxPageBytes/120_000+1 {
+			t.Errorf("first page: %d jobs of 120 KB, want it to stop past %d bytes", len(page), outbox.MaxPageBytes)
+		}
+		for _, j := range page {
+			if seen[j.ID] || j.Payload["t"] == nil {
+				t.Fatalf("job %d listed twice or without its payload", j.ID)
+			}
+			seen[j.ID] = true
+		}
+		before = page[len(page)-1].ID
+	}
+	if len(seen) != jobs || pages < 2 {
+		t.Errorf("paged through %d jobs in %d pages, want all %d in more than one", len(seen), pages, jobs)
 	}
 }
 
