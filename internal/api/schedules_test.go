@@ -138,6 +138,20 @@ func TestServer_Schedules(t *testing.T) {
 		wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"`+time.Now().Add(48*time.Hour).Format(time.RFC3339)+`"}`), 422, client.CodeInvalid, "future")
 		wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"force":"yes"}`), 400, client.CodeBadRequest, "force")
 	})
+	t.Run("the zero time is 422, not a run of now", func(t *testing.T) {
+		// Before, 0001-01-01T00:00:00Z (Go's zero time, RunOptions' "now")
+		// was 202 with a run for now, sent to the whole audience.
+		before, err := b.c.Jobs(b.ctx, client.JobQuery{Schedule: "daily"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, zero := range []string{"0001-01-01T00:00:00Z", "0001-01-01T09:00:00+09:00"} {
+			wantError(t, b.do("POST", "/v1/schedules/daily/run", `{"fire_time":"`+zero+`"}`), 422, client.CodeInvalid, "fire_time", zero, "zero time")
+		}
+		if after, err := b.c.Jobs(b.ctx, client.JobQuery{Schedule: "daily"}); err != nil || len(after) != len(before) {
+			t.Errorf("runs of daily: %v (%v), want %v: no run created", jobIDs(after), err, jobIDs(before))
+		}
+	})
 }
 
 func TestServer_CampaignsAndJobs(t *testing.T) {

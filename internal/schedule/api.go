@@ -58,8 +58,9 @@ func (s *Service) Schedules(ctx context.Context) ([]wire.Schedule, error) {
 // The outcomes are wire.RunCreated, wire.RunResumed and wire.RunExists.
 type RunOptions struct {
 	// FireTime is the fire time to run; zero: now (to the second), a run of
-	// its own. It may not be in the future: a future fire time is the
-	// schedule's own to create.
+	// its own, so a door that reads a time refuses the zero time itself
+	// (service.RunSchedule). It may not be in the future: a future fire time
+	// is the schedule's own to create.
 	FireTime time.Time
 	// Last: the schedule's latest fire time at or before now (the run an
 	// outage may have cut short). Exclusive with FireTime.

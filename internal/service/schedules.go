@@ -98,6 +98,12 @@ func (s *Service) RunSchedule(ctx context.Context, name string, req wire.RunRequ
 		if err != nil {
 			return wire.Job{}, refuse(Invalid, "fire_time: %q is not an RFC 3339 time (2026-11-25T08:00:00+09:00) or \"last\"", wire.Truncate(req.FireTime, 64))
 		}
+		// Go's zero time is RunOptions' "now": a run asked for 0001-01-01
+		// would silently be a run of now, sent to the whole audience.
+		if t.IsZero() {
+			return wire.Job{}, refuse(Invalid, "fire_time: %q is the zero time (0001-01-01T00:00:00Z), which a run cannot have; give a later fire time, \"last\", or none to run now",
+				wire.Truncate(req.FireTime, 64))
+		}
 		o.FireTime = t
 	}
 	job, err := s.sched.RunNow(ctx, name, o)
