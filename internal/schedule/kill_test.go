@@ -38,7 +38,13 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	pool, err := pgxpool.New(ctx, os.Getenv(envChildDB))
+	pc, err := pgxpool.ParseConfig(os.Getenv(envChildDB))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	pc.ConnConfig.RuntimeParams["application_name"] = childAppName(id)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
@@ -59,6 +65,10 @@ func runChild() int {
 	}
 	return 0
 }
+
+// childAppName names the child's Postgres sessions, so the parent can wait
+// for them to end.
+func childAppName(job int64) string { return "schedule-kill-child-" + strconv.FormatInt(job, 10) }
 
 // TestService_killNine kills -9 a process half-way through a job (its
 // connection drops, maybe mid-chunk), then checks that an instance in this
@@ -94,6 +104,22 @@ func TestService_killNine(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = child.Wait()
+	// A COMMIT the child sent just before it died still lands (a chunk more,
+	// a newer heartbeat, once after a slow chunk more than the second the
+	// clock below allows): the job is read once its sessions are gone.
+	for {
+		var sessions int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, childAppName(job.ID)).Scan(&sessions); err != nil {
+			t.Fatal(err)
+		}
+		if sessions == 0 {
+			break
+		}
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatalf("the killed child's %d Postgres sessions still open", sessions)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	mid = mustGetJob(t, b.ctx, s, job.ID)
 	if mid.State != jobRunning || mid.Owner != "child" || mid.Done == 0 || mid.Done >= n {
 		t.Fatalf("after kill -9: %s, want RUNNING, owned by child, part done", jobLine(mid))
