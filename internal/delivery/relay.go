@@ -5,6 +5,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -130,6 +131,14 @@ func (e *Engine) relayDue(ctx context.Context, unpushed *[]outbox.Queued) (time.
 // pushQueued pushes outbox rows into their channels' queues (idempotent),
 // each with its next_attempt_at so a retry keeps its backoff. It returns the
 // rows of the queues whose push failed, and the first error.
+//
+// Rows on a channel whose name no Redis queue can take (queue.ErrChannelName:
+// an empty one, or one holding { or }, which an application's own SQL may
+// write; the doors take configured channels only) are finished FAILED
+// instead: kept, they failed every later push of the relay and of the sweep
+// and resync pages they are on, and the relay pushes what it kept before
+// relaying anything else. Push checks the name before it reaches Redis, so
+// the normal path pays nothing for this.
 func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) ([]outbox.Queued, error) {
 	if len(rows) == 0 {
 		return nil, nil
@@ -146,7 +155,11 @@ func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) ([]outbox
 		for i, r := range rs {
 			items[i] = queue.Item{ID: r.ID, Due: r.NextAttemptAt}
 		}
-		if _, err := e.queue.Push(ctx, q, items); err != nil {
+		_, err := e.queue.Push(ctx, q, items)
+		if errors.Is(err, queue.ErrChannelName) {
+			rs, err = e.finishUnqueueable(ctx, rs, err)
+		}
+		if err != nil {
 			failed = append(failed, rs...)
 			if firstErr == nil {
 				firstErr = err
@@ -154,4 +167,26 @@ func (e *Engine) pushQueued(ctx context.Context, rows []outbox.Queued) ([]outbox
 		}
 	}
 	return failed, firstErr
+}
+
+// finishUnqueueable finishes FAILED, with the reason, rows whose channel
+// Push refused by name (cause): no pass would ever push them. It returns the
+// rows it could not finish (Postgres unreachable: pushed, and refused, again
+// on the next pass) and the error.
+func (e *Engine) finishUnqueueable(ctx context.Context, rows []outbox.Queued, cause error) ([]outbox.Queued, error) {
+	for i, r := range rows {
+		reason := fmt.Sprintf("channel %q cannot name a Redis queue: %v", r.Channel, cause)
+		// attempt 0: any non-terminal row, QUEUED by the relay or, for the
+		// sweep and resync, PROCESSING as the application's SQL wrote it
+		// (no instance can have claimed it: no queue ever held its id).
+		if _, err := e.store.Finish(ctx, r.ID, 0, outbox.StatusFailed, reason); err != nil {
+			e.log.Error("notification on a channel no queue can be named by cannot be finished", "id", r.ID, "channel", r.Channel, "error", err)
+			return rows[i:], fmt.Errorf("finish notification %d, whose channel %q cannot name a queue: %w", r.ID, r.Channel, err)
+		}
+		// Counted without the channel: any name an application wrote
+		// would otherwise become a metric label.
+		e.metrics.Unstorable("", "relay")
+	}
+	e.log.Error("notifications on a channel no Redis queue can be named by; finished them FAILED", "channel", rows[0].Channel, "rows", len(rows), "cause", cause)
+	return nil, nil
 }

@@ -168,6 +168,73 @@ func TestEngine_ClaimPastMaxAttempts(t *testing.T) {
 	}
 }
 
+// TestEngine_ChannelNoQueueCanName: a notification an application's own SQL
+// wrote on a channel that cannot name a Redis queue (empty, or holding { or
+// }, which break its hash tag; the column bounds only the length) ends FAILED
+// with the reason, and nothing else waits for it. Before, the relay moved it
+// QUEUED, its push was refused, and the relay kept it to push first on every
+// later pass, giving up each time: no notification enqueued afterwards, on
+// any channel, was relayed again; the sweep and the resync stopped on its
+// page as well.
+func TestEngine_ChannelNoQueueCanName(t *testing.T) {
+	t.Parallel()
+	for _, channel := range []string{"", "app{x}"} {
+		t.Run("relay/channel="+channel, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil))
+			ctx := context.Background()
+			var bad int64
+			if err := b.store.Pool().QueryRow(ctx,
+				`INSERT INTO notifications (channel, recipient, payload) VALUES ($1, 'bad-channel', '{}') RETURNING id`, channel).Scan(&bad); err != nil {
+				t.Fatal(err)
+			}
+			b.engine("", delivery.Hooks{})
+			// Enqueued once the relay has met the row, so it is not in the
+			// same pass.
+			waitFor(t, 20*time.Second, "the row relayed", func() bool {
+				n, err := b.store.Get(ctx, bad)
+				return err == nil && n.Status != outbox.StatusPending
+			})
+			if n := b.wait(b.send("after", ""), 20*time.Second); n.Status != outbox.StatusSent {
+				t.Errorf("the notification enqueued after it: %s (%q), want SENT", n.Status, n.LastError)
+			}
+			n := b.wait(bad, 20*time.Second)
+			if want := fmt.Sprintf("channel %q cannot name a Redis queue", channel); n.Status != outbox.StatusFailed || !strings.Contains(n.LastError, want) {
+				t.Errorf("the row on channel %q: %s (%q), want FAILED saying %q", channel, n.Status, n.LastError, want)
+			}
+		})
+	}
+
+	// The resync at start (and the sweep: the same push) meets such rows
+	// already QUEUED or PROCESSING; a row on a channel this instance does not
+	// serve, whose name is good, is pushed and left as it was.
+	t.Run("resync", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil))
+		ctx := context.Background()
+		ids := map[string]int64{}
+		for _, r := range []struct{ name, channel, status string }{
+			{"queued", "", "QUEUED"}, {"processing", "a}b", "PROCESSING"}, {"elsewhere", "elsewhere", "QUEUED"},
+		} {
+			var id int64
+			if err := b.store.Pool().QueryRow(ctx, `INSERT INTO notifications (channel, recipient, payload, status)
+				VALUES ($1, $2, '{}', $3) RETURNING id`, r.channel, r.name, r.status).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids[r.name] = id
+		}
+		b.engine("", delivery.Hooks{})
+		for _, name := range []string{"queued", "processing"} {
+			if n := b.wait(ids[name], 20*time.Second); n.Status != outbox.StatusFailed || !strings.Contains(n.LastError, "cannot name a Redis queue") {
+				t.Errorf("%s: %s (%q), want FAILED with the reason", name, n.Status, n.LastError)
+			}
+		}
+		if n, err := b.store.Get(ctx, ids["elsewhere"]); err != nil || n.Status != outbox.StatusQueued {
+			t.Errorf("the row on a channel not served here = %+v (%v), want left QUEUED", n, err)
+		}
+	})
+}
+
 // TestEngine_Stalls: a settle that cannot commit for a reason other than a
 // row's data (here SQLSTATE 53000, insufficient resources) is retried whole,
 // and the engine reports the stage stalled once past delivery.stall_after,

@@ -93,13 +93,19 @@ func (k keys) processing(instance string) string {
 	return k.base + "processing:" + instance
 }
 
+// ErrChannelName is wrapped by every error that refuses a channel for its
+// name alone. No later call takes that name either, so a caller holding work
+// for such a channel must finish the work rather than retry it (the relay's
+// rows on a channel an application's SQL named: delivery.pushQueued).
+var ErrChannelName = errors.New("bad channel name")
+
 // checkChannel rejects names that would break the {ch:<channel>} hash tag.
 func checkChannel(channel string) error {
 	if channel == "" {
-		return errors.New("channel name is empty")
+		return fmt.Errorf("%w: it is empty", ErrChannelName)
 	}
 	if strings.ContainsAny(channel, "{}") {
-		return fmt.Errorf("channel name %q contains { or }, which would break its hash tag", channel)
+		return fmt.Errorf("%w %q: { or } would break its hash tag", ErrChannelName, channel)
 	}
 	return nil
 }

@@ -108,8 +108,8 @@ func TestQueue_Push(t *testing.T) {
 		b := setup(t)
 		for _, name := range []string{"", "a{b", "a}b"} {
 			_, err := b.q.Push(b.ctx, name, []Item{{ID: 1}})
-			if err == nil || !strings.Contains(err.Error(), "channel name") {
-				t.Errorf("Push(channel %q) error = %v, want one naming the channel name", name, err)
+			if !errors.Is(err, ErrChannelName) || !strings.Contains(err.Error(), "channel name") {
+				t.Errorf("Push(channel %q) error = %v, want ErrChannelName, naming the channel name", name, err)
 			}
 		}
 	})
