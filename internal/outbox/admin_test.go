@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -283,6 +284,80 @@ func TestStore_ListFailed(t *testing.T) {
 	}
 	if _, _, err := b.store.ListFailed(b.ctx, "a", 0, 0); err == nil {
 		t.Error("ListFailed(limit 0): want an error")
+	}
+}
+
+// TestStore_ReadsClampTimes: a timestamptz an application's SQL wrote reads
+// back clamped to the years 1 to 9999, on the row, its attempt log and its
+// receipt. Before, 'infinity' and '-infinity' (which pgx cannot scan into a
+// time.Time) failed every read that met the row — the DLQ page of its
+// channel and of every channel, Get, the lookup by recipient — for the other
+// rows on the page too; a year past 9999 read, but failed the API's answer
+// (encoding/json prints years 0 to 9999 only).
+func TestStore_ReadsClampTimes(t *testing.T) {
+	t.Parallel()
+	lo, hi := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	field := map[string]func(*outbox.Notification) time.Time{
+		"created_at":      func(n *outbox.Notification) time.Time { return n.CreatedAt },
+		"due_at":          func(n *outbox.Notification) time.Time { return n.DueAt },
+		"updated_at":      func(n *outbox.Notification) time.Time { return n.UpdatedAt },
+		"next_attempt_at": func(n *outbox.Notification) time.Time { return n.NextAttemptAt },
+		"sent_at":         func(n *outbox.Notification) time.Time { return n.SentAt },
+	}
+	for col, get := range field {
+		for _, tt := range []struct {
+			v    string
+			want time.Time
+		}{{"infinity", hi}, {"-infinity", lo}, {"12000-01-01", hi}} {
+			t.Run(col+"="+tt.v, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				good := b.insertN(t, 3)
+				b.force(t, "FAILED", 1, time.Now(), good...)
+				var bad int64
+				if err := b.db.Pool.QueryRow(b.ctx, `
+					WITH n AS (
+						INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error, idempotency_key, `+col+`)
+						VALUES ('ch', 'user-0', '{}', 'FAILED', 1, 'written by SQL', 'bad', $1) RETURNING id),
+					a AS (
+						INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome)
+						SELECT id, 1, '-infinity', $1, 'PERMANENT' FROM n),
+					r AS (
+						INSERT INTO notification_receipts (notification_id, outcome, attempt, reported_at, received_at)
+						SELECT id, 'DELIVERED', 1, $1, $1 FROM n)
+					SELECT id FROM n`, tt.v).Scan(&bad); err != nil {
+					t.Fatal(err)
+				}
+				if ns, _, err := b.store.ListFailed(b.ctx, "ch", 0, 100); err != nil || len(ns) != 4 {
+					t.Errorf("ListFailed(ch) = %d rows, %v; want the 4 dead letters", len(ns), err)
+				}
+				if ns, _, err := b.store.ListFailed(b.ctx, "", 0, 100); err != nil || len(ns) != 4 {
+					t.Errorf("ListFailed(every channel) = %d rows, %v; want 4", len(ns), err)
+				}
+				if ns, _, err := b.store.ListByRecipient(b.ctx, "user-0", 0, 100); err != nil || len(ns) != 2 {
+					t.Errorf("ListByRecipient(user-0) = %d rows, %v; want 2", len(ns), err)
+				}
+				if _, err := b.store.GetByIdempotencyKey(b.ctx, "bad"); err != nil {
+					t.Errorf("GetByIdempotencyKey: %v; want the row", err)
+				}
+				n, err := b.store.Get(b.ctx, bad)
+				if err != nil {
+					t.Fatalf("Get(%d): %v; want the row", bad, err)
+				}
+				if got := get(n); !got.Equal(tt.want) {
+					t.Errorf("%s reads %v, want %v", col, got, tt.want)
+				}
+				if len(n.Attempts) != 1 || !n.Attempts[0].StartedAt.Equal(lo) || !n.Attempts[0].FinishedAt.Equal(tt.want) {
+					t.Errorf("attempts = %+v, want one from %v to %v", n.Attempts, lo, tt.want)
+				}
+				if n.Receipt == nil || !n.Receipt.ReportedAt.Equal(tt.want) || !n.Receipt.ReceivedAt.Equal(tt.want) {
+					t.Errorf("receipt = %+v, want reported and received at %v", n.Receipt, tt.want)
+				}
+				if _, err := json.Marshal(n); err != nil {
+					t.Errorf("the row read does not encode: %v", err)
+				}
+			})
+		}
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // notifications_inflight_id, filtered by recipient.
 // The last two cost a visit per in-flight row: cheap unless a backlog of
 // millions is waiting, which is the price of not indexing every transition.
-const listByRecipient = `
+var listByRecipient = `
 (SELECT ` + notificationColumns + ` FROM notifications
   WHERE phase >= 2 AND octet_length(recipient) <= 1024
     AND recipient COLLATE "C" = $1 AND id < $2

@@ -9,15 +9,16 @@ import (
 )
 
 // ListByRecipientSQL lets the tests EXPLAIN the query ListByRecipient runs.
-const ListByRecipientSQL = listByRecipient
+var ListByRecipientSQL = listByRecipient
 
 // The claim's statements and the columns every read selects, for the tests
 // that EXPLAIN them (printonce_test.go).
 const (
-	ClaimBatchSQL       = claimBatchSQL
-	ClaimAloneSQL       = claimAloneSQL
-	NotificationColumns = notificationColumns
+	ClaimBatchSQL = claimBatchSQL
+	ClaimAloneSQL = claimAloneSQL
 )
+
+var NotificationColumns = notificationColumns // a var: its times are readTime's
 
 // HotPools lets the tests look at the sessions Relay, Claim and Settle run in.
 func HotPools(s *Store) (hot, relay *pgxpool.Pool, err error) { return s.hotPools() }

@@ -59,9 +59,29 @@ func (a Attempt) Duration() time.Duration { return a.FinishedAt.Sub(a.StartedAt)
 // printed the payload three times and walked it five): jsonb keeps 1e100000 in a
 // few bytes and prints 100,001 digits, so a row written past the enqueue
 // checks could otherwise make one GET megabytes (docs/design.md §10). Past
-// the bound the column reads as a note of its size.
-const notificationColumns = `id, channel, recipient, ` + boundedPayload + `, idempotency_key, status, attempts, due_at,
-       next_attempt_at, last_error, ` + boundedResult + `, job_id, created_at, updated_at, sent_at`
+// the bound the column reads as a note of its size. The times are read
+// clamped (readTime).
+var notificationColumns = `id, channel, recipient, ` + boundedPayload + `, idempotency_key, status, attempts, ` + readTime("due_at") + `,
+       ` + readTime("next_attempt_at") + `, last_error, ` + boundedResult + `, job_id, ` + readTime("created_at") + `,
+       ` + readTime("updated_at") + `, ` + readTime("sent_at")
+
+// readTime reads the timestamptz expression col clamped to the years 1 to
+// 9999, NULL staying NULL. An application's SQL may write any timestamptz:
+// 'infinity' and '-infinity', which pgx cannot scan into a time.Time (the
+// whole read failed — a DLQ page, a lookup by recipient — for the row's
+// neighbours too), and years up to 294276, which encoding/json cannot print
+// (time.MarshalJSON: years 0 to 9999; the API's answer failed). The upper
+// end is a day short of year 10000 so that no time zone's offset carries
+// it past.
+func readTime(col string) string {
+	return `(CASE WHEN ` + col + ` < ` + minReadTime + ` THEN ` + minReadTime +
+		` WHEN ` + col + ` > ` + maxReadTime + ` THEN ` + maxReadTime + ` ELSE ` + col + ` END)`
+}
+
+const (
+	minReadTime = `'0001-01-01 00:00:00+00'::timestamptz`
+	maxReadTime = `'9999-12-31 00:00:00+00'::timestamptz`
+)
 
 const (
 	boundedPayload = `(SELECT CASE WHEN x.big THEN json_build_object('notifyd_omitted', 'the payload has a number that reads back past 100 characters')::text
@@ -133,13 +153,15 @@ const MaxHistory = 1000
 // attempts reads the latest MaxHistory attempts of id, oldest first, and
 // whether older ones were left out.
 func (s *Store) attempts(ctx context.Context, id int64) ([]Attempt, bool, error) {
+	// The times are clamped (readTime) outside the subquery, which keeps
+	// ordering by the columns themselves.
 	rows, err := s.pool.Query(ctx, `
-SELECT * FROM (
-    SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0),
-           coalesce(provider_code, ''), coalesce(error, '')
+SELECT attempt, `+readTime("started_at")+`, `+readTime("finished_at")+`, outcome, provider_status, provider_code, error FROM (
+    SELECT attempt, started_at, finished_at, outcome, coalesce(provider_status, 0) AS provider_status,
+           coalesce(provider_code, '') AS provider_code, coalesce(error, '') AS error
       FROM notification_attempts WHERE notification_id = $1
      ORDER BY started_at DESC, finished_at DESC, attempt DESC LIMIT `+strconv.Itoa(MaxHistory+1)+`) latest
- ORDER BY started_at, finished_at, attempt`, id)
+ ORDER BY latest.started_at, latest.finished_at, latest.attempt`, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("attempt log: %w", err)
 	}

@@ -154,7 +154,7 @@ func (s *Store) receipt(ctx context.Context, id int64) (*Receipt, error) {
 	r := Receipt{NotificationID: id}
 	var reported *time.Time
 	err := s.pool.QueryRow(ctx, `
-SELECT outcome, attempt, reported_at, received_at, coalesce(provider_code, ''), coalesce(detail, '')
+SELECT outcome, attempt, `+readTime("reported_at")+`, `+readTime("received_at")+`, coalesce(provider_code, ''), coalesce(detail, '')
   FROM notification_receipts WHERE notification_id = $1`, id).
 		Scan(&r.Outcome, &r.Attempt, &reported, &r.ReceivedAt, &r.ProviderCode, &r.Detail)
 	if errors.Is(err, pgx.ErrNoRows) {
