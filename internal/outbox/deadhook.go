@@ -87,9 +87,9 @@ type DeadLettersTold struct {
 	Told          int     // dead letters listed in hook notifications
 	Notifications []int64 // the hook notifications written, oldest dead letters first
 	// Untold are dead letters a hook notification could not be written for
-	// even listing them alone (outbox.IsRowError): they are recorded as
-	// told all the same, so they never hold back the channel's later dead
-	// letters. The caller logs them.
+	// even listing them alone (outbox.IsRowError), or that could not be
+	// encoded: they are recorded as told all the same, so they never hold
+	// back the channel's later dead letters. The caller logs them.
 	Untold []UntoldDeadLetter
 	// More says dead letters may still be waiting: call again.
 	More bool
@@ -132,7 +132,7 @@ func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLett
 				SELECT id, notification_id, created_at FROM dead_letter_events
 				 WHERE channel = $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
 			SELECT t.id, t.notification_id, coalesce(n.recipient, ''), coalesce(n.idempotency_key, ''),
-			       coalesce(n.attempts, 0), coalesce(n.last_error, ''), coalesce(n.updated_at, t.created_at), n.id IS NOT NULL
+			       coalesce(n.attempts, 0), coalesce(n.last_error, ''), `+readTime("coalesce(n.updated_at, t.created_at)")+`, n.id IS NOT NULL
 			FROM taken t LEFT JOIN notifications n ON n.id = t.notification_id
 			ORDER BY t.id`, h.Channel, h.Batch)
 		if err != nil {
@@ -161,8 +161,12 @@ func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLett
 			it.d.IdempotencyKey = wire.Truncate(it.d.IdempotencyKey, hookKeyLen)
 			it.d.Error = wire.Truncate(it.d.Error, hookErrorLen)
 			if it.enc, err = json.Marshal(it.d); err != nil {
-				rows.Close()
-				return err
+				// Cannot happen for text and a clamped time; were it to,
+				// failing would fail every call on this dead letter, the
+				// channel's oldest, and no later one would ever be told.
+				res.Untold = append(res.Untold, UntoldDeadLetter{ID: it.d.ID, Reason: wire.Truncate("cannot be encoded: "+err.Error(), MaxErrorLen)})
+				done = append(done, it.event)
+				continue
 			}
 			items = append(items, it)
 		}

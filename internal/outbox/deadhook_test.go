@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/internal/outbox"
 )
@@ -209,5 +210,47 @@ func TestStore_TellDeadLetters_rowAtFault(t *testing.T) {
 	toldOnce(t, b.hookPayloads(t), append(append(append([]int64{}, ids[:2]...), ids[3:]...), later...))
 	if n := b.eventsWaiting(t); n != 0 {
 		t.Errorf("%d events left waiting, want 0", n)
+	}
+}
+
+// TestStore_TellDeadLetters_timeOutOfRange: a dead letter whose updated_at
+// an application's SQL wrote as 'infinity' or past year 9999 (both valid
+// timestamptz) is told with its time clamped (failed_at 9999-12-31), and
+// the channel's later dead letters with it. Before, the first failed the
+// scan and the second json.Marshal, on every call: the transaction rolled
+// back, and no later dead letter of the channel was ever told.
+func TestStore_TellDeadLetters_timeOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"infinity", "12000-01-01"} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			b, h := hookSetup(t)
+			var bad int64
+			if err := b.db.Pool.QueryRow(b.ctx, `
+				INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error, updated_at)
+				VALUES ('ch', 'app', '{}', 'FAILED', 1, 'written by SQL', $1) RETURNING id`, v).Scan(&bad); err != nil {
+				t.Fatal(err)
+			}
+			later := b.deadLetters(t, "later", "a", "b", "c")
+			told := 0
+			for _, c := range tellAll(t, b, h) {
+				told += c.Told
+				if len(c.Untold) > 0 {
+					t.Errorf("untold dead letters %v; want every one told", c.Untold)
+				}
+			}
+			payloads := b.hookPayloads(t)
+			toldOnce(t, payloads, append([]int64{bad}, later...))
+			if told != 4 || b.eventsWaiting(t) != 0 {
+				t.Errorf("told %d of 4, %d events left waiting", told, b.eventsWaiting(t))
+			}
+			for _, p := range payloads {
+				for _, d := range p.batch.DeadLetters {
+					if want := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC); d.ID == bad && !d.FailedAt.Equal(want) {
+						t.Errorf("failed_at %v, want %v", d.FailedAt, want)
+					}
+				}
+			}
+		})
 	}
 }
