@@ -27,6 +27,10 @@ const (
 // and shown to operators, and a provider may echo a whole error page.
 const maxDetail = 2048
 
+// maxProviderCode bounds a verdict's ProviderCode as the host stores it
+// (wire.MaxProviderCodeLen).
+const maxProviderCode = 256
+
 // Send delivers a batch. Every message gets exactly one verdict by its own
 // deadline, whatever the provider does: a Send that overruns, hangs or panics
 // costs only its own message (TRANSIENT), never the batch or the process.
@@ -253,6 +257,7 @@ func validate(v Verdict) Verdict {
 		v.Detail = joinDetail(v.Detail, "result dropped: not valid JSON")
 	}
 	v.Detail = truncate(v.Detail, maxDetail)
+	v.ProviderCode = truncate(v.ProviderCode, maxProviderCode)
 	return v
 }
 

@@ -519,3 +519,42 @@ func TestServer_StuckSendsFailLiveness(t *testing.T) {
 		}
 	}
 }
+
+// One message's verdict carries a provider's text with bytes that are not
+// UTF-8 (a Latin-1 error page put into Detail or ProviderCode by the
+// plugin's own code). Protobuf refused to marshal the call's answer, so the
+// call failed, and the host took its delivered messages for an unknown
+// outcome and sent them again. Every text goes on the wire as valid UTF-8.
+func TestServer_VerdictNotUTF8(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		bad  sdk.Verdict
+	}{
+		{"detail", sdk.Verdict{Outcome: sdk.OutcomePermanent, Detail: "r\xe9cipient inconnu (caf\xe9)"}},
+		{"provider code", sdk.Verdict{Outcome: sdk.OutcomePermanent, Detail: "refused", ProviderCode: "E\xff1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := serve(t, &fixture{info: sdk.Info{Name: "latin1"}, configure: senderFor(sdk.SenderFunc(
+				func(ctx context.Context, m sdk.Message) sdk.Verdict {
+					if m.ID == 2 {
+						return tc.bad
+					}
+					return sdk.Success(nil)
+				}))})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			vs, err := c.Send(ctx, messages(2, time.Now().Add(time.Minute)))
+			if err != nil {
+				t.Fatalf("Send: the whole call failed (%v): message 1, delivered, is then sent again as outcome unknown", err)
+			}
+			if vs[0].Outcome != sdk.OutcomeSuccess {
+				t.Errorf("verdict 1: got %v %q, want SUCCESS", vs[0].Outcome, vs[0].Detail)
+			}
+			if vs[1].Outcome != sdk.OutcomePermanent {
+				t.Errorf("verdict 2: got %v %q, want PERMANENT", vs[1].Outcome, vs[1].Detail)
+			}
+		})
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
@@ -74,10 +76,14 @@ func validateInfo(info Info) error {
 }
 
 func (s *server) Describe(context.Context, *providerv1.DescribeRequest) (*providerv1.DescribeResponse, error) {
+	caps := make([]string, len(s.info.Capabilities))
+	for i, c := range s.info.Capabilities {
+		caps[i] = wireText(c)
+	}
 	return &providerv1.DescribeResponse{
-		Name:           s.info.Name,
-		Version:        s.info.Version,
-		Capabilities:   s.info.Capabilities,
+		Name:           wireText(s.info.Name),
+		Version:        wireText(s.info.Version),
+		Capabilities:   caps,
 		ConfigSchema:   s.info.ConfigSchema,
 		MaxConcurrency: int32(s.info.MaxConcurrency),
 	}, nil
@@ -105,7 +111,7 @@ func (s *server) Configure(ctx context.Context, req *providerv1.ConfigureRequest
 	}
 	if err != nil {
 		s.log.Warn("channel config rejected", "channel", req.Channel, "error", err)
-		return &providerv1.ConfigureResponse{Error: err.Error()}, nil
+		return &providerv1.ConfigureResponse{Error: CutText(err.Error(), MaxConfigError)}, nil
 	}
 	s.log.Debug("channel configured", "channel", req.Channel)
 	return &providerv1.ConfigureResponse{Batches: isBatchSender(sender)}, nil
@@ -204,7 +210,7 @@ func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*pr
 			}
 			msg := ""
 			if err != nil {
-				msg = err.Error()
+				msg = CutText(err.Error(), MaxHealthError)
 			}
 			mu.Lock()
 			resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: ch, Error: msg})
@@ -258,13 +264,33 @@ func fromProto(m *providerv1.Message) Message {
 	return msg
 }
 
+// wireText is s as a protobuf string may carry it: valid UTF-8, each invalid
+// byte replaced by U+FFFD. Protobuf refuses to marshal a message with one
+// invalid string, and the whole answer with it: a provider's Latin-1 error
+// text in one verdict failed its call, and the host then took every message
+// of the call — those delivered too — for an unknown outcome and sent them
+// again. The check is a scan of the text; valid text is not copied.
+func wireText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// MaxConfigError and MaxHealthError bound the text of a refused config and of
+// a channel's failed health check as the plugin sends them.
+const (
+	MaxConfigError = 4096
+	MaxHealthError = 1024
+)
+
 // toProto converts one (already validated) verdict into w, a zero Verdict.
 func toProto(w *providerv1.Verdict, v Verdict) {
 	w.Outcome = providerv1.Outcome(v.Outcome)
 	w.RetryAfterMs = v.RetryAfter.Milliseconds()
 	w.ProviderStatus = int32(v.ProviderStatus)
-	w.ProviderCode = v.ProviderCode
-	w.Detail = v.Detail
+	w.ProviderCode = wireText(v.ProviderCode)
+	w.Detail = wireText(v.Detail)
 	w.Result = v.Result
 }
 

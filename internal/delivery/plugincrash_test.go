@@ -123,3 +123,38 @@ func TestEngine_PluginCannotForgeItsDeath(t *testing.T) {
 			tr.Status, tr.AttemptCount, crashes(tr.ID), tr.LastError, "plugin said: ")
 	}
 }
+
+// An SDK plugin refuses one message with its provider's error text as it
+// came — Latin-1, not UTF-8 — and delivers its batch-mate in the same call.
+// Protobuf refused to marshal the answer, the whole call failed, and the
+// host took both for an unknown outcome: the delivered message was sent
+// again (SENT after 2 attempts) and the refused one FAILED with the marshal
+// error instead of its reason. The SDK now sends every text as valid UTF-8.
+func TestEngine_VerdictNotUTF8(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, nil)
+	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
+		ch.Plugin = "behave"
+		ch.Config = map[string]any{"name": "x"}
+		ch.Retry.MaxAttempts = 3
+	})
+	testenv.InstallPlugin(t, b.cfg.Plugins.Dir, "behave", "github.com/notifyd/notifyd/internal/pluginhost/testdata/behave")
+	res, err := b.store.Insert(context.Background(), []outbox.NewNotification{
+		{Channel: testChannel, Recipient: "r1", Payload: json.RawMessage(`{"hello":1}`)},
+		{Channel: testChannel, Recipient: "r2", Payload: json.RawMessage(`{"fail":"destinataire refusé","latin1":true}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.engine("", delivery.Hooks{})
+	b.waitAll(time.Minute)
+	ok, bad := b.wait(res[0].ID, time.Second), b.wait(res[1].ID, time.Second)
+	if ok.Status != outbox.StatusSent || ok.AttemptCount != 1 {
+		t.Errorf("the delivered message: %s after %d attempts (last error %q), want SENT at its first: the plugin delivered it each time",
+			ok.Status, ok.AttemptCount, ok.LastError)
+	}
+	if bad.Status != outbox.StatusFailed || bad.AttemptCount != 1 || !strings.Contains(bad.LastError, "destinataire refus") {
+		t.Errorf("the refused message: %s after %d attempts (last error %q), want FAILED at its first with the provider's reason",
+			bad.Status, bad.AttemptCount, bad.LastError)
+	}
+}

@@ -28,12 +28,18 @@ func (provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.Send
 	var cfg struct {
 		Name   string `json:"name"`
 		Health string `json:"health"`
+		Refuse string `json:"refuse"`
 	}
 	if err := req.Decode(&cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Name == "" {
 		return nil, errors.New("config.name is required")
+	}
+	if cfg.Refuse != "" {
+		if _, err := os.Stat(cfg.Refuse); err == nil {
+			return nil, errors.New(latin1("clé d'API refusée"))
+		}
 	}
 	req.Logger.Info("configured", "name", cfg.Name)
 	if cfg.Health != "" {
@@ -69,6 +75,7 @@ func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		Crash     bool   `json:"crash"`
 		Hang      bool   `json:"hang"`
 		Fail      string `json:"fail"`
+		Latin1    bool   `json:"latin1"`
 		Say       string `json:"say"`
 		Transient bool   `json:"transient"`
 	}
@@ -81,6 +88,8 @@ func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		os.Exit(3)
 	case p.Hang:
 		select {}
+	case p.Fail != "" && p.Latin1:
+		return sdk.Permanent(latin1(p.Fail))
 	case p.Fail != "":
 		return sdk.Permanent(p.Fail)
 	case p.Say != "" && p.Transient:
@@ -91,6 +100,18 @@ func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		return v
 	}
 	return sdk.Success(result)
+}
+
+// latin1 is s in ISO 8859-1: a byte a character (those past U+00FF as '?').
+func latin1(s string) string {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		if r > 0xFF {
+			r = '?'
+		}
+		b = append(b, byte(r))
+	}
+	return string(b)
 }
 
 func main() { sdk.Serve(provider{}) }
