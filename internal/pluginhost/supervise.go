@@ -179,6 +179,18 @@ func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
 			delete(p.batches, ch)
 			p.rejected[ch] = ce
 			p.mu.Unlock()
+		case err != nil && answered(err):
+			// The process is up and answered this channel's Configure with
+			// an error rather than a refusal (a plugin not built on the SDK,
+			// or an answer its gRPC layer could not send): that channel's
+			// fault, as a refusal is. Failing the restart for it kept every
+			// other channel of the plugin down.
+			p.log.Error("channel config failed after restart", "channel", ch, "error", err)
+			p.mu.Lock()
+			delete(p.configs, ch)
+			delete(p.batches, ch)
+			p.rejected[ch] = &ConfigError{Channel: ch, Message: "the plugin answered Configure with an error: " + err.Error()}
+			p.mu.Unlock()
 		case err != nil:
 			return fmt.Errorf("plugin %s (%s): replay config of channel %s: %w", p.name, p.path, ch, p.startTimedOut(parent, ctx, err))
 		default:
@@ -188,6 +200,17 @@ func (p *Plugin) setUpInstance(ctx context.Context, inst *instance) error {
 		}
 	}
 	return nil
+}
+
+// answered reports whether err is an error the plugin process answered
+// with, rather than the transport's or the deadline's: the process is
+// alive, and the call it answered is at fault.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.OK, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	}
+	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
 
 // startTimedOut says that a call at start got no answer within

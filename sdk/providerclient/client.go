@@ -99,7 +99,7 @@ func (c *Client) ConfigureChannel(ctx context.Context, channel string, cfg json.
 		return Configured{}, fmt.Errorf("configure channel %s: %w", channel, err)
 	}
 	if r.Error != "" {
-		return Configured{}, &ConfigError{Channel: channel, Message: r.Error}
+		return Configured{}, &ConfigError{Channel: channel, Message: sdk.CutText(r.Error, sdk.MaxConfigError)}
 	}
 	return Configured{Batches: r.Batches}, nil
 }
@@ -139,11 +139,11 @@ func (c *Client) Health(ctx context.Context) (unhealthy map[string]string, err e
 		return nil, fmt.Errorf("health: %w", err)
 	}
 	for _, ch := range r.Channels {
-		if ch.Error != "" {
+		if ch.Error != "" && len(unhealthy) < maxHealthChannels {
 			if unhealthy == nil {
 				unhealthy = map[string]string{}
 			}
-			unhealthy[ch.Channel] = ch.Error
+			unhealthy[sdk.CutText(ch.Channel, wire.MaxChannelLen)] = sdk.CutText(ch.Error, sdk.MaxHealthError)
 		}
 	}
 	return unhealthy, nil
@@ -231,12 +231,58 @@ func Plugins() map[int]plugin.PluginSet {
 	}
 }
 
-// DialOptions lifts gRPC's 4 MB message limit to the protocol's.
+// DialOptions lifts gRPC's 4 MB message limit to the protocol's, bounds the
+// text of every error a plugin answers (boundErrors) and refuses go-plugin's
+// broker stream (refuseBroker).
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(providerv1.MaxMessageBytes),
 		grpc.MaxCallSendMsgSize(providerv1.MaxMessageBytes),
-	)}
+	), grpc.WithChainUnaryInterceptor(boundErrors), grpc.WithChainStreamInterceptor(refuseBroker)}
+}
+
+// MaxErrorText bounds the message of a gRPC error a plugin answers, as the
+// host reads it: a plugin (one not built on the SDK, or its gRPC layer) may
+// answer any call with an error of megabytes, which went whole into every
+// message's detail, the log, /readyz and the dashboard.
+const MaxErrorText = 1024
+
+// maxHealthChannels bounds the channels one Health answer may report as
+// unhealthy (a host configures far fewer).
+const maxHealthChannels = 1024
+
+// boundErrors cuts a call's error text to MaxErrorText (valid UTF-8, no
+// NUL), keeping its code, for every call of the protocol at once.
+func boundErrors(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	if msg := st.Message(); len(msg) > MaxErrorText || sdk.CutText(msg, MaxErrorText) != msg {
+		return status.Error(st.Code(), sdk.CutText(msg, MaxErrorText))
+	}
+	return err
+}
+
+// brokerStream is go-plugin's stream through which a plugin announces
+// connections for the host to dial back.
+const brokerStream = "/plugin.GRPCBroker/StartStream"
+
+// refuseBroker refuses the broker stream go-plugin opens to every plugin:
+// notifyd's protocol makes no connection back, and go-plugin starts a
+// goroutine and a 5 s timer for each announcement a plugin sends on it — a
+// plugin announcing in a loop made the host hold tens of thousands of
+// goroutines and a hundred megabytes within seconds. Refused, go-plugin's
+// broker ends at once.
+func refuseBroker(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method == brokerStream {
+		return nil, status.Error(codes.Unimplemented, "notifyd's plugin protocol uses no broker connections")
+	}
+	return streamer(ctx, desc, cc, method, opts...)
 }
 
 // Dispense gets the Client from a started go-plugin client.

@@ -1,0 +1,104 @@
+// Command rawplugin is a hostile test plugin (hostile_plugin_test.go). It
+// speaks notifyd.provider.v1 without the SDK (a plugin need not use it);
+// what it does depends on the name it is installed under
+// (notifyd-plugin-<mode>):
+//
+//	bigerr:      every Send fails with a gRPC error whose message is 2 MiB
+//	brokerflood: once served, it announces broker connections back to the
+//	             host as fast as it can (go-plugin's GRPCBroker.Accept)
+//	cfgerr:      Configure of a channel whose config names a "refuse" file
+//	             that exists fails with a gRPC error (not a refusal)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+)
+
+var mode = strings.TrimPrefix(filepath.Base(os.Args[0]), "notifyd-plugin-")
+
+type server struct {
+	providerv1.UnimplementedProviderServer
+}
+
+func (server) Describe(context.Context, *providerv1.DescribeRequest) (*providerv1.DescribeResponse, error) {
+	return &providerv1.DescribeResponse{Name: mode, Version: "0"}, nil
+}
+
+func (server) Configure(_ context.Context, req *providerv1.ConfigureRequest) (*providerv1.ConfigureResponse, error) {
+	var cfg struct {
+		Refuse string `json:"refuse"`
+	}
+	if mode == "cfgerr" && json.Unmarshal(req.Config, &cfg) == nil && cfg.Refuse != "" {
+		if _, err := os.Stat(cfg.Refuse); err == nil {
+			return nil, status.Error(codes.Internal, "configure exploded")
+		}
+	}
+	return &providerv1.ConfigureResponse{}, nil
+}
+
+func (server) Health(context.Context, *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
+	return &providerv1.HealthResponse{}, nil
+}
+
+func (server) Send(_ context.Context, req *providerv1.SendRequest) (*providerv1.SendResponse, error) {
+	if mode == "bigerr" {
+		return nil, status.Error(codes.Unknown, strings.Repeat("E", 2<<20))
+	}
+	resp := &providerv1.SendResponse{}
+	for range req.Messages {
+		resp.Verdicts = append(resp.Verdicts, &providerv1.Verdict{Outcome: providerv1.Outcome_OUTCOME_SUCCESS})
+	}
+	return resp, nil
+}
+
+type grpcPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+var flooding atomic.Bool
+
+func (grpcPlugin) GRPCServer(b *plugin.GRPCBroker, s *grpc.Server) error {
+	providerv1.RegisterProviderServer(s, server{})
+	if mode == "brokerflood" && flooding.CompareAndSwap(false, true) {
+		var next atomic.Uint32
+		next.Store(1 << 20)
+		for range 4 {
+			go func() {
+				for {
+					l, err := b.Accept(next.Add(1))
+					if err != nil {
+						continue
+					}
+					_ = l.Close()
+				}
+			}()
+		}
+	}
+	return nil
+}
+
+func (grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, nil
+}
+
+func main() {
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  providerv1.Handshake(),
+		VersionedPlugins: map[int]plugin.PluginSet{providerv1.Version: {providerv1.PluginName: grpcPlugin{}}},
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, grpc.MaxSendMsgSize(providerv1.MaxMessageBytes))...)
+		},
+	})
+}
