@@ -39,7 +39,9 @@ const retentionLock = "notifyd retention"
 // It walks notifications by id (the primary key; no index is added to the
 // hot path for it), from a cursor kept in retention_state, and stops at the
 // first row younger than the shortest window: ids grow with time, so past it
-// nothing can have expired yet. A row the walk passed while it was still in
+// nothing can have expired yet. A row created in the future (by an
+// application's SQL: notifyd's inserts take the database's now()) does not
+// stop it; whether a row goes is decided by updated_at alone. A row the walk passed while it was still in
 // flight or too young to go (a notification due next month, a dead letter
 // kept longer than delivered ones) is removed by a later pass after the walk
 // starts again from the oldest row, which it does every r.Rescan. Only
@@ -116,8 +118,14 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (Retenti
 					WHERE id > $1 ORDER BY id LIMIT $2),
 				walked AS (
 					-- the page up to the frontier: rows created before the
-					-- latest cut (the walk ends at the first younger one)
-					SELECT * FROM page WHERE id < coalesce((SELECT min(id) FROM page WHERE created_at >= $6), 9223372036854775807)),
+					-- latest cut (the walk ends at the first younger one).
+					-- A created_at past this statement's time is not one
+					-- notifyd wrote (its inserts take the default, now())
+					-- but an application's SQL, 'infinity' even: it says
+					-- nothing of the rows after it, and ending the walk
+					-- there held every pass at that row for good.
+					SELECT * FROM page WHERE id < coalesce((SELECT min(id) FROM page
+					    WHERE created_at >= $6 AND created_at <= statement_timestamp()), 9223372036854775807)),
 				victims AS (
 					SELECT n.id FROM notifications n JOIN walked w ON w.id = n.id
 					WHERE (w.status = 'SENT' AND w.updated_at < $3)

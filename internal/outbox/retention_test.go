@@ -227,3 +227,51 @@ func TestRetain(t *testing.T) {
 		t.Errorf("counts after retention %v, a scan says %v", got, want)
 	}
 }
+
+// TestRetain_FutureCreatedAt: a row an application's SQL wrote with
+// created_at in the future (a skewed clock, 'infinity') does not stop the
+// walk; the first row created since the frontier still does. Before, the walk
+// stopped at that row on every pass, rescans included, judging it younger
+// than every window: no finished row after it was ever deleted.
+func TestRetain_FutureCreatedAt(t *testing.T) {
+	t.Parallel()
+	for _, created := range []string{"infinity", "2999-01-01"} {
+		t.Run(created, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			now := time.Now()
+			day := 24 * time.Hour
+			old := now.Add(-30 * day)
+			finishedLongAgo := func(n int) []int64 {
+				t.Helper()
+				ids := b.insertN(t, n)
+				if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET status = 'SENT', created_at = $2, updated_at = $2 WHERE id = ANY($1)`, ids, old); err != nil {
+					t.Fatal(err)
+				}
+				return ids
+			}
+			before := finishedLongAgo(10)
+			var app int64
+			if err := b.db.Pool.QueryRow(b.ctx, `
+				INSERT INTO notifications (channel, recipient, payload, due_at, created_at)
+				VALUES ('ch', 'app', '{}', now() + interval '1 day', $1) RETURNING id`, created).Scan(&app); err != nil {
+				t.Fatal(err)
+			}
+			after := finishedLongAgo(10)
+			young := b.insertN(t, 1)[0] // created now: the walk ends here
+			beyond := finishedLongAgo(10)
+			r := outbox.Retention{Sent: 7 * day, Cancelled: 7 * day, Failed: 30 * day, Batch: 1000, Rescan: time.Hour}
+			pass, err := b.store.Retain(b.ctx, r, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := b.count(t, `SELECT count(*) FROM notifications WHERE id = ANY($1)`, append(before, after...)); left != 0 {
+				t.Errorf("%d of the 20 SENT rows finished 30 days ago before the frontier left; want 0: the row created at %s stopped the walk", left, created)
+			}
+			if left := b.count(t, `SELECT count(*) FROM notifications WHERE id = ANY($1)`, append([]int64{app, young}, beyond...)); left != 12 || pass.Cursor >= young {
+				t.Errorf("%d of the application's row, the young row and the 10 after it left, cursor %d; want all 12 left, the walk stopped before %d (created since the frontier)",
+					left, pass.Cursor, young)
+			}
+		})
+	}
+}
