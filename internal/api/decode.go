@@ -23,7 +23,7 @@ import (
 // but a value is unacceptable; the message names the field.
 
 // decodeJSON reads one JSON object from r into v: unknown fields, trailing
-// data, a key given twice in any object (repeatedKey) and a top level other
+// data, a key given twice in any object (wire.RepeatedKey) and a top level other
 // than an object are refused. useNumber keeps
 // numbers in free-form maps (attributes, payload templates) exact.
 func decodeJSON(r io.Reader, v any, useNumber bool) *Error {
@@ -55,8 +55,11 @@ func decodeJSON(r io.Reader, v any, useNumber bool) *Error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("request body has data after its JSON object")
 	}
-	if e := repeatedKey(b, reflect.TypeOf(v)); e != nil {
-		return e
+	if k := wire.RepeatedKey(b, reflect.TypeOf(v), ""); k != nil {
+		if k.Path == "" {
+			k.Path = "the request body"
+		}
+		return badRequest("%s", k.Error())
 	}
 	if p := nulField(reflect.ValueOf(v), ""); p != "" {
 		return invalid("%s contains a NUL character, which notifyd cannot store", p)

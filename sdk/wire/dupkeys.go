@@ -1,30 +1,63 @@
-package api
+package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
-
-	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// repeatedKey finds the first object key given twice in body, a JSON value
-// that decoded into a value of type t, and answers it 400 naming the key and
-// where it is; nil when every key is given once. encoding/json keeps the
-// last of a repeated key and Postgres' jsonb does too, so
-// {"channel":"a","channel":"b"} would go to b while a log or a proxy that
-// reads the first saw a (docs/design.md §10).
+// RepeatedKey finds the first object key given twice in b, valid JSON that
+// decodes into a value of type t (nil: free-form, as a payload), and names
+// it and where it is; nil when every key is given once. encoding/json keeps
+// the last of a repeated key and Postgres' jsonb does too, so
+// {"text":"approved","text":"denied"} would be sent as denied while a log,
+// a proxy or a reviewer that reads the first saw approved (docs/design.md
+// §10). Every door holds what it takes to it (the API's request bodies,
+// EnqueueTx's payload through txoutbox.Row.Check, the CLI's --payload), so
+// what one refuses, none stores.
 //
-// It is one pass over bytes encoding/json has already accepted, so it
-// parses nothing again: it only finds where keys are and compares them. Its
-// cost is linear in the body, which http.max_body_bytes bounds. Where the
-// object fills a struct, keys are compared as encoding/json matches them to
-// fields (case-insensitively), so "channel" and "Channel" are one key; in a
-// free-form object (a payload, attributes, a map) keys are compared exactly.
-func repeatedKey(body []byte, t reflect.Type) *Error {
-	s := keyScan{b: body}
+// name is what b is called in the answer's path ("payload": a repeat inside
+// it is at payload.m[1]); "" leaves the top level unnamed (Path "").
+//
+// It is one pass over bytes already known to be valid JSON, so it parses
+// nothing again: it only finds where keys are and compares them. Its cost is
+// linear in len(b). Where an object fills a struct, keys are compared as
+// encoding/json matches them to fields (case-insensitively), so "channel"
+// and "Channel" are one key; in a free-form object (a payload, attributes, a
+// map) keys are compared exactly.
+func RepeatedKey(b []byte, t reflect.Type, name string) *RepeatedKeyError {
+	s := keyScan{b: b}
+	if name != "" {
+		s.path = []string{name}
+	}
 	return s.value(t)
+}
+
+// RepeatedKeyError is a key given twice in one JSON object.
+type RepeatedKeyError struct {
+	// Path is where the object is: notifications[1].payload, payload.m[1];
+	// "" for the top level of an unnamed value.
+	Path string
+	// Key is the repeat as given; First is the key it repeats as first given,
+	// which differs from Key only when both fill one struct field
+	// ("Channel" repeating "channel").
+	Key, First string
+}
+
+// Error names the key and where it is:
+// payload.m[1]: key "k" is given twice; give each key once.
+func (e *RepeatedKeyError) Error() string {
+	msg := fmt.Sprintf("key %q is given twice; give each key once", Truncate(e.Key, 100))
+	if e.First != e.Key {
+		msg = fmt.Sprintf("key %q repeats %q (field names match whatever their case); give each key once",
+			Truncate(e.Key, 100), Truncate(e.First, 100))
+	}
+	if e.Path == "" {
+		return msg
+	}
+	return e.Path + ": " + msg
 }
 
 // keyScan walks a valid JSON text.
@@ -66,7 +99,7 @@ func (s *keyScan) ws() {
 	}
 }
 
-func (s *keyScan) value(t reflect.Type) *Error {
+func (s *keyScan) value(t reflect.Type) *RepeatedKeyError {
 	s.ws()
 	if s.i >= len(s.b) {
 		return nil
@@ -107,7 +140,7 @@ func (s *keyScan) str() (raw []byte, escaped bool) {
 	return s.b[start:], escaped
 }
 
-func (s *keyScan) object(t reflect.Type) *Error {
+func (s *keyScan) object(t reflect.Type) *RepeatedKeyError {
 	s.i++                      // {
 	var seen map[string]string // what a key fills → the key as first given
 	for {
@@ -131,15 +164,7 @@ func (s *keyScan) object(t reflect.Type) *Error {
 			}
 		}
 		if first, dup := seen[fills]; dup {
-			where := "the request body"
-			if len(s.path) > 0 {
-				where = s.where()
-			}
-			if first != key {
-				return badRequest("%s: key %q repeats %q (field names match whatever their case); give each key once",
-					where, wire.Truncate(key, 100), wire.Truncate(first, 100))
-			}
-			return badRequest("%s: key %q is given twice; give each key once", where, wire.Truncate(key, 100))
+			return &RepeatedKeyError{Path: s.where(), Key: key, First: first}
 		}
 		if seen == nil {
 			seen = map[string]string{}
@@ -159,7 +184,7 @@ func (s *keyScan) object(t reflect.Type) *Error {
 	}
 }
 
-func (s *keyScan) array(t reflect.Type) *Error {
+func (s *keyScan) array(t reflect.Type) *RepeatedKeyError {
 	s.i++ // [
 	var elem reflect.Type
 	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
@@ -232,7 +257,7 @@ func (s *keyScan) where() string {
 		if i > 0 && !strings.HasPrefix(p, "[") {
 			b.WriteByte('.')
 		}
-		b.WriteString(wire.Truncate(p, 100))
+		b.WriteString(Truncate(p, 100))
 	}
 	return b.String()
 }
