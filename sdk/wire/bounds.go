@@ -77,6 +77,49 @@ func Truncate(s string, n int) string {
 	return s[:cut] + mark
 }
 
+// EscapeControls is s safe to write to a terminal: every C0 control
+// character, DEL and every C1 control character written as a Go escape
+// (ESC as \x1b, CR as \r, U+009B as \u009b) and each byte of invalid
+// UTF-8 as \xNN; everything else, backslashes included, as it is. Text a
+// client stores (a recipient, a provider's error) or a server answers is
+// printed through it, so what it holds (OSC 52 writing the clipboard, a
+// screen clear, a carriage return that overwrites the line) is shown, never
+// obeyed.
+func EscapeControls(s string) string {
+	i := 0
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if isControl(r) || (r == utf8.RuneError && n == 1) {
+			break
+		}
+		i += n
+	}
+	if i == len(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+16)
+	b = append(b, s[:i]...)
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(b, '\\', 'x', hexDigits[s[i]>>4], hexDigits[s[i]&0xf])
+		case isControl(r):
+			q := strconv.QuoteRune(r) // '\x1b', '\r', '\u009b'
+			b = append(b, q[1:len(q)-1]...)
+		default:
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return string(b)
+}
+
+// isControl: C0, DEL and C1, which terminals act on rather than show.
+func isControl(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r < 0xa0)
+}
+
 // CheckJSON rejects what jsonb cannot hold: invalid JSON, and the \u0000
 // escape that JSON allows but Postgres refuses.
 func CheckJSON(b json.RawMessage) error {

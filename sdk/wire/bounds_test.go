@@ -135,3 +135,20 @@ func TestTruncate(t *testing.T) {
 		t.Errorf("Truncate = %q (%d bytes), want ≤ 50 valid UTF-8 bytes ending in the mark", got, len(got))
 	}
 }
+
+// EscapeControls shows what a terminal would act on and leaves the rest:
+// printed raw, OSC 52 wrote the operator's clipboard, \r overwrote a line.
+func TestEscapeControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, é 한 \\x1b":             "plain text, é 한 \\x1b",
+		"\x1b]52;c;Y3Vy\x07\x1b[2J\rFAKE\b": `\x1b]52;c;Y3Vy\a\x1b[2J\rFAKE\b`,
+		"line\nnext\ttab":                   `line\nnext\ttab`,
+		"del\x7f c1\u009b\u0085 nbsp\u00a0": `del\x7f c1\u009b\u0085 nbsp` + "\u00a0",
+		"bad \xff\x9b utf-8":                `bad \xff\x9b utf-8`,
+		"":                                  "",
+	} {
+		if got := EscapeControls(in); got != want {
+			t.Errorf("EscapeControls(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
