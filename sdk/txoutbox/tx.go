@@ -53,7 +53,10 @@ func EnqueueBatchTx(ctx context.Context, tx pgx.Tx, ns []wire.Notification) ([]w
 	tp := traceparent.FromContext(ctx)
 	for i, n := range ns {
 		if !wire.NameRE.MatchString(n.Channel) {
-			return nil, fmt.Errorf("notifyd enqueue in transaction: notification %d: channel %q is not a channel name (%s)", i, n.Channel, wire.NameRE)
+			// Quoted cut, as every door quotes text of unbounded length: a
+			// 1 MiB channel must not make a 1 MiB error (and log line).
+			return nil, fmt.Errorf("notifyd enqueue in transaction: notification %d: channel %q (%d bytes) is not a channel name (%s)",
+				i, wire.Truncate(n.Channel, 100), len(n.Channel), wire.NameRE)
 		}
 		rows[i] = Row{
 			Channel: n.Channel, Recipient: n.Recipient, Payload: n.Payload,
