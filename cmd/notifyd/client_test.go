@@ -309,6 +309,20 @@ func TestCLI_DLQAndChannels(t *testing.T) {
 	}
 }
 
+// `notifyd send` refused a payload key given twice through the API (400
+// naming the key) but `send --config` stored the last one silently: one
+// reader of the row saw "approved", jsonb kept "denied". Both refuse it.
+func TestCLI_SendRepeatedPayloadKey(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	b.failed(`key "text" is given twice`, "send", "--channel", "quiz", "--recipient", "r", "--payload", `{"text":"approved","text":"denied"}`)
+	b.failed(`payload.m: key "text" is given twice`, "send", "--config", b.path, "--channel", "quiz", "--recipient", "r", "--payload", `{"m":{"text":"approved","text":"denied"}}`)
+	var n int
+	if err := b.store.Pool().QueryRow(testenv.Context(t), `SELECT count(*) FROM notifications`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d notifications stored (%v), want none", n, err)
+	}
+}
+
 func TestCLI_AudiencesOverAPI(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)

@@ -227,6 +227,12 @@ func (n Row) Check() error {
 	if err := wire.CheckPayload(n.Payload, wire.MaxPayloadBytes); err != nil {
 		return fmt.Errorf("payload %w", err)
 	}
+	// Refused here, not only at the API, so EnqueueTx and the CLI's --config
+	// store no payload the API would refuse: jsonb keeps the last of a
+	// repeated key where a reader of the first sees another message.
+	if k := wire.RepeatedKey(n.Payload, nil, "payload"); k != nil {
+		return k
+	}
 	return nil
 }
 

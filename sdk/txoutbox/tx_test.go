@@ -41,3 +41,23 @@ func TestEnqueueTx_ChannelQuotedCut(t *testing.T) {
 		t.Errorf("a 1 MiB channel: %d-byte error %.200q; want the channel cut and its length named", len(err.Error()), err)
 	}
 }
+
+// A payload key given twice was stored as the last one, silently, where
+// the API refuses it (400 naming the key): a reader of the first and a
+// reader of the last see different messages.
+func TestEnqueueTx_PayloadRepeatedKey(t *testing.T) {
+	t.Parallel()
+	for payload, want := range map[string]string{
+		`{"text":"refund approved","text":"refund denied"}`: `payload: key "text" is given twice`,
+		`[{"a":1},{"b":{"k":1,"k":2}}]`:                     `payload[1].b: key "k" is given twice`,
+	} {
+		err := enqueueNoSQL(t, wire.Notification{Channel: "orders", Recipient: "r", Payload: json.RawMessage(payload)})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("payload %s: %v; want an error containing %q", payload, err, want)
+		}
+	}
+	// Keys that differ in case are two keys in a payload.
+	if err := (txoutbox.Row{Channel: "orders", Recipient: "r", Payload: json.RawMessage(`{"a":1,"A":2}`)}).Check(); err != nil {
+		t.Errorf("a payload with keys a and A: %v", err)
+	}
+}
