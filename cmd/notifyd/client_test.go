@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
@@ -29,6 +30,8 @@ import (
 	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/txoutbox"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 const cliToken = "cli-token-0123456789abcdef"
@@ -321,6 +324,31 @@ func TestCLI_SendRepeatedPayloadKey(t *testing.T) {
 	if err := b.store.Pool().QueryRow(testenv.Context(t), `SELECT count(*) FROM notifications`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d notifications stored (%v), want none", n, err)
 	}
+}
+
+// A send_at past year 9999 was stored, by EnqueueTx (it checked none) and
+// by the API when an offset carried it past (9999-12-31T23:00:00-05:00 is
+// year 10000 in UTC), and such a row could never be shown: `notifyd status`
+// answered 500 "encode answer" for ever. Every entrance refuses it now,
+// naming send_at, before any SQL.
+func TestCLI_SendAtPastYear9999(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	ctx := testenv.Context(t)
+	err := pgx.BeginFunc(ctx, b.store.Pool(), func(tx pgx.Tx) error {
+		_, err := txoutbox.EnqueueTx(ctx, tx, wire.Notification{Channel: "quiz", Recipient: "r", Payload: json.RawMessage(`{}`),
+			SendAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "send_at") {
+		t.Errorf("EnqueueTx with send_at in year 10000: %v, want it refused naming send_at", err)
+	}
+	const past = "9999-12-31T23:00:00-05:00"
+	b.failed("send_at", "send", "--channel", "quiz", "--recipient", "r", "--payload", "{}", "--at", past)
+	b.failed("send_at", "send", "--config", b.path, "--channel", "quiz", "--recipient", "r", "--payload", "{}", "--at", past)
+	// The last time that is in range is shown.
+	id := strings.TrimSpace(b.ok("send", "--channel", "quiz", "--recipient", "r", "--payload", "{}", "--at", "9999-12-30T23:59:59Z"))
+	wantLines(t, b.ok("status", id), "PENDING")
 }
 
 func TestCLI_AudiencesOverAPI(t *testing.T) {

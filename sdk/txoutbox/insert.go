@@ -233,7 +233,30 @@ func (n Row) Check() error {
 	if k := wire.RepeatedKey(n.Payload, nil, "payload"); k != nil {
 		return k
 	}
-	return nil
+	return checkDueAt(n.DueAt)
+}
+
+// The range of a notification's send time (Row.DueAt, the API's and
+// wire.Notification's send_at). Past year 9999 a row is stored but can never
+// be shown: time.Time's JSON refuses it, so every read of it through the API
+// answers 500 (`notifyd status`, the DLQ page it sits on); outside Postgres'
+// range the insert fails with SQLSTATE 22008, naming no field and aborting
+// the application's transaction. The last day before year 10000 is left out
+// as well, so that no time zone a server reads the row back in carries it
+// past 9999.
+var (
+	minDueAt = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDueAt = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) // exclusive
+)
+
+// checkDueAt refuses a send time outside [minDueAt, maxDueAt), naming
+// send_at (the field every door takes it as); the zero time is now.
+func checkDueAt(t time.Time) error {
+	if t.IsZero() || (!t.Before(minDueAt) && t.Before(maxDueAt)) {
+		return nil
+	}
+	return fmt.Errorf("send_at %s is out of range: want from %s to before %s (UTC)",
+		t.UTC().Format(time.RFC3339Nano), minDueAt.Format(time.DateOnly), maxDueAt.Format(time.DateOnly))
 }
 
 // timestamptz maps the zero time to NULL.

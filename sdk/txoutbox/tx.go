@@ -29,7 +29,10 @@ import (
 // (the application does not have it): a notification for a channel notifyd
 // does not run waits, PENDING or QUEUED, until that channel is configured.
 // A repeated IdempotencyKey returns the original (Duplicate set) and writes
-// nothing. When ctx carries an OpenTelemetry span, its trace is stored with
+// nothing. n is held to what the API holds a notification to (Row.Check:
+// docs/config.md "Bounds"), before any SQL runs, so a refusal names the
+// field and leaves tx usable: a payload key given twice, a SendAt outside
+// years 1 to 9999 (UTC, its last day excluded) among them. When ctx carries an OpenTelemetry span, its trace is stored with
 // the notification and every delivery attempt continues it.
 func EnqueueTx(ctx context.Context, tx pgx.Tx, n wire.Notification) (wire.Enqueued, error) {
 	out, err := EnqueueBatchTx(ctx, tx, []wire.Notification{n})

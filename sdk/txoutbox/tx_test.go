@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,6 +30,35 @@ func enqueueNoSQL(t *testing.T, n wire.Notification) error {
 	t.Helper()
 	_, err := txoutbox.EnqueueTx(context.Background(), noSQL{t: t}, n)
 	return err
+}
+
+// A SendAt past year 9999 was stored, and the row could never be shown
+// (time.Time's JSON refuses it: the API answered 500 "encode answer" to
+// every read of it); one outside Postgres' range failed the statement with
+// SQLSTATE 22008, naming no field, and aborted the application's
+// transaction. Both are refused before any SQL, naming send_at, as the API
+// refuses them.
+func TestEnqueueTx_SendAtRange(t *testing.T) {
+	t.Parallel()
+	for _, at := range []time.Time{
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("-05", -5*3600)), // year 10000 in UTC
+		time.Date(9999, 12, 31, 12, 0, 0, 0, time.UTC),                       // year 10000 read back at +14:00
+		time.Date(295000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC),
+	} {
+		err := enqueueNoSQL(t, wire.Notification{Channel: "orders", Recipient: "r", Payload: json.RawMessage(`{}`), SendAt: at})
+		if err == nil || !strings.Contains(err.Error(), "send_at") || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("send_at %s: %v; want a refusal naming send_at", at, err)
+		}
+	}
+	for _, at := range []time.Time{{}, time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), time.Date(9999, 12, 30, 23, 59, 59, 0, time.UTC), time.Now()} {
+		row := txoutbox.Row{Channel: "orders", Recipient: "r", Payload: json.RawMessage(`{}`), DueAt: at}
+		if err := row.Check(); err != nil {
+			t.Errorf("send_at %s: %v, want it accepted", at, err)
+		}
+	}
 }
 
 // A channel that is not a name was quoted back whole: a 1 MiB channel made
