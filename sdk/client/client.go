@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // DefaultTimeout bounds one API call when the caller's context has no
@@ -76,6 +78,12 @@ func New(addr, token string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	// A copy, so the caller's client is left as it was: redirects are never
+	// followed, since net/http keeps Authorization on a redirect to the same
+	// host name whatever its port or scheme; do answers a 3xx as an error.
+	hc := *c.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
 	return c, nil
 }
 
@@ -308,8 +316,9 @@ func setInt(v url.Values, k string, n int64) {
 }
 
 // do makes one call: body (when not nil) as JSON, the answer decoded into
-// out (when not nil). A non-2xx answer becomes an *Error; /readyz's 503
-// also fills out, since its body is the checks.
+// out (when not nil). A 3xx is an error naming where it points, never
+// followed; any other non-2xx answer becomes an *Error; /readyz's 503 also
+// fills out, since its body is the checks.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	// path arrives escaped (url.PathEscape for ids), so it is appended as
 	// text rather than set as url.URL.Path, which would escape it again.
@@ -341,6 +350,16 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("notifyd client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
+	// The status line's text is the server's: only the code is quoted.
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		if loc := resp.Header.Get("Location"); loc != "" {
+			return fmt.Errorf("notifyd client: %s %s: answered %s to %q: not followed (the API never redirects; the token goes to %s alone)",
+				method, path, status, wire.Truncate(loc, 200), c.base.Host)
+		}
+		return fmt.Errorf("notifyd client: %s %s: answered %s, which is not an answer of the API", method, path, status)
+	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if out == nil || resp.StatusCode == http.StatusNoContent {
 			_, _ = io.Copy(io.Discard, resp.Body)

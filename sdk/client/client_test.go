@@ -3,9 +3,11 @@ package client_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +79,44 @@ func TestClient_Errors(t *testing.T) {
 	}
 	if client.StatusCode(errors.New("x")) != 0 {
 		t.Error("StatusCode of a plain error is not 0")
+	}
+}
+
+// A redirect was followed, and net/http keeps Authorization whenever the
+// host name is the same, whatever the port or scheme: the bearer token went
+// to another service (127.0.0.1 on another port, plain HTTP) and its answer
+// was taken as the API's. No redirect is followed now, with the default
+// client or the caller's (which is left as it was), and the error names
+// where it pointed.
+func TestClient_RedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	var leaked atomic.Value
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store(r.Header.Get("Authorization"))
+		_, _ = io.WriteString(w, `{"purged":1000}`)
+	}))
+	defer other.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer api.Close()
+
+	own := &http.Client{Timeout: time.Minute}
+	for name, opts := range map[string][]client.Option{"default client": nil, "the caller's client": {client.WithHTTPClient(own)}} {
+		c, err := client.New(api.URL, "secret-token", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.PurgeDLQ(t.Context(), client.DLQSelector{Channel: "orders"})
+		if got, _ := leaked.Load().(string); got != "" {
+			t.Errorf("%s: the redirect target received Authorization %q", name, got)
+		}
+		if err == nil || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), other.URL+"/v1/dlq/purge") {
+			t.Errorf("%s: PurgeDLQ = %+v, %v; want an error naming the 307 and where it pointed", name, res, err)
+		}
+	}
+	if own.CheckRedirect != nil {
+		t.Error("New changed the caller's *http.Client")
 	}
 }
 
