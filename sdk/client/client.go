@@ -13,6 +13,13 @@
 // Every error the API answers with is an *Error carrying the HTTP status,
 // a code (CodeInvalid, CodeNotFound, …) and a message that names the field
 // at fault.
+//
+// The bearer token goes to addr alone: a redirect is never followed (the
+// API answers none, and net/http would carry Authorization to another port
+// or scheme of the same host), whatever *http.Client WithHTTPClient gives.
+// An answer is read within MaxAnswerBytes and must be the call's answer: a
+// 2xx whose body is an error, not a JSON object, or followed by more data is
+// an error, never an empty success.
 package client
 
 import (
@@ -37,6 +44,15 @@ const DefaultTimeout = 30 * time.Second
 
 // maxErrorBody is how much of an error answer is read.
 const maxErrorBody = 64 << 10
+
+// MaxAnswerBytes bounds a 2xx answer's body: past it the answer is not read
+// further and the call fails, so a hostile or broken server (or a proxy)
+// cannot make the client hold any amount in memory. The API's largest
+// answer is a page of dead letters or jobs, which stops 16 MiB past its
+// first row, a row reading back within 5 MiB (a 1 MiB payload, a 4 MiB
+// result); 64 MiB leaves room for JSON's escapes of that text. A call that
+// meets it pages with a smaller limit.
+const MaxAnswerBytes = 64 << 20
 
 // Client calls one notifyd API. It is safe for concurrent use.
 type Client struct {
@@ -112,16 +128,31 @@ func StatusCode(err error) int {
 // the original (Duplicate set).
 func (c *Client) Enqueue(ctx context.Context, n Notification) (Enqueued, error) {
 	var out Enqueued
-	err := c.do(ctx, http.MethodPost, "/v1/notifications", nil, n, &out)
-	return out, err
+	if err := c.do(ctx, http.MethodPost, "/v1/notifications", nil, n, &out); err != nil {
+		return Enqueued{}, err
+	}
+	if out.ID <= 0 {
+		return Enqueued{}, fmt.Errorf("notifyd client: POST /v1/notifications: the answer has no notification id (id %d)", out.ID)
+	}
+	return out, nil
 }
 
 // EnqueueBatch sends up to MaxBatch notifications in one call, all or none;
 // the answers come in the same order.
 func (c *Client) EnqueueBatch(ctx context.Context, ns []Notification) ([]Enqueued, error) {
 	var out EnqueuedBatch
-	err := c.do(ctx, http.MethodPost, "/v1/notifications", nil, EnqueueBatchRequest{Notifications: ns}, &out)
-	return out.Notifications, err
+	if err := c.do(ctx, http.MethodPost, "/v1/notifications", nil, EnqueueBatchRequest{Notifications: ns}, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Notifications) != len(ns) {
+		return nil, fmt.Errorf("notifyd client: POST /v1/notifications: the answer has %d notifications for the %d sent", len(out.Notifications), len(ns))
+	}
+	for i, e := range out.Notifications {
+		if e.ID <= 0 {
+			return nil, fmt.Errorf("notifyd client: POST /v1/notifications: the answer has no id for notification %d (id %d)", i, e.ID)
+		}
+	}
+	return out.Notifications, nil
 }
 
 // Notification reads one notification with its attempt history.
@@ -316,9 +347,9 @@ func setInt(v url.Values, k string, n int64) {
 }
 
 // do makes one call: body (when not nil) as JSON, the answer decoded into
-// out (when not nil). A 3xx is an error naming where it points, never
-// followed; any other non-2xx answer becomes an *Error; /readyz's 503 also
-// fills out, since its body is the checks.
+// out (when not nil; decodeAnswer). A 3xx is an error naming where it
+// points, never followed; any other non-2xx answer becomes an *Error;
+// /readyz's 503 also fills out, since its body is the checks.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	// path arrives escaped (url.PathEscape for ids), so it is appended as
 	// text rather than set as url.URL.Path, which would escape it again.
@@ -362,11 +393,11 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if out == nil || resp.StatusCode == http.StatusNoContent {
-			_, _ = io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 			return nil
 		}
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return fmt.Errorf("notifyd client: %s %s: decode answer: %w", method, path, err)
+		if err := decodeAnswer(resp.Body, out); err != nil {
+			return fmt.Errorf("notifyd client: %s %s: %s answer: %w", method, path, status, err)
 		}
 		return nil
 	}
@@ -385,4 +416,30 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return apiErr
+}
+
+// decodeAnswer reads a 2xx body into out: one JSON object within
+// MaxAnswerBytes and nothing after it, which is not the API's error shape
+// (a proxy or a broken server answering 2xx with {"error": …}, null or {}
+// followed by more must not read as a success with a zero answer).
+func decodeAnswer(body io.Reader, out any) error {
+	raw, err := io.ReadAll(io.LimitReader(body, MaxAnswerBytes+1))
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if len(raw) > MaxAnswerBytes {
+		return fmt.Errorf("over %d bytes (client.MaxAnswerBytes), not read further", MaxAnswerBytes)
+	}
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("not a JSON object: %q", wire.Truncate(string(t), 64))
+	}
+	var eb ErrorBody
+	if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
+		return fmt.Errorf("an error, not an answer: %s: %s", wire.EscapeControls(eb.Error.Code), wire.EscapeControls(wire.Truncate(eb.Error.Message, 512)))
+	}
+	// json.Unmarshal refuses data after the value (a newline is not data).
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return nil
 }

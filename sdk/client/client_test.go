@@ -120,6 +120,76 @@ func TestClient_RedirectNotFollowed(t *testing.T) {
 	}
 }
 
+// A 2xx answer was read whole, however large: a hostile or broken server
+// (or a proxy) could make the client hold any amount in memory within the
+// timeout. It is read within MaxAnswerBytes.
+func TestClient_AnswerBound(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"channels":[],"x":"`)
+		chunk := strings.Repeat("a", 1<<20)
+		for range client.MaxAnswerBytes>>20 + 1 {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Channels(t.Context()); err == nil || !strings.Contains(err.Error(), "MaxAnswerBytes") {
+		t.Errorf("Channels of an answer past MaxAnswerBytes: %v, want an error naming the bound", err)
+	}
+}
+
+// A 2xx whose body was not the call's answer was a success: Enqueue
+// returned id 0 and no error for an error body, {}, null, and kept id 5 of
+// an answer followed by garbage; `notifyd send` printed 0.
+func TestClient_TwoHundredWithoutAnAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ body, want string }{
+		{`{"error":{"code":"internal","message":"database is down"}}`, "an error, not an answer: internal: database is down"},
+		{`{}`, "no notification id"},
+		{`null`, "not a JSON object"},
+		{`{"id":5,"status":"PENDING"} trailing garbage`, "invalid character"},
+		{`{"notifications":[{"id":5}]}`, "no notification id"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, tc.body)
+		}))
+		c, err := client.New(srv.URL, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Enqueue(t.Context(), client.Notification{Channel: "c", Recipient: "r", Payload: json.RawMessage(`{}`)})
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || res.ID != 0 {
+			t.Errorf("202 %s: Enqueue = %+v, %v; want an error containing %q", tc.body, res, err, tc.want)
+		}
+	}
+	// A batch answer must carry an id for each notification sent.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"notifications":[{"id":5,"status":"PENDING"}]}`+"\n")
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := client.Notification{Channel: "c", Recipient: "r", Payload: json.RawMessage(`{}`)}
+	if res, err := c.EnqueueBatch(t.Context(), []client.Notification{n}); err != nil || len(res) != 1 || res[0].ID != 5 {
+		t.Errorf("EnqueueBatch of one answered with one: %+v, %v", res, err)
+	}
+	if res, err := c.EnqueueBatch(t.Context(), []client.Notification{n, n}); err == nil {
+		t.Errorf("EnqueueBatch of two answered with one: %+v, nil error", res)
+	}
+}
+
 func TestDuration_JSON(t *testing.T) {
 	t.Parallel()
 	b, err := json.Marshal(client.Duration(90 * time.Second))
