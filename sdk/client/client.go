@@ -409,7 +409,11 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
 		apiErr.Code, apiErr.Message = eb.Error.Code, eb.Error.Message
 	} else {
-		if out != nil && json.Unmarshal(raw, out) == nil {
+		// Only /readyz's 503 has a body that is not the error shape: its
+		// checks, for out. Another status's JSON (a gateway's 404) is not
+		// the API saying it is unavailable: a caller retrying on that code
+		// would retry it for ever.
+		if resp.StatusCode == http.StatusServiceUnavailable && out != nil && json.Unmarshal(raw, out) == nil {
 			apiErr.Code = CodeUnavailable
 		}
 		apiErr.Message = strings.TrimSpace(string(raw))

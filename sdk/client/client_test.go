@@ -224,6 +224,31 @@ func TestClient_TwoHundredWithoutAnAnswer(t *testing.T) {
 	}
 }
 
+// Any JSON object answered with any status got Code "unavailable": a
+// gateway's 404 read as the API being unavailable, and a caller retrying on
+// CodeUnavailable retried it for ever. Only a 503 is.
+func TestClient_UnavailableOnlyFor503(t *testing.T) {
+	t.Parallel()
+	status := atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(int(status.Load()))
+		_, _ = io.WriteString(w, `{"message":"no route on this gateway"}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for code, want := range map[int]string{404: "", 401: "", 500: "", 503: client.CodeUnavailable} {
+		status.Store(int64(code))
+		_, err := c.Channels(t.Context())
+		var e *client.Error
+		if !errors.As(err, &e) || e.StatusCode != code || e.Code != want {
+			t.Errorf("%d with a JSON body that is not an error: %#v, want Code %q", code, err, want)
+		}
+	}
+}
+
 func TestDuration_JSON(t *testing.T) {
 	t.Parallel()
 	b, err := json.Marshal(client.Duration(90 * time.Second))
