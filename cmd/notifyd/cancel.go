@@ -43,7 +43,7 @@ func newCancelCmd() *cobra.Command {
 				}
 			} else {
 				for _, r := range out {
-					fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.ID, r.Status)
+					fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.ID, printable(r.Status))
 				}
 			}
 			if err != nil {
@@ -80,14 +80,14 @@ func sendAPI(cmd *cobra.Command, af *apiFlags, channel, recipient, payload, key,
 		return err
 	}
 	if res.Warning != "" { // 202 all the same: the outbox keeps it
-		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", res.Warning)
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", printable(res.Warning))
 	}
 	w := cmd.OutOrStdout()
 	switch {
 	case af.json():
 		return printJSON(w, res)
 	case res.Duplicate:
-		_, err = fmt.Fprintf(w, "%d (duplicate of an earlier send with this idempotency key; status %s)\n", res.ID, res.Status)
+		_, err = fmt.Fprintf(w, "%d (duplicate of an earlier send with this idempotency key; status %s)\n", res.ID, printable(res.Status))
 	default:
 		_, err = fmt.Fprintln(w, res.ID)
 	}
@@ -124,9 +124,10 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 	tw := newTable(cmd.OutOrStdout())
 	fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
 	for _, n := range ns {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.Attempts, lastErrorCell(n.Status, n.LastError))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, printable(n.Channel), printable(n.Recipient), printable(n.Status), n.Attempts,
+			printable(lastErrorCell(n.Status, n.LastError)))
 		if n.Waiting != "" {
-			fmt.Fprintf(tw, "\t  waiting: %s\t\t\t\t\n", n.Waiting)
+			fmt.Fprintf(tw, "\t  waiting: %s\t\t\t\t\n", printable(n.Waiting))
 		}
 		if history {
 			prev := 0
@@ -135,7 +136,7 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 					fmt.Fprintf(tw, "\t  replayed\t\t\t\t(attempts counted again from 1)\n")
 				}
 				prev = a.Attempt
-				fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", a.Attempt, a.FinishedAt.Local().Format(time.TimeOnly), a.Outcome, a.ProviderStatus, a.Error)
+				fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", a.Attempt, a.FinishedAt.Local().Format(time.TimeOnly), printable(a.Outcome), a.ProviderStatus, printable(a.Error))
 			}
 		}
 		if r := n.Receipt; r != nil {

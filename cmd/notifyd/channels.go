@@ -42,7 +42,7 @@ func newChannelsCmd() *cobra.Command {
 				case ch.Paused:
 					state = "paused"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", ch.Name, orDash(ch.Plugin), state, orDash(ch.Breaker),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", printable(ch.Name), printable(orDash(ch.Plugin)), state, printable(orDash(ch.Breaker)),
 					ch.Ready, ch.Delayed, ch.Processing, ch.Dead, ch.Counts["PENDING"], ch.Sent, ch.Failed)
 			}
 			if err := tw.Flush(); err != nil {
@@ -53,7 +53,7 @@ func newChannelsCmd() *cobra.Command {
 			for _, ch := range res.Channels {
 				if ch.Configured && !ch.Running {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: channel %s (plugin %s) is stopped on this instance; its notifications wait in the outbox: %s\n",
-						ch.Name, ch.Plugin, ch.Error)
+						printable(ch.Name), printable(ch.Plugin), printable(ch.Error))
 				}
 			}
 			return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +10,12 @@ import (
 	"os"
 	"strconv"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
 	"github.com/notifyd/notifyd/sdk/client"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // The operator commands talk to a running notifyd's HTTP API: --addr (or
@@ -78,11 +81,46 @@ func (f *apiFlags) checkOutput() error {
 
 func (f *apiFlags) json() bool { return f.output == "json" }
 
+// printable is how the CLI prints every string it did not write itself: a
+// stored one (a recipient any API client chose, a provider's error, a pause
+// reason) or one a server answered. Its control characters are escaped
+// (wire.EscapeControls: ESC shows as \x1b), so OSC 52 cannot write the
+// operator's clipboard, nor CSI clear the screen, nor \r overwrite a line.
+func printable(s string) string { return wire.EscapeControls(s) }
+
 // printJSON writes v indented, for scripts (-o json).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonControls(b.Bytes()))
+	return err
+}
+
+// jsonControls escapes DEL and the C1 controls in JSON that encoding/json
+// wrote, which escapes the C0 ones only: a terminal acts on U+009B as it
+// does on ESC [. The JSON means the same (they are only ever in strings).
+func jsonControls(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)+16), b[:i]...)
+			}
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else if out != nil {
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return out
 }
 
 // newTable is the tab writer every human table uses.

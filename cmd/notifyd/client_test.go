@@ -312,6 +312,51 @@ func TestCLI_DLQAndChannels(t *testing.T) {
 	}
 }
 
+// Stored text reaches the terminal escaped: a recipient any API client
+// chose, and a provider's error as last_error and as an attempt's error,
+// in status (through the API and with --config), status --history,
+// dlq list and -o json. Before, status and dlq list printed them raw: OSC 52
+// wrote the operator's clipboard, CSI cleared the screen, \r overwrote the
+// row with FAKE.
+func TestCLI_StoredTextEscaped(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	ctx := testenv.Context(t)
+
+	id := strings.TrimSpace(b.ok("send", "--channel", "quiz", "--recipient", "user"+hostileText, "--payload", `{}`, "--at", "1h"))
+	res, err := b.store.Insert(ctx, []outbox.NewNotification{{Channel: "quiz", Recipient: "r1", Payload: json.RawMessage(`{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := res[0].ID
+	if _, err := b.store.Relay(ctx, time.Now().Add(time.Minute), 100); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := b.store.Claim(ctx, []int64{failed}, time.Now().Add(time.Minute), time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	if _, err := b.store.Settle(ctx, []outbox.Settlement{{ID: failed, Attempt: claimed[0].Attempt, Result: outbox.ResultFailed, Error: "provider said: " + hostileText}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"status", id},
+		{"status", "--config", b.path, id},
+		{"status", "--history", fmt.Sprint(failed)},
+		{"status", "--history", "--config", b.path, fmt.Sprint(failed)},
+		{"dlq", "list"},
+		{"status", id, fmt.Sprint(failed), "-o", "json"},
+	} {
+		out := b.ok(args...)
+		if hasControl(out) {
+			t.Errorf("notifyd %s printed stored control characters raw:\n%q", strings.Join(args, " "), out)
+		}
+		if !strings.Contains(out, `\x1b]52;c;`) && !strings.Contains(out, `\u001b]52;c;`) {
+			t.Errorf("notifyd %s does not show the stored text (escaped):\n%s", strings.Join(args, " "), out)
+		}
+	}
+}
+
 // `notifyd send` refused a payload key given twice through the API (400
 // naming the key) but `send --config` stored the last one silently: one
 // reader of the row saw "approved", jsonb kept "denied". Both refuse it.

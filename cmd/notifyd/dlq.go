@@ -58,7 +58,7 @@ func newDLQListCmd(af *apiFlags) *cobra.Command {
 			tw := newTable(w)
 			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tATTEMPTS\tFAILED AT\tLAST ERROR")
 			for _, n := range rows {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", n.ID, n.Channel, n.Recipient, n.Attempts,
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", n.ID, printable(n.Channel), printable(n.Recipient), n.Attempts,
 					n.UpdatedAt.Local().Format(time.DateTime), oneLineText(n.LastError, 120))
 			}
 			if err := tw.Flush(); err != nil {
@@ -103,7 +103,7 @@ must be FAILED, or nothing changes) or every FAILED notification of --channel.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d\n", res.Replayed)
 			if res.Warning != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", res.Warning)
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", printable(res.Warning))
 			}
 			return skippedErr(cmd, "replayed", res.Skipped)
 		},
@@ -153,7 +153,7 @@ func newDLQPurgeCmd(af *apiFlags) *cobra.Command {
 // script that named an id learns it was not acted on.
 func skippedErr(cmd *cobra.Command, what string, skipped []client.Skipped) error {
 	for _, sk := range skipped {
-		fmt.Fprintf(cmd.ErrOrStderr(), "not %s: notification %d %s\n", what, sk.ID, sk.Reason)
+		fmt.Fprintf(cmd.ErrOrStderr(), "not %s: notification %d %s\n", what, sk.ID, printable(sk.Reason))
 	}
 	if len(skipped) == 0 {
 		return nil
@@ -177,9 +177,10 @@ func dlqSelector(channel string, args []string, both bool) (client.DLQSelector, 
 	return client.DLQSelector{IDs: ids, Channel: channel}, nil
 }
 
-// oneLineText fits a provider's error into a table cell.
+// oneLineText fits a provider's error into a table cell: whitespace
+// folded, control characters escaped (printable), cut to max runes.
 func oneLineText(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = printable(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > max {
 		s = string(r[:max-1]) + "…"
 	}

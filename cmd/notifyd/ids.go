@@ -27,7 +27,7 @@ func eachID(cmd *cobra.Command, ids []int64, f func(id int64) error) (refused in
 			return refused, fmt.Errorf("notification %d: %w", id, err)
 		}
 		refused++
-		fmt.Fprintln(cmd.ErrOrStderr(), "error:", msg)
+		fmt.Fprintln(cmd.ErrOrStderr(), "error:", printable(msg))
 	}
 	return refused, nil
 }

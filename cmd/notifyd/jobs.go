@@ -101,15 +101,15 @@ func printJobs(w io.Writer, jobs []wire.Job) error {
 		if !j.FireTime.IsZero() {
 			fire = j.FireTime.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Kind, orDash(j.Schedule), fire, j.Channel,
-			j.State, progress(j), j.Skipped, orDash(j.Cursor), orDash(j.Owner))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, printable(j.Kind), printable(orDash(j.Schedule)), fire, printable(j.Channel),
+			printable(j.State), progress(j), j.Skipped, printable(orDash(j.Cursor)), printable(orDash(j.Owner)))
 	}
 	return tw.Flush()
 }
 
 func printJob(w io.Writer, j wire.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, printable(v)) }
 	row("id", strconv.FormatInt(j.ID, 10))
 	row("kind", j.Kind)
 	if j.Schedule != "" {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 )
 
 // reachTransport turns a failure to connect to notifyd into an
@@ -50,11 +51,16 @@ func dialCause(err error) string {
 
 // plainError is what the CLI prints for err: an unreachable notifyd alone,
 // without the client's request and URL wrapped around it (the address is
-// in the message already).
+// in the message already); each line printable, since an error may quote a
+// server's or a stored text (a job's error, a refusal).
 func plainError(err error) error {
 	var u *unreachableError
 	if errors.As(err, &u) {
-		return u
+		err = u
 	}
-	return err
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }

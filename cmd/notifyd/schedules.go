@@ -46,13 +46,13 @@ func newSchedulesCmd() *cobra.Command {
 			for _, s := range list {
 				last := "-"
 				if s.LastRun != nil {
-					last = fmt.Sprintf("job %d %s %s", s.LastRun.ID, s.LastRun.State, progress(*s.LastRun))
+					last = fmt.Sprintf("job %d %s %s", s.LastRun.ID, printable(s.LastRun.State), progress(*s.LastRun))
 				}
-				aud := "topic " + s.Audience.Topic
+				aud := "topic " + printable(s.Audience.Topic)
 				if s.Audience.Topic == "" {
 					aud = "query"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Channel, s.Cron, s.Timezone, aud,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Name), printable(s.Channel), printable(s.Cron), printable(s.Timezone), aud,
 					s.NextFire.Format(time.RFC3339), last)
 			}
 			return tw.Flush()
@@ -92,7 +92,7 @@ func newSchedulesRunCmd(af *apiFlags) *cobra.Command {
 			}
 			switch job.Outcome {
 			case client.RunExists:
-				fmt.Fprintf(cmd.ErrOrStderr(), "fire time %s already has job %d (%s); nothing changed\n", job.FireTime.Format(time.RFC3339), job.ID, job.State)
+				fmt.Fprintf(cmd.ErrOrStderr(), "fire time %s already has job %d (%s); nothing changed\n", job.FireTime.Format(time.RFC3339), job.ID, printable(job.State))
 			case client.RunResumed:
 				fmt.Fprintf(cmd.ErrOrStderr(), "resumed job %d for fire time %s from its cursor\n", job.ID, job.FireTime.Format(time.RFC3339))
 			}
@@ -217,7 +217,7 @@ func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (wir
 		switch {
 		case asJSON && line != last:
 			b, _ := json.Marshal(j)
-			fmt.Fprintln(w, string(b))
+			fmt.Fprintln(w, string(jsonControls(b)))
 		case tty:
 			fmt.Fprint(w, "\r\033[K"+line)
 		case line != last:
@@ -229,7 +229,7 @@ func watchJob(ctx context.Context, w io.Writer, fetch func(context.Context) (wir
 				fmt.Fprintln(w)
 			}
 			if j.State != "DONE" {
-				return fmt.Errorf("job %d ended %s%s", j.ID, j.State, orEmpty(": ", j.Error))
+				return fmt.Errorf("job %d ended %s%s", j.ID, printable(j.State), orEmpty(": ", printable(j.Error)))
 			}
 			return nil
 		}
@@ -262,7 +262,7 @@ func progressLine(j wire.Job) string {
 		bar = strings.Repeat("█", full) + strings.Repeat("░", barWidth-full)
 		pct = fmt.Sprintf("%3.0f%%", 100*frac)
 	}
-	return fmt.Sprintf("job %d %-9s [%s] %s  %d/%s  skipped %d", j.ID, j.State, bar, pct, j.Done, total, j.Skipped)
+	return fmt.Sprintf("job %d %-9s [%s] %s  %d/%s  skipped %d", j.ID, printable(j.State), bar, pct, j.Done, total, j.Skipped)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -57,7 +57,8 @@ func newStatusCmd() *cobra.Command {
 			tw := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tSTATUS\tATTEMPTS\tLAST ERROR")
 			for _, n := range ns {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.Channel, n.Recipient, n.Status, n.Attempts, lastErrorCell(n.Status, n.LastError))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", n.ID, printable(n.Channel), printable(n.Recipient), printable(n.Status), n.Attempts,
+					printable(lastErrorCell(n.Status, n.LastError)))
 				if history {
 					prev := 0
 					for _, at := range n.History {
@@ -65,7 +66,7 @@ func newStatusCmd() *cobra.Command {
 							fmt.Fprintf(tw, "\t  replayed\t\t\t\t(attempts counted again from 1)\n")
 						}
 						prev = at.Attempt
-						fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", at.Attempt, at.FinishedAt.Format("15:04:05.000"), at.Outcome, at.ProviderStatus, at.Error)
+						fmt.Fprintf(tw, "\t  attempt %d\t%s\t%s\t%d\t%s\n", at.Attempt, at.FinishedAt.Format("15:04:05.000"), printable(at.Outcome), at.ProviderStatus, printable(at.Error))
 					}
 				}
 				if r := n.Receipt; r != nil {
@@ -85,7 +86,7 @@ func newStatusCmd() *cobra.Command {
 // receiptLine is a notification's delivery receipt under its row, with or
 // without --history: the provider's last word on a SENT notification.
 func receiptLine(w io.Writer, outcome, code, detail string, at time.Time) {
-	fmt.Fprintf(w, "\t  receipt\t%s\t%s\t%s\t%s\n", at.Format(time.TimeOnly), outcome, code, detail)
+	fmt.Fprintf(w, "\t  receipt\t%s\t%s\t%s\t%s\n", at.Format(time.TimeOnly), printable(outcome), printable(code), printable(detail))
 }
 
 // lastErrorCell is the LAST ERROR column: on a SENT row the error is an

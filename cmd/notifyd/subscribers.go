@@ -129,9 +129,7 @@ func newSubscribersGetCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(s)
+				return printJSON(cmd.OutOrStdout(), s)
 			})
 		},
 	}
@@ -215,13 +213,13 @@ func getSubscriberAPI(cmd *cobra.Command, af *apiFlags, id string) error {
 		return printJSON(w, s)
 	}
 	tw := newTable(w)
-	fmt.Fprintf(tw, "external id\t%s\n", s.ExternalID)
+	fmt.Fprintf(tw, "external id\t%s\n", printable(s.ExternalID))
 	for _, ch := range slices.Sorted(maps.Keys(s.Addresses)) {
-		fmt.Fprintf(tw, "address\t%s: %s\n", ch, s.Addresses[ch])
+		fmt.Fprintf(tw, "address\t%s: %s\n", printable(ch), printable(s.Addresses[ch]))
 	}
-	fmt.Fprintf(tw, "topics\t%s\n", orDash(strings.Join(s.Topics, ", ")))
+	fmt.Fprintf(tw, "topics\t%s\n", printable(orDash(strings.Join(s.Topics, ", "))))
 	attrs, _ := json.Marshal(s.Attributes)
-	fmt.Fprintf(tw, "attributes\t%s\n", attrs)
+	fmt.Fprintf(tw, "attributes\t%s\n", printable(string(attrs)))
 	fmt.Fprintf(tw, "created\t%s\n", s.CreatedAt.Format(time.RFC3339))
 	fmt.Fprintf(tw, "updated\t%s\n", s.UpdatedAt.Format(time.RFC3339))
 	return tw.Flush()
