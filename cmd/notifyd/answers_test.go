@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -239,5 +241,21 @@ func TestCLI_ServerTextEscaped(t *testing.T) {
 				t.Errorf("notifyd %s: %v, the text does not read back as sent:\n%s", strings.Join(args, " "), err, out)
 			}
 		}
+	}
+}
+
+// `dlq list --all` pages on while next_after is not 0: a server answering
+// the same next_after again had it ask for that page for ever (34,591
+// requests in 2 s), holding every copy in memory. It stops at the repeat.
+func TestCLI_DLQAllNextAfterMustMoveOn(t *testing.T) {
+	t.Parallel()
+	addr, n := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"notifications":[{"id":7,"channel":"quiz","recipient":"r","status":"FAILED"}],"next_after":7}`)
+	})
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 5*time.Second)
+	defer cancel()
+	_, _, err := runAt(ctx, addr, "dlq", "list", "--all")
+	if got := n.Load(); got != 2 || err == nil || !strings.Contains(err.Error(), "next_after 7 for the page after 7") {
+		t.Errorf("dlq list --all with next_after 7 repeated: %d requests, %v; want 2 and an error naming the repeat", got, err)
 	}
 }

@@ -49,6 +49,11 @@ func newDLQListCmd(af *apiFlags) *cobra.Command {
 				if !all || next == 0 {
 					break
 				}
+				// Ids only grow: a next_after that does not would have
+				// --all ask for the same page for ever, holding each copy.
+				if next <= q.After {
+					return fmt.Errorf("the API answered next_after %d for the page after %d: it does not move on, so --all stops here", next, q.After)
+				}
 				q.After = next
 			}
 			w := cmd.OutOrStdout()
