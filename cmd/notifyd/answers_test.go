@@ -259,3 +259,32 @@ func TestCLI_DLQAllNextAfterMustMoveOn(t *testing.T) {
 		t.Errorf("dlq list --all with next_after 7 repeated: %d requests, %v; want 2 and an error naming the repeat", got, err)
 	}
 }
+
+// Over the API only a 404 or a 409 is one id's own refusal. A wrong token
+// (401) or a throttled client (429) fails every id alike: the multi-id
+// commands asked once per id and ended "5 of 5 notification(s) not found".
+// They stop at the first such answer with its error.
+func TestCLI_RefusedTokenIsNotAnIDRefusal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status      int
+		code, msg   string
+		wantMention string
+	}{
+		{http.StatusUnauthorized, wire.CodeUnauthorized, "missing or invalid bearer token", "bearer token"},
+		{http.StatusTooManyRequests, wire.CodeTooManyRequests, "too many failed requests; retry later", "429"},
+	} {
+		addr, n := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tc.status)
+			_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: tc.code, Message: tc.msg}})
+		})
+		for _, cmd := range []string{"status", "cancel"} {
+			n.Store(0)
+			_, errOut, err := runAt(testenv.Context(t), addr, cmd, "1", "2", "3", "4", "5")
+			if got := n.Load(); got != 1 || err == nil || !strings.Contains(err.Error(), tc.wantMention) || strings.Contains(err.Error(), "not found") ||
+				strings.Contains(err.Error(), "not cancelled") || errOut != "" {
+				t.Errorf("%s of 5 ids answered %d: %d requests, error %v, stderr %q; want one request and the API's error", cmd, tc.status, got, err, errOut)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
@@ -13,8 +14,9 @@ import (
 // eachID runs f for every id of a multi-id command (status, cancel), so
 // each id gets an answer: an id refused on its own (the API's 404 or 409,
 // or the service's refusal with --config) is one "error:" line on stderr
-// and the loop goes on; any other error (notifyd unreachable, a 5xx) stops
-// the command, as every later id would fail the same way. The command
+// and the loop goes on; any other error (notifyd unreachable, a 5xx, a
+// token refused or throttled: 401, 403, 429) stops the command, as every
+// later id would fail the same way. The command
 // exits 1 when any id was refused, after printing what it found.
 func eachID(cmd *cobra.Command, ids []int64, f func(id int64) error) (refused int, err error) {
 	for _, id := range ids {
@@ -33,10 +35,16 @@ func eachID(cmd *cobra.Command, ids []int64, f func(id int64) error) (refused in
 }
 
 // idRefusal is the reason an id alone was refused, and whether err is one.
+// Over the API only a 404 (no such notification) or a 409 (its state
+// forbids it) is the id's own: a 401 counted as one asked once per id and
+// ended "5 of 5 notification(s) not found" for a wrong token.
 func idRefusal(err error) (string, bool) {
 	var api *client.Error
-	if errors.As(err, &api) && api.StatusCode >= 400 && api.StatusCode < 500 {
-		return api.Message, true
+	if errors.As(err, &api) {
+		if api.StatusCode == http.StatusNotFound || api.StatusCode == http.StatusConflict {
+			return api.Message, true
+		}
+		return "", false
 	}
 	var op *notifyd.Error
 	if errors.As(err, &op) {
