@@ -288,3 +288,28 @@ func TestCLI_RefusedTokenIsNotAnIDRefusal(t *testing.T) {
 		}
 	}
 }
+
+// --every took 0 and negative durations: --watch then read the job as fast
+// as the API answered (16,000 reads a second), and `campaign --watch` had
+// created its job first. --every is refused before anything is asked.
+func TestCLI_WatchEveryMustBePositive(t *testing.T) {
+	t.Parallel()
+	addr, n := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"id":1,"kind":"campaign","channel":"quiz","state":"RUNNING","done":1}`)
+	})
+	for _, every := range []string{"0s", "-1s"} {
+		for _, args := range [][]string{
+			{"jobs", "1", "--watch"},
+			{"campaign", "--channel", "quiz", "--topic", "daily", "--payload", `{"t":"x"}`, "--watch"},
+			{"schedules", "run", "morning", "--watch"},
+		} {
+			n.Store(0)
+			ctx, cancel := context.WithTimeout(testenv.Context(t), 5*time.Second)
+			_, _, err := runAt(ctx, addr, append(args, "--every", every)...)
+			cancel()
+			if got := n.Load(); got != 0 || err == nil || !strings.Contains(err.Error(), "--every must be positive") {
+				t.Errorf("notifyd %s --every %s: %d requests, %v; want --every refused before any", strings.Join(args, " "), every, got, err)
+			}
+		}
+	}
+}

@@ -108,6 +108,14 @@ func newSchedulesRunCmd(af *apiFlags) *cobra.Command {
 func addWatchFlags(cmd *cobra.Command, watch *bool, every *time.Duration) {
 	cmd.Flags().BoolVar(watch, "watch", false, "follow the job's progress until it ends")
 	cmd.Flags().DurationVar(every, "every", watchEveryDefault, "how often --watch reads the job")
+	// Checked before the command runs (a campaign is not created first):
+	// 0 or less would have --watch read the job as fast as the API answers.
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if *every <= 0 {
+			return fmt.Errorf("--every %s: --every must be positive", *every)
+		}
+		return nil
+	}
 }
 
 // startedJob prints a job just created and follows it with --watch.
