@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,9 +34,9 @@ func newCampaignCmd() *cobra.Command {
     --payload '{"object_type":"text","text":"Hello {{.recipient}}"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var p map[string]any
-			if err := json.Unmarshal([]byte(payload), &p); err != nil {
-				return fmt.Errorf("--payload must be a JSON object: %w", err)
+			p, err := decodeTemplate(payload)
+			if err != nil {
+				return err
 			}
 			if path == "" {
 				return campaignAPI(cmd, &af, channel, topic, query, contentKey, p, run, watch, every)
@@ -81,6 +83,26 @@ func newCampaignCmd() *cobra.Command {
 	cmd.MarkFlagsMutuallyExclusive("topic", "query")
 	cmd.MarkFlagsOneRequired("topic", "query")
 	return cmd
+}
+
+// decodeTemplate reads --payload as the API reads a campaign's payload:
+// numbers kept exact (json.Number: 12345678901234567890 is not rewritten to
+// the nearest float64, 12345678901234567000) and a key given twice refused
+// (wire.RepeatedKey), where a map would silently keep the last.
+func decodeTemplate(payload string) (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(payload))
+	dec.UseNumber()
+	var p map[string]any
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("--payload must be a JSON object: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("--payload has data after its JSON object")
+	}
+	if k := wire.RepeatedKey([]byte(payload), nil, "--payload"); k != nil {
+		return nil, k
+	}
+	return p, nil
 }
 
 // withDaemon loads the config and opens notifyd on the database alone

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/notifyd/notifyd/internal/testenv"
@@ -85,4 +88,45 @@ channels: {quiz: {plugin: webhook}}
 			}
 		}
 	})
+}
+
+// campaign read --payload into map[string]any as float64 numbers and the
+// last of a repeated key: 12345678901234567890 was sent as
+// 12345678901234567000, and {"text":"refund approved","text":"refund
+// denied"} as denied, where the API refuses a key given twice. It reads the
+// template as the API does, on both paths (--config decides nothing here:
+// the repeat is refused before the config is read).
+func TestCampaign_PayloadAsTheAPIReadsIt(t *testing.T) {
+	t.Parallel()
+	var body atomic.Value
+	addr, n := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		body.Store(string(b))
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":3,"kind":"campaign","channel":"quiz","state":"PENDING"}`)
+	})
+	ctx := testenv.Context(t)
+	if _, _, err := runAt(ctx, addr, "campaign", "--channel", "quiz", "--topic", "daily", "--payload", `{"order_id":12345678901234567890,"text":"x"}`); err != nil {
+		t.Fatal(err)
+	}
+	if sent, _ := body.Load().(string); !strings.Contains(sent, `"order_id":12345678901234567890`) {
+		t.Errorf("campaign --payload order_id 12345678901234567890 was sent as %s", sent)
+	}
+	n.Store(0)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--payload", `{"text":"refund approved","text":"refund denied"}`}, `--payload: key "text" is given twice`},
+		{[]string{"--payload", `{"m":[{"k":1,"k":2}]}`, "-c", filepath.Join(t.TempDir(), "none.yaml")}, `--payload.m[0]: key "k" is given twice`},
+		{[]string{"--payload", `{"t":"x"} {"t":"y"}`}, "--payload has data after its JSON object"},
+	} {
+		_, _, err := runAt(ctx, addr, append([]string{"campaign", "--channel", "quiz", "--topic", "daily"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("campaign %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	if got := n.Load(); got != 0 {
+		t.Errorf("%d campaigns sent for a --payload refused", got)
+	}
 }
