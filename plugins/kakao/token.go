@@ -120,6 +120,10 @@ type refreshError struct {
 	code      string // Kakao's error_code, e.g. KOE322
 	oauth     string // the OAuth error, e.g. invalid_grant
 	detail    string
+	// rotated is a new refresh token that came in an answer whose access
+	// token cannot be used: Kakao expired the old one when it issued it, so
+	// it is kept all the same (run), or the next refresh is invalid_grant.
+	rotated string
 }
 
 // final reports whether the refresh token (or the app's credentials) are
@@ -246,6 +250,17 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 		if errors.As(err, &re) && re.final() {
 			ts.dead = re
 		}
+		if re != nil && re.rotated != "" && re.rotated != ts.refresh {
+			ts.secrets.Add(re.rotated)
+			ts.secrets.Retire(ts.refresh)
+			ts.refresh = re.rotated // Kakao expired the old one when it issued this
+			if ts.store != nil {
+				if perr := ts.store.save(ts.access, ts.refresh); perr != nil {
+					ts.logger.Warn("kakao: could not persist the rotated refresh token; a restart will fall back to the config's", "token_file", ts.store.path, "error", ts.redact(perr.Error()))
+				}
+			}
+			ts.logger.Info("kakao: refresh token rotated by an answer whose access token was not used", "refresh_token_rotated", true)
+		}
 		ts.logger.Warn("kakao: access token refresh failed", "error", ts.redact(err.Error()))
 	}
 	call.access, call.gen, call.err = ts.access, ts.gen, err
@@ -329,15 +344,20 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 
 	if verdict.Outcome == sdk.OutcomeSuccess {
 		var tok tokenResponse
-		if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
-			return nil, &refreshError{transient: true, status: resp.StatusCode,
+		decodeErr := json.Unmarshal(body, &tok)
+		rotated := ""
+		if decodeErr == nil && usableToken(tok.RefreshToken) {
+			rotated = tok.RefreshToken
+		}
+		if decodeErr != nil || tok.AccessToken == "" {
+			return nil, &refreshError{transient: true, status: resp.StatusCode, rotated: rotated,
 				detail: fmt.Sprintf("token refresh answered HTTP %d without an access_token", resp.StatusCode)}
 		}
 		if !usableToken(tok.AccessToken) {
 			// Adopted, it failed every send inside the client (an invalid
 			// header value) before Kakao could answer -401, so nothing ever
 			// refreshed it again. The value stays out of the detail.
-			return nil, &refreshError{transient: true, status: resp.StatusCode,
+			return nil, &refreshError{transient: true, status: resp.StatusCode, rotated: rotated,
 				detail: fmt.Sprintf("token refresh answered HTTP %d with an access_token that is no token (%d bytes; a token is 1–%d bytes of visible ASCII): not used", resp.StatusCode, len(tok.AccessToken), maxAccessToken)}
 		}
 		return &tok, nil

@@ -330,6 +330,27 @@ func TestSender_Send_RefreshGarbageAccessToken(t *testing.T) {
 			}
 		})
 	}
+
+	// The same answer with a rotated refresh token: Kakao expired the old one
+	// when it issued the new, which was thrown away with the access token,
+	// so the next refresh was invalid_grant and the channel dead for good.
+	t.Run("with a rotated refresh token", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.fake.expireAccess(testAccess)
+		const refresh = "REFRESH-rotated-beside-garbage"
+		b.fake.set(func(f *fakeKakao) {
+			delete(f.refresh, testRefresh)
+			f.refresh[refresh] = true
+			f.refreshC = []cannedAnswer{{status: 200, body: `{"access_token":"garbage\r\nX: 1","refresh_token":"` + refresh + `","expires_in":21599}`}}
+		})
+		wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeTransient, 200, "-401")
+		b.clock.Advance(refreshCooldown)
+		wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+		if reqs := b.fake.tokenRequests(); len(reqs) != 2 || reqs[1].Form.Get("refresh_token") != refresh {
+			t.Errorf("%d refreshes, want 2, the second with the rotated refresh token", len(reqs))
+		}
+	})
 }
 
 // TestSender_Send_ConcurrentRefresh: many sends hit -401 together; exactly
