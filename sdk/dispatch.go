@@ -256,8 +256,9 @@ func validate(v Verdict) Verdict {
 		v.Result = nil
 		v.Detail = joinDetail(v.Detail, "result dropped: not valid JSON")
 	}
-	v.Detail = truncate(v.Detail, maxDetail)
-	v.ProviderCode = truncate(v.ProviderCode, maxProviderCode)
+	// Valid UTF-8 first, then cut: truncate backs off only to a rune's start.
+	v.Detail = truncate(wireText(v.Detail), maxDetail)
+	v.ProviderCode = truncate(wireText(v.ProviderCode), maxProviderCode)
 	return v
 }
 
@@ -270,16 +271,18 @@ func joinDetail(a, b string) string {
 	return a + "; " + b
 }
 
-// truncate cuts s to at most n bytes on a rune boundary.
+// truncate cuts s to at most n bytes on a rune's start, for valid UTF-8
+// (wireText): it backs off at most three bytes. (It used to drop a byte at a
+// time until the rest was valid, which for text with an invalid byte early
+// cut all of it after that byte, and cost a scan a byte.)
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s + "…"
+	return s[:n] + "…"
 }
 
 // batch holds one Send call's messages and verdicts. Each verdict is

@@ -239,7 +239,8 @@ func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, 
 		// the body is: net/http stops reading a normal one when the
 		// request's context ends, but not a connection it handed over
 		// (a 101's), nor anything a custom RoundTripper returns.
-		defer context.AfterFunc(req.Context(), func() { _ = resp.Body.Close() })()
+		body := resp.Body // ClassifyHTTP may replace resp.Body
+		defer context.AfterFunc(req.Context(), func() { _ = body.Close() })()
 	}
 	v := ClassifyHTTP(resp, err)
 	if resp == nil || resp.Body == nil {

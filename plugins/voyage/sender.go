@@ -194,7 +194,8 @@ func (s *sender) embed(ctx context.Context, r *request, from, to int) (*embedRes
 	defer resp.Body.Close()
 	// Every read of the body ends at the deadline, whatever the body is (a
 	// 101's is the connection itself, which the context does not cover).
-	defer context.AfterFunc(ctx, func() { _ = resp.Body.Close() })()
+	respBody := resp.Body // ClassifyHTTP may replace resp.Body
+	defer context.AfterFunc(ctx, func() { _ = respBody.Close() })()
 	v := sdk.ClassifyHTTP(resp, nil)
 	if v.Outcome != sdk.OutcomeSuccess {
 		// Voyage says why in {"detail": …}; that is what the operator needs.
@@ -409,7 +410,8 @@ func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message
 		return v
 	}
 	defer resp.Body.Close()
-	defer context.AfterFunc(req.Context(), func() { _ = resp.Body.Close() })()
+	respBody := resp.Body // ClassifyHTTP may replace resp.Body
+	defer context.AfterFunc(req.Context(), func() { _ = respBody.Close() })()
 	v := sdk.ClassifyHTTP(resp, nil)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if v.Outcome != sdk.OutcomeSuccess {
