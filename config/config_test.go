@@ -200,6 +200,17 @@ func TestLoad_ShapeErrors(t *testing.T) {
 	}
 }
 
+// An empty list where a map belongs is nothing, as the decoder always read
+// it: a config with `channels: []` or a plugin's `config: []` still loads.
+func TestLoad_EmptyListIsNothing(t *testing.T) {
+	t.Parallel()
+	for _, yaml := range []string{minimal + "channels: []\nschedules: []\n", minimal + "channels: {a: {plugin: w, config: []}}\n"} {
+		if err := loadErr(t, yaml, nil); err != nil {
+			t.Errorf("%q: %v; want it loaded", yaml, err)
+		}
+	}
+}
+
 func TestLoad_Tracing(t *testing.T) {
 	t.Parallel()
 	cfg, err := Load(write(t, minimal), []string{})

@@ -195,6 +195,9 @@ func checkShape(key string, t reflect.Type, value any) error {
 	if _, ok := value.(map[string]any); ok || value == nil {
 		return nil
 	}
+	if l, ok := value.([]any); ok && len(l) == 0 {
+		return nil // `channels: []`: nothing, as the decoder has always read it
+	}
 	got := fmt.Sprintf("the value %q", fmt.Sprint(value))
 	if _, ok := value.([]any); ok {
 		got = "a list"

@@ -107,6 +107,7 @@ func (s *RedisServer) start() error {
 			return fmt.Errorf("%w: another redis-server answers on its port", errExited)
 		}
 		if time.Now().After(deadline) {
+			s.Stop()
 			return fmt.Errorf("did not answer: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
