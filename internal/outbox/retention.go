@@ -124,8 +124,12 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (Retenti
 					-- but an application's SQL, 'infinity' even: it says
 					-- nothing of the rows after it, and ending the walk
 					-- there held every pass at that row for good.
-					SELECT * FROM page WHERE id < coalesce((SELECT min(id) FROM page
-					    WHERE created_at >= $6 AND created_at <= statement_timestamp()), 9223372036854775807)),
+					-- No frontier on the page: the whole page (an id of
+					-- 2^63-1, which an application may insert, included:
+					-- it stood for "no frontier").
+					SELECT page.* FROM page, (SELECT min(id) AS id FROM page
+					    WHERE created_at >= $6 AND created_at <= statement_timestamp()) frontier
+					WHERE frontier.id IS NULL OR page.id < frontier.id),
 				victims AS (
 					SELECT n.id FROM notifications n JOIN walked w ON w.id = n.id
 					WHERE (w.status = 'SENT' AND w.updated_at < $3)

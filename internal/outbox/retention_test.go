@@ -275,3 +275,26 @@ func TestRetain_FutureCreatedAt(t *testing.T) {
 		})
 	}
 }
+
+// A finished row an application inserted with the largest id a bigint holds
+// was never deleted: the walk's "before the frontier" test compared ids with
+// that same number standing for "no frontier".
+func TestRetain_LargestID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	old := now.Add(-30 * 24 * time.Hour)
+	const last = int64(9223372036854775807)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+		INSERT INTO notifications (id, channel, recipient, payload, status, attempts, created_at, updated_at)
+		OVERRIDING SYSTEM VALUE VALUES ($1, 'ch', 'app', '{}', 'SENT', 1, $2, $2)`, last, old); err != nil {
+		t.Fatal(err)
+	}
+	r := outbox.Retention{Sent: 7 * 24 * time.Hour, Cancelled: 7 * 24 * time.Hour, Failed: 30 * 24 * time.Hour, Batch: 1000, Rescan: time.Hour}
+	if _, err := b.store.Retain(b.ctx, r, now); err != nil {
+		t.Fatal(err)
+	}
+	if left := b.count(t, `SELECT count(*) FROM notifications WHERE id = $1`, last); left != 0 {
+		t.Errorf("the SENT row with id %d, finished 30 days ago, is still there", last)
+	}
+}
