@@ -55,6 +55,17 @@ func TestCompiledSchedule_Next(t *testing.T) {
 		{"berlin overlap fires once", "30 2 * * *", "Europe/Berlin", "2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"},
 		{"hourly across spring forward", "0 * * * *", "America/New_York", "2024-03-10T06:00:00Z", "2024-03-10T07:00:00Z"},
 		{"hourly after spring forward", "0 * * * *", "America/New_York", "2024-03-10T07:00:00Z", "2024-03-10T08:00:00Z"},
+		// From inside the repeated hour's second occurrence (01:10 EST,
+		// 06:10Z; a schedule first seen then, or an operator's run now):
+		// every wall time to 02:00 maps to its first occurrence, before t.
+		// Before, next gave up after 8 steps and returned no fire time, so
+		// plan created nothing, the schedule's last fire time never moved,
+		// and it never fired again.
+		{"every five minutes from the overlap's second hour", "*/5 * * * *", "America/New_York", "2024-11-03T06:10:00Z", "2024-11-03T07:00:00Z"},
+		{"every minute from the overlap's second hour", "* * * * *", "America/New_York", "2024-11-03T06:00:30Z", "2024-11-03T07:00:00Z"},
+		{"every minute after the overlap", "* * * * *", "America/New_York", "2024-11-03T07:00:00Z", "2024-11-03T07:01:00Z"},
+		// Lord Howe falls back half an hour: 02:00 +11 to 01:30 +10:30.
+		{"half-hour overlap, second occurrence", "* * * * *", "Australia/Lord_Howe", "2024-04-06T15:01:00Z", "2024-04-06T15:30:00Z"},
 		{"cron_tz prefix wins", "CRON_TZ=Asia/Seoul 0 8 * * *", "UTC", "2024-03-09T23:00:00Z", "2024-03-10T23:00:00Z"},
 		{"every is a real duration", "@every 90m", "America/New_York", "2024-03-10T06:30:00Z", "2024-03-10T08:00:00Z"},
 	}
