@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/sdk/client"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -310,6 +311,43 @@ func TestCLI_WatchEveryMustBePositive(t *testing.T) {
 			if got := n.Load(); got != 0 || err == nil || !strings.Contains(err.Error(), "--every must be positive") {
 				t.Errorf("notifyd %s --every %s: %d requests, %v; want --every refused before any", strings.Join(args, " "), every, got, err)
 			}
+		}
+	}
+}
+
+// dlq list prints a page at a time (--all over a million dead letters held
+// them all before): the JSON is still one document with every row, empty or
+// not, and the table has its header once.
+func TestDLQPrinter(t *testing.T) {
+	t.Parallel()
+	for _, pages := range [][][]client.NotificationInfo{nil, {{}}, {{{ID: 1}}, {{ID: 2}, {ID: 3}}, {}}} {
+		var b strings.Builder
+		p := newDLQPrinter(&b, true)
+		for _, pg := range pages {
+			if err := p.page(pg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.end(7); err != nil {
+			t.Fatal(err)
+		}
+		var got client.DLQPage
+		want := 0
+		for _, pg := range pages {
+			want += len(pg)
+		}
+		if err := json.Unmarshal([]byte(b.String()), &got); err != nil || len(got.Notifications) != want || got.NextAfter != 7 {
+			t.Errorf("%d pages: %v, %d rows, next_after %d; want %d rows and 7:\n%s", len(pages), err, len(got.Notifications), got.NextAfter, want, b.String())
+		}
+		var tb strings.Builder
+		p = newDLQPrinter(&tb, false)
+		for _, pg := range pages {
+			if err := p.page(pg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := strings.Count(tb.String(), "LAST ERROR"); len(pages) > 0 && n != 1 {
+			t.Errorf("the table's header %d times, want once:\n%s", n, tb.String())
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -38,38 +40,34 @@ func newDLQListCmd(af *apiFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rows []client.NotificationInfo
+			// Each page is printed as it comes and then dropped: --all over
+			// a dead-letter queue of a million rows held them all before.
+			w := cmd.OutOrStdout()
+			out := newDLQPrinter(w, af.json())
 			var next int64
 			for {
 				page, err := c.DLQ(cmd.Context(), q)
 				if err != nil {
 					return err
 				}
-				rows, next = append(rows, page.Notifications...), page.NextAfter
+				if err := out.page(page.Notifications); err != nil {
+					return err
+				}
+				next = page.NextAfter
 				if !all || next == 0 {
 					break
 				}
 				// Ids only grow: a next_after that does not would have
-				// --all ask for the same page for ever, holding each copy.
+				// --all ask for the same page for ever.
 				if next <= q.After {
 					return fmt.Errorf("the API answered next_after %d for the page after %d: it does not move on, so --all stops here", next, q.After)
 				}
 				q.After = next
 			}
-			w := cmd.OutOrStdout()
-			if af.json() {
-				return printJSON(w, client.DLQPage{Notifications: rows, NextAfter: next})
-			}
-			tw := newTable(w)
-			fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tATTEMPTS\tFAILED AT\tLAST ERROR")
-			for _, n := range rows {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", n.ID, printable(n.Channel), printable(n.Recipient), n.Attempts,
-					n.UpdatedAt.Local().Format(time.DateTime), oneLineText(n.LastError, 120))
-			}
-			if err := tw.Flush(); err != nil {
+			if err := out.end(next); err != nil {
 				return err
 			}
-			if next != 0 {
+			if next != 0 && !af.json() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "more: --after %d (or --all)\n", next)
 			}
 			return nil
@@ -190,4 +188,69 @@ func oneLineText(s string, max int) string {
 		s = string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// dlqPrinter writes dead letters a page at a time: a table (its columns
+// aligned within each page) or one JSON document, {"notifications": [...],
+// "next_after": N}, as the API's page reads.
+type dlqPrinter struct {
+	w     io.Writer
+	json  bool
+	begun bool
+	rows  int
+}
+
+func newDLQPrinter(w io.Writer, asJSON bool) *dlqPrinter { return &dlqPrinter{w: w, json: asJSON} }
+
+func (p *dlqPrinter) page(rows []client.NotificationInfo) error {
+	if p.json {
+		if !p.begun {
+			if _, err := io.WriteString(p.w, "{\n  \"notifications\": ["); err != nil {
+				return err
+			}
+			p.begun = true
+		}
+		for _, n := range rows {
+			b, err := json.Marshal(n)
+			if err != nil {
+				return err
+			}
+			sep := ",\n    "
+			if p.rows == 0 {
+				sep = "\n    "
+			}
+			p.rows++
+			if _, err := p.w.Write(append([]byte(sep), jsonControls(b)...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := newTable(p.w)
+	if !p.begun {
+		fmt.Fprintln(tw, "ID\tCHANNEL\tRECIPIENT\tATTEMPTS\tFAILED AT\tLAST ERROR")
+		p.begun = true
+	}
+	for _, n := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", n.ID, printable(n.Channel), printable(n.Recipient), n.Attempts,
+			n.UpdatedAt.Local().Format(time.DateTime), oneLineText(n.LastError, 120))
+	}
+	return tw.Flush()
+}
+
+func (p *dlqPrinter) end(next int64) error {
+	if !p.json {
+		return nil
+	}
+	if !p.begun {
+		if _, err := io.WriteString(p.w, "{\n  \"notifications\": ["); err != nil {
+			return err
+		}
+	}
+	tail := "\n  ]"
+	if p.rows == 0 {
+		tail = "]"
+	}
+	_, err := fmt.Fprintf(p.w, "%s,\n  \"next_after\": %d\n}\n", tail, next)
+	return err
 }
