@@ -144,6 +144,11 @@ func TestLoad_Errors(t *testing.T) {
 		{"short token", minimal + "http: {tokens: [\"short\"]}\n", nil, "http.tokens[0]"},
 		{"bad log format", minimal + "log: {format: xml}\n", nil, "log.format"},
 		{"bad cron", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"61 * * * *\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.cron"},
+		// Before, these loaded: a day no month has never fired, and
+		// robfig/cron ran @every under a second (or negative) every second.
+		{"cron that never fires", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 0 31 2 *\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.cron"},
+		{"every 1ns", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"@every 1ns\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.cron"},
+		{"every negative", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"@every -1h\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.cron"},
 		{"bad zone", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", timezone: Mars/Olympus, audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.timezone"},
 		{"schedule without channel", minimal + "schedules: {s: {channel: nope, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}}}\n", nil, "schedules.s.channel"},
 		{"query without key", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {query: \"select 1\"}, payload: {x: y}}}\n", nil, "schedules.s.audience.key"},

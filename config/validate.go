@@ -17,6 +17,38 @@ import (
 // @daily-style descriptors, as robfig/cron's standard parser.
 var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// ParseCron parses a schedule's cron with CronParser and refuses what it
+// would accept but not run as written: a day that no month has ("0 0 31 2
+// *", never fired), and an @every that robfig/cron silently turns into
+// every second (under a second, zero or negative: "@every 1ns", "@every
+// -1h") or rounds down ("@every 1500ms").
+func ParseCron(spec string) (cron.Schedule, error) {
+	sched, err := CronParser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	switch s := sched.(type) {
+	case *cron.SpecSchedule:
+		// Every date a day-of-month and month can name occurs in
+		// 2000-2004 (29 February 2000); robfig/cron looks 5 years ahead.
+		wall := *s
+		wall.Location = time.UTC
+		if wall.Next(time.Date(1999, 12, 31, 23, 59, 59, 0, time.UTC)).IsZero() {
+			return nil, fmt.Errorf("matches no date (a day the month does not have, like 30 February), so it would never fire")
+		}
+	case cron.ConstantDelaySchedule:
+		const every = "@every "
+		d := time.Duration(-1)
+		if i := strings.Index(spec, every); i >= 0 {
+			d, _ = time.ParseDuration(strings.TrimSpace(spec[i+len(every):]))
+		}
+		if d < time.Second || d%time.Second != 0 {
+			return nil, fmt.Errorf("@every needs a whole number of seconds, at least 1s (robfig/cron would fire it every %s)", s.Delay)
+		}
+	}
+	return sched, nil
+}
+
 // Validate checks every value; the first problem is returned naming its key.
 func (c *Config) Validate() error {
 	if c.Postgres.URL == "" {
@@ -338,7 +370,7 @@ func (c *Config) validateSchedule(name string, s Schedule) error {
 	if _, ok := c.Channels[s.Channel]; !ok {
 		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q is not configured", s.Channel)}
 	}
-	if _, err := CronParser.Parse(s.Cron); err != nil {
+	if _, err := ParseCron(s.Cron); err != nil {
 		return &Error{Key: key + ".cron", Reason: fmt.Sprintf("invalid cron %q: %v", s.Cron, err)}
 	}
 	if _, err := time.LoadLocation(s.Timezone); err != nil {

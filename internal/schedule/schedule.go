@@ -24,7 +24,7 @@ type compiledSchedule struct {
 }
 
 func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) {
-	sched, err := config.CronParser.Parse(s.Cron)
+	sched, err := config.ParseCron(s.Cron)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q: invalid cron %q: %w", name, s.Cron, err)
 	}

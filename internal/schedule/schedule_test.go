@@ -66,6 +66,8 @@ func TestCompiledSchedule_Next(t *testing.T) {
 		{"every minute after the overlap", "* * * * *", "America/New_York", "2024-11-03T07:00:00Z", "2024-11-03T07:01:00Z"},
 		// Lord Howe falls back half an hour: 02:00 +11 to 01:30 +10:30.
 		{"half-hour overlap, second occurrence", "* * * * *", "Australia/Lord_Howe", "2024-04-06T15:01:00Z", "2024-04-06T15:30:00Z"},
+		{"leap day is still a date", "0 0 29 2 *", "UTC", "2025-03-01T00:00:00Z", "2028-02-29T00:00:00Z"},
+		{"every whole seconds", "@every 20s", "UTC", "2025-03-01T00:00:00Z", "2025-03-01T00:00:20Z"},
 		{"cron_tz prefix wins", "CRON_TZ=Asia/Seoul 0 8 * * *", "UTC", "2024-03-09T23:00:00Z", "2024-03-10T23:00:00Z"},
 		{"every is a real duration", "@every 90m", "America/New_York", "2024-03-10T06:30:00Z", "2024-03-10T08:00:00Z"},
 	}
@@ -132,6 +134,13 @@ func TestNew_badSchedule(t *testing.T) {
 		want   string
 	}{
 		{"invalid cron", func(s *config.Schedule) { s.Cron = "0 25 * * *" }, `schedule "morning": invalid cron "0 25 * * *"`},
+		// Before, these started: a day no month has never fired (silently),
+		// and robfig/cron ran an @every under a second, zero or negative
+		// every second, and rounded 1500ms down to 1s.
+		{"a cron that never fires", func(s *config.Schedule) { s.Cron = "0 0 31 2 *" }, `schedule "morning": invalid cron "0 0 31 2 *": matches no date`},
+		{"every 1ns", func(s *config.Schedule) { s.Cron = "@every 1ns" }, `invalid cron "@every 1ns": @every needs a whole number of seconds, at least 1s`},
+		{"every negative", func(s *config.Schedule) { s.Cron = "@every -1h" }, `invalid cron "@every -1h": @every needs`},
+		{"every part of a second", func(s *config.Schedule) { s.Cron = "CRON_TZ=Asia/Seoul @every 1500ms" }, `@every needs a whole number of seconds`},
 		{"unknown time zone", func(s *config.Schedule) { s.Timezone = "Mars/Olympus" }, `schedule "morning": unknown time zone "Mars/Olympus"`},
 		{"no audience", func(s *config.Schedule) { s.Audience = config.Audience{} }, `schedule "morning": audience: give exactly one of topic or query`},
 		{"query without key", func(s *config.Schedule) { s.Audience = config.Audience{Query: "SELECT 1"} }, `schedule "morning": audience.key is required`},
