@@ -132,7 +132,7 @@ func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLett
 				SELECT id, notification_id, created_at FROM dead_letter_events
 				 WHERE channel = $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
 			SELECT t.id, t.notification_id, coalesce(n.recipient, ''), coalesce(n.idempotency_key, ''),
-			       coalesce(n.attempts, 0), coalesce(n.last_error, ''), `+readTime("coalesce(n.updated_at, t.created_at)")+`, n.id IS NOT NULL
+			       coalesce(n.attempts, 0), coalesce(n.last_error, ''), `+readTime("coalesce(n.updated_at, t.created_at)")+`, coalesce(n.status = 'FAILED', false)
 			FROM taken t LEFT JOIN notifications n ON n.id = t.notification_id
 			ORDER BY t.id`, h.Channel, h.Batch)
 		if err != nil {
@@ -140,23 +140,29 @@ func (s *Store) TellDeadLetters(ctx context.Context, h DeadLetterHook) (DeadLett
 		}
 		var (
 			items []hookItem
-			done  []int64 // events to delete: told, untold, or purged before being told
+			done  []int64 // events to delete: told, untold, or no dead letter any more
 			taken int
+			seen  = map[int64]bool{}
 		)
 		for rows.Next() {
 			var (
-				it     hookItem
-				exists bool
+				it   hookItem
+				dead bool
 			)
-			if err := rows.Scan(&it.event, &it.d.ID, &it.d.Recipient, &it.d.IdempotencyKey, &it.d.Attempts, &it.d.Error, &it.d.FailedAt, &exists); err != nil {
+			if err := rows.Scan(&it.event, &it.d.ID, &it.d.Recipient, &it.d.IdempotencyKey, &it.d.Attempts, &it.d.Error, &it.d.FailedAt, &dead); err != nil {
 				rows.Close()
 				return err
 			}
 			taken++
-			if !exists { // purged before it was told: nothing to tell
+			// Purged, or replayed (and maybe SENT) before it was told: nothing
+			// to tell; if it fails again, that failure's own event tells it.
+			// Replayed and FAILED again: its events are one dead letter, told
+			// once with its latest failure.
+			if !dead || seen[it.d.ID] {
 				done = append(done, it.event)
 				continue
 			}
+			seen[it.d.ID] = true
 			it.d.Recipient = wire.Truncate(it.d.Recipient, hookRecipientLen)
 			it.d.IdempotencyKey = wire.Truncate(it.d.IdempotencyKey, hookKeyLen)
 			it.d.Error = wire.Truncate(it.d.Error, hookErrorLen)

@@ -254,3 +254,42 @@ func TestStore_TellDeadLetters_timeOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// TestStore_TellDeadLetters_replayedBeforeTold: a dead letter an operator
+// replays before the hook's next call is no dead letter any more, and one
+// replayed and FAILED again is told once, with its latest failure. Before,
+// the replayed one was told as dead all the same (status QUEUED, attempts
+// 0, failed_at the replay's time), and the one failed twice was listed
+// twice in the same hook notification.
+func TestStore_TellDeadLetters_replayedBeforeTold(t *testing.T) {
+	t.Parallel()
+	b, h := hookSetup(t)
+	ids := b.deadLetters(t, "first failure", "replayed", "failed-again", "dead")
+	if _, err := b.store.Replay(b.ctx, ids[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET status = 'FAILED', attempts = 1, last_error = 'second failure' WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	told := 0
+	for _, c := range tellAll(t, b, h) {
+		told += c.Told
+	}
+	payloads := b.hookPayloads(t)
+	toldOnce(t, payloads, ids[1:])
+	for _, p := range payloads {
+		for _, d := range p.batch.DeadLetters {
+			switch d.ID {
+			case ids[0]:
+				t.Errorf("replayed notification %d told as a dead letter: %+v", d.ID, d)
+			case ids[1]:
+				if d.Error != "second failure" || d.Attempts != 1 {
+					t.Errorf("notification failed again told as %+v; want its second failure", d)
+				}
+			}
+		}
+	}
+	if told != 2 || b.eventsWaiting(t) != 0 {
+		t.Errorf("told %d, want 2; %d events left waiting, want 0", told, b.eventsWaiting(t))
+	}
+}
