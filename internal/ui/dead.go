@@ -114,6 +114,11 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 		sel.Channel, back = channel, deadURL(channel, "")
 	default:
+		channel := f.Get("channel")
+		if channel != "" && !config.NameRE.MatchString(channel) {
+			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %q is not a channel name (%s)", channel, config.NameRE))
+			return
+		}
 		ids, err := formIDs(f)
 		if err != nil {
 			s.fail(w, r, http.StatusBadRequest, err.Error())
@@ -124,7 +129,9 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 			redirect(w, r, back)
 			return
 		}
-		sel.IDs = ids
+		// The rows ticked on a page filtered by channel are that channel's:
+		// an id of another one is skipped with the reason.
+		sel.Channel, sel.IDs = channel, ids
 	}
 	res, err := s.d.Ops.Replay(ctx, sel)
 	s.sessions.setFlash(sess, replayFlash(res, err))
@@ -203,7 +210,7 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, sess *session
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
-	sel := wire.DLQSelector{IDs: ids}
+	sel := wire.DLQSelector{Channel: channel, IDs: ids} // another channel's id is skipped
 	if all {
 		sel = wire.DLQSelector{Channel: channel}
 	}

@@ -197,6 +197,28 @@ func TestUI_DeadLetters(t *testing.T) {
 		}
 	})
 
+	// A form posted from a page filtered by channel acts on that channel's
+	// rows only. Before, the form's channel was ignored for ticked ids:
+	// another channel's dead letters named in it were replayed, and purged
+	// for good, under a page and a confirmation saying hooks.
+	t.Run("selected ids of another channel are skipped, not replayed or purged", func(t *testing.T) {
+		other := strconv.FormatInt(digest[2], 10)
+		msg := c.flash(c.post("/ui/dead/replay", url.Values{"csrf": {csrf}, "channel": {"hooks"}, "id": {other}}))
+		if !strings.Contains(msg, "Replayed 0") || !strings.Contains(msg, `on channel &#34;digest&#34;, not &#34;hooks&#34;`) {
+			t.Errorf("replay flash %q, want 0 replayed, the row skipped as digest's", msg)
+		}
+		msg = c.flash(c.post("/ui/dead/purge", url.Values{"csrf": {csrf}, "channel": {"hooks"}, "id": {other}, "confirm": {"yes"}}))
+		if !strings.Contains(msg, "Purged 0") || !strings.Contains(msg, "not &#34;hooks&#34;") {
+			t.Errorf("purge flash %q, want 0 purged, the row skipped as digest's", msg)
+		}
+		if got := b.status(digest[2]); got != outbox.StatusFailed {
+			t.Errorf("digest's row %d is %s after a hooks form named it, want FAILED", digest[2], got)
+		}
+		res := c.post("/ui/dead/replay", url.Values{"csrf": {csrf}, "channel": {"no such"}, "id": {other}})
+		if res.status != http.StatusBadRequest || !strings.Contains(res.body, "not a channel name") {
+			t.Errorf("replay with channel %q: status %d, want 400 naming it", "no such", res.status)
+		}
+	})
 	t.Run("purge selected asks first", func(t *testing.T) {
 		form := url.Values{"csrf": {csrf}, "channel": {"digest"}, "id": {strconv.FormatInt(digest[0], 10), strconv.FormatInt(digest[1], 10)}}
 		res := c.post("/ui/dead/purge", form)
