@@ -231,7 +231,9 @@ func (a *queryAudience) build(k, data string) {
 	// The chunk size is appended as a literal (see topicAudience.fetch).
 	a.first = sel + `ORDER BY q.` + k + ` LIMIT `
 	a.next = sel + `WHERE q.` + k + ` > $1 ORDER BY q.` + k + ` LIMIT `
-	a.total = `SELECT count(*) FROM (` + a.query + `) q`
+	// The total counts NULL and repeated keys too: keyset paging (k > $1)
+	// passes over them, so they are refused before any row is written.
+	a.total = `SELECT count(*), count(*) - count(q.` + k + `), count(q.` + k + `) - count(DISTINCT q.` + k + `) FROM (` + a.query + `) q`
 }
 
 // check runs the query with LIMIT 0 and makes sure it returns recipient and
@@ -267,9 +269,17 @@ func (a *queryAudience) check(ctx context.Context, q querier) error {
 }
 
 func (a *queryAudience) count(ctx context.Context, q querier) (int64, error) {
-	var n int64
-	if err := q.QueryRow(ctx, a.total).Scan(&n); err != nil {
+	var n, nulls, repeats int64
+	if err := q.QueryRow(ctx, a.total).Scan(&n, &nulls, &repeats); err != nil {
 		return 0, fmt.Errorf("count audience query: %w", classify(err))
+	}
+	switch {
+	case nulls > 0:
+		return 0, permanent(fmt.Errorf("audience query returned %d of %d rows with a NULL %s: the key column must not be NULL (keyset paging would pass over them)",
+			nulls, n, a.key))
+	case repeats > 0:
+		return 0, permanent(fmt.Errorf("audience query returned %d of %d rows whose %s repeats another row's: the key column must be unique (keyset paging would pass over a repeat that falls past a chunk's end)",
+			repeats, n, a.key))
 	}
 	return n, nil
 }

@@ -375,6 +375,45 @@ func TestService_CancelJob(t *testing.T) {
 	})
 }
 
+// TestService_queryAudienceKeysNullOrRepeated: an audience query whose key
+// column holds a NULL or a repeated value. Before, keyset paging (key > the
+// last chunk's) passed over a NULL past the first chunk and over a repeat
+// falling past a chunk's end: the job was DONE 19/20 and 16/20, the missing
+// members never told. Now the job is FAILED naming the column, nothing sent.
+func TestService_queryAudienceKeysNullOrRepeated(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, rows, want string }{
+		{"a NULL key in the last chunk", `SELECT CASE WHEN i = 20 THEN NULL ELSE i END, 'r' || i FROM generate_series(1, 20) i`,
+			"audience query returned 1 of 20 rows with a NULL id: the key column must not be NULL"},
+		{"keys repeated across chunk ends", `SELECT i / 2, 'r' || i FROM generate_series(1, 20) i`,
+			"audience query returned 9 of 20 rows whose id repeats another row's: the key column must be unique"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			if _, err := b.db.Pool.Exec(b.ctx, `CREATE TABLE members (id int, r text); INSERT INTO members `+tt.rows); err != nil {
+				t.Fatal(err)
+			}
+			b.cfg.Schedules["members"] = config.Schedule{Channel: "quiz", Cron: "0 8 * * *", Timezone: "Asia/Seoul", ChunkSize: 3,
+				Audience: config.Audience{Key: "id", Query: `SELECT id, r AS recipient FROM members`}, Payload: map[string]any{"text": "hi"}}
+			s := b.service(t, "a")
+			run, err := s.RunNow(b.ctx, "members", RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = s.RunOnce(b.ctx)
+			j := mustGetJob(t, b.ctx, s, run.ID)
+			if j.State != jobFailed || !strings.Contains(j.Error, tt.want) {
+				t.Errorf("job = %s, want FAILED with %q", jobLine(j), tt.want)
+			}
+			if got := jobRecipients(t, b.ctx, b.db.Pool, run.ID); len(got) != 0 {
+				t.Errorf("%d notifications written, want none", len(got))
+			}
+		})
+	}
+}
+
 func TestService_queryAudience(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
