@@ -69,6 +69,10 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 	if len(rows) > int(limit) {
 		rows = rows[:limit]
 		data.Next = rows[len(rows)-1].ID
+	} else if page.NextAfter != 0 {
+		// Short of the limit, but cut for its size (large payloads): more
+		// dead letters follow.
+		data.Next = page.NextAfter
 	}
 	for _, n := range rows {
 		data.Rows = append(data.Rows, deadRow{NotificationInfo: n, Configured: s.configured(n.Channel)})

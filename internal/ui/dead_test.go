@@ -356,3 +356,49 @@ func BenchmarkUI_DeadPage(b *testing.B) {
 		}
 	}
 }
+
+// TestUI_DeadLetters_pageCutBySize: dead letters with large payloads (24 of
+// 1 MB, past the 16 MiB a page reads) are paged through to the last one.
+// Before, a page the store cut for its size was taken for the last page:
+// no "Next page" link, and the dead letters after it could not be reached.
+func TestUI_DeadLetters_pageCutBySize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []int64
+	rows, err := b.db.Pool.Query(b.ctx, `
+INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error)
+SELECT $1, 'big-' || g, jsonb_build_object('text', repeat('x', 1000000)), 'FAILED', 1, 'test: forced into FAILED'
+  FROM generate_series(1, 24) g
+RETURNING id`, testChannel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := b.loggedIn()
+	var got []int64
+	next := "/ui/dead?channel=" + testChannel
+	for page := 0; next != "" && page < 10; page++ {
+		res := c.get(next)
+		if res.status != http.StatusOK {
+			t.Fatalf("%s: status %d", next, res.status)
+		}
+		got = append(got, deadIDs(t, res.body)...)
+		next = ""
+		if m := nextRE.FindStringSubmatch(res.body); m != nil {
+			next = strings.ReplaceAll(m[1], "&amp;", "&")
+		}
+	}
+	slices.Sort(ids)
+	if !slices.Equal(got, ids) {
+		t.Errorf("paged through %d dead letters, want all %d", len(got), len(ids))
+	}
+}
