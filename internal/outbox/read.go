@@ -83,23 +83,36 @@ const (
 	maxReadTime = `'9999-12-31 00:00:00+00'::timestamptz`
 )
 
-const (
-	boundedPayload = `(SELECT CASE WHEN x.big THEN json_build_object('notifyd_omitted', 'the payload has a number that reads back past 100 characters')::text
-	        WHEN x.t IS NULL OR octet_length(x.t) <= 1048576 THEN x.t
-	        ELSE json_build_object('notifyd_omitted', format('the payload reads back as %s bytes, over the 1048576-byte bound', octet_length(x.t)))::text END
-	   FROM (SELECT b.big, CASE WHEN NOT b.big THEN payload::text END AS t
-	           FROM (SELECT coalesce(jsonb_path_exists(payload, '` + expandingNumber + `'), false) AS big OFFSET 0) b
+// boundedPayload is the payload as text within MaxPayloadBytes, else a note.
+var boundedPayload = BoundedJSON("payload", "the payload", MaxPayloadBytes,
+	func(reason string) string { return `json_build_object('notifyd_omitted', ` + reason + `)::text` })
+
+// BoundedJSON is SQL that reads the jsonb column col as text only within
+// limit bytes, measured in Postgres: a value with a number that would print
+// past wire.MaxNumberChars (expandingNumber) is not printed at all, and one
+// past the bound reads as note(reason), reason an SQL text naming what (the
+// payload, the payload template) and why. A scalar subquery, so that it
+// works in a RETURNING list too; its inner queries are fenced with OFFSET 0
+// so the value is walked and printed once. The outbox's payloads and the
+// scheduler's job templates read through it.
+func BoundedJSON(col, what string, limit int, note func(reason string) string) string {
+	n := strconv.Itoa(limit)
+	return `(SELECT CASE WHEN x.big THEN ` + note(`'`+what+` has a number that reads back past 100 characters'`) + `
+	        WHEN x.t IS NULL OR octet_length(x.t) <= ` + n + ` THEN x.t
+	        ELSE ` + note(`format('`+what+` reads back as %s bytes, over the `+n+`-byte bound', octet_length(x.t))`) + ` END
+	   FROM (SELECT b.big, CASE WHEN NOT b.big THEN ` + col + `::text END AS t
+	           FROM (SELECT coalesce(jsonb_path_exists(` + col + `, '` + expandingNumber + `'), false) AS big OFFSET 0) b
 	         OFFSET 0) x)`
+}
+
+const (
 	boundedResult = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 4194304 THEN x.t
 	        ELSE json_build_object('notifyd_omitted', format('the result reads back as %s bytes, over the 4194304-byte bound', octet_length(x.t)))::text END
 	   FROM (SELECT result::text AS t OFFSET 0) x)`
 )
 
-// The literals above are MaxPayloadBytes and MaxResultBytes.
-var (
-	_ = [1]struct{}{}[MaxPayloadBytes-1048576]
-	_ = [1]struct{}{}[MaxResultBytes-4194304]
-)
+// The literal above is MaxResultBytes.
+var _ = [1]struct{}{}[MaxResultBytes-4194304]
 
 // Get returns notification id with its attempt log, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*Notification, error) {

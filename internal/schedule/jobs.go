@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -109,34 +110,18 @@ func (j *jobRow) dueAt() time.Time {
 	return j.FireTime
 }
 
-const jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, ` + boundedJobPayload + `, state,
+var jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, ` + boundedJobPayload + `, state,
 	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
 	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, ''), takeovers`
 
 // boundedJobPayload reads a job's payload template as text only within
 // MaxTemplateReadBytes, measured in Postgres, as the outbox reads a payload
-// (outbox.notificationColumns): a row written past CreateCampaign's checks
-// (by SQL, or before them) with 1e100000 in it would otherwise print 100,001
-// digits into every claim and page that reads it. One with a number that
-// expands (jobExpandingNumber) is not printed at all. Past the bound the
-// column reads as '!' and the reason: jsonb text never begins with '!'. It
-// is a scalar subquery so that it works in a RETURNING list as well, its
-// inner queries fenced with OFFSET 0 so the payload is walked and printed
-// once.
-const boundedJobPayload = `(SELECT CASE WHEN x.big THEN '!has a number that reads back past 100 characters'
-	        WHEN octet_length(x.t) <= 131072 THEN x.t
-	        ELSE '!reads back as ' || octet_length(x.t) || ' bytes, over the 131072-byte bound' END
-	   FROM (SELECT b.big, CASE WHEN NOT b.big THEN payload::text END AS t
-	           FROM (SELECT coalesce(jsonb_path_exists(payload, '` + jobExpandingNumber + `'), false) AS big OFFSET 0) b
-	         OFFSET 0) x)`
-
-// jobExpandingNumber is the outbox's expandingNumber: a number of magnitude
-// 1e100 or more, or a nonzero one under 1e-100, prints past
-// wire.MaxNumberChars.
-const jobExpandingNumber = `lax $.** ? (@.type() == "number" && (@ >= 1e100 || @ <= -1e100 || (@ != 0 && @ > -1e-100 && @ < 1e-100)))`
-
-// The literal above is MaxTemplateReadBytes.
-var _ = [1]struct{}{}[MaxTemplateReadBytes-131072]
+// (outbox.BoundedJSON): a row written past CreateCampaign's checks (by SQL,
+// or before them) with 1e100000 in it would otherwise print 100,001 digits
+// into every claim and page that reads it. Past the bound the column reads
+// as '!' and the reason: jsonb text never begins with '!'.
+var boundedJobPayload = outbox.BoundedJSON("payload", "the payload template", MaxTemplateReadBytes,
+	func(reason string) string { return `'!' || ` + reason })
 
 // scanJob reads a row of jobColumns. An audience or payload that cannot be
 // read is no error: the row says why (unreadable), so one such row neither
@@ -159,7 +144,7 @@ func scanJob(row pgx.Row) (*jobRow, error) {
 		j.Audience = wire.Audience{}
 	}
 	if bytes.HasPrefix(payload, []byte("!")) {
-		j.unreadable = "its payload template " + string(payload[1:])
+		j.unreadable = string(payload[1:])
 	} else if err := decodeTemplate(payload, &j.Payload); err != nil {
 		j.unreadable = fmt.Sprintf("its payload template does not decode: %v", err)
 	}
