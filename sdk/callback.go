@@ -127,9 +127,7 @@ func FailedAfterSendUpdate(id int64, detail string) ReceiptUpdate {
 // marking the cut (within the n bytes); s itself when it fits. Invalid UTF-8
 // is replaced and NUL bytes dropped, so the result is text Postgres stores.
 func CutText(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = toValidUTF8(s)
-	}
+	s = wireText(s)
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "")
 	}
@@ -145,12 +143,4 @@ func CutText(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + mark
-}
-
-func toValidUTF8(s string) string {
-	out := make([]rune, 0, len(s))
-	for _, r := range s {
-		out = append(out, r) // invalid bytes decode as utf8.RuneError
-	}
-	return string(out)
 }
