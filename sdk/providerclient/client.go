@@ -262,8 +262,8 @@ func boundErrors(ctx context.Context, method string, req, reply any, cc *grpc.Cl
 	if !ok {
 		return err
 	}
-	if msg := st.Message(); len(msg) > MaxErrorText || sdk.CutText(msg, MaxErrorText) != msg {
-		return status.Error(st.Code(), sdk.CutText(msg, MaxErrorText))
+	if cut := sdk.CutText(st.Message(), MaxErrorText); cut != st.Message() {
+		return status.Error(st.Code(), cut)
 	}
 	return err
 }
