@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -77,22 +79,7 @@ func TestUI_DeadLetters(t *testing.T) {
 	c, csrf := b.loggedIn()
 
 	t.Run("pages through every dead letter of a channel", func(t *testing.T) {
-		var got []int64
-		path := "/ui/dead?channel=hooks&limit=500"
-		for pages := 0; path != ""; pages++ {
-			if pages > 10 {
-				t.Fatal("more pages than rows")
-			}
-			res := c.get(path)
-			if res.status != http.StatusOK {
-				t.Fatalf("%s: status %d", path, res.status)
-			}
-			got = append(got, deadIDs(t, res.body)...)
-			path = ""
-			if m := nextRE.FindStringSubmatch(res.body); m != nil {
-				path = strings.ReplaceAll(m[1], "&amp;", "&")
-			}
-		}
+		got := pageDead(t, c, "/ui/dead?channel=hooks&limit=500")
 		if !slices.Equal(got, hooks) {
 			t.Errorf("paged %d ids (first %v), want the %d of hooks, oldest first", len(got), got[:min(5, len(got))], len(hooks))
 		}
@@ -364,7 +351,6 @@ func BenchmarkUI_DeadPage(b *testing.B) {
 func TestUI_DeadLetters_pageCutBySize(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var ids []int64
 	rows, err := b.db.Pool.Query(b.ctx, `
 INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error)
 SELECT $1, 'big-' || g, jsonb_build_object('text', repeat('x', 1000000)), 'FAILED', 1, 'test: forced into FAILED'
@@ -373,32 +359,36 @@ RETURNING id`, testChannel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
 		t.Fatal(err)
 	}
 	c, _ := b.loggedIn()
-	var got []int64
-	next := "/ui/dead?channel=" + testChannel
-	for page := 0; next != "" && page < 10; page++ {
-		res := c.get(next)
-		if res.status != http.StatusOK {
-			t.Fatalf("%s: status %d", next, res.status)
-		}
-		got = append(got, deadIDs(t, res.body)...)
-		next = ""
-		if m := nextRE.FindStringSubmatch(res.body); m != nil {
-			next = strings.ReplaceAll(m[1], "&amp;", "&")
-		}
-	}
+	got := pageDead(t, c, "/ui/dead?channel="+testChannel)
 	slices.Sort(ids)
 	if !slices.Equal(got, ids) {
 		t.Errorf("paged through %d dead letters, want all %d", len(got), len(ids))
 	}
+}
+
+// pageDead follows the dead-letter list's "Next page" links from path and
+// returns the ids it listed, in order (at most 10 pages).
+func pageDead(t *testing.T, c *client, path string) []int64 {
+	t.Helper()
+	var got []int64
+	for pages := 0; path != ""; pages++ {
+		if pages == 10 {
+			t.Fatal("more than 10 pages")
+		}
+		res := c.get(path)
+		if res.status != http.StatusOK {
+			t.Fatalf("%s: status %d", path, res.status)
+		}
+		got = append(got, deadIDs(t, res.body)...)
+		path = ""
+		if m := nextRE.FindStringSubmatch(res.body); m != nil {
+			path = strings.ReplaceAll(m[1], "&amp;", "&")
+		}
+	}
+	return got
 }
