@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // Details the SDK writes into verdicts it makes itself.
@@ -70,7 +74,57 @@ func (s *server) Send(ctx context.Context, req *providerv1.SendRequest) (*provid
 		toProto(&block[i], v)
 		resp.Verdicts[i] = &block[i]
 	}
+	fitAnswer(resp)
 	return resp, nil
+}
+
+// maxAnswer bounds one Send answer: the protocol's bound on a message
+// (providerv1.MaxMessageBytes, which gRPC enforces on both sides), less room
+// for gRPC's framing.
+const maxAnswer = providerv1.MaxMessageBytes - 64<<10
+
+// fitAnswer holds resp to maxAnswer by replacing the largest results with a
+// note saying so, outcomes untouched. Each result is within what the host
+// stores (validate), but their sum is not: a call of 20 messages with a 4 MiB
+// result each (embeddings) made an 80 MiB answer, which gRPC refused whole,
+// and the host took every message of the call — delivered, each one — for
+// an unknown outcome and sent it again. A result lost is a note in the
+// outbox; a message sent twice cannot be taken back.
+func fitAnswer(resp *providerv1.SendResponse) {
+	// A sum of the verdicts' texts with room for their fields' framing: the
+	// usual answer is far below the bound and is not measured further.
+	bound := 0
+	for _, v := range resp.Verdicts {
+		bound += len(v.Result) + len(v.Detail) + len(v.ProviderCode) + 64
+	}
+	if bound <= maxAnswer {
+		return
+	}
+	size := proto.Size(resp)
+	if size <= maxAnswer {
+		return
+	}
+	idx := make([]int, 0, len(resp.Verdicts))
+	for i, v := range resp.Verdicts {
+		if len(v.Result) > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return len(resp.Verdicts[idx[a]].Result) > len(resp.Verdicts[idx[b]].Result) })
+	for _, i := range idx {
+		if size <= maxAnswer {
+			break
+		}
+		v := resp.Verdicts[i]
+		note := fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes; with the other results of its call it did not fit the plugin's answer (%d bytes); not stored"}`,
+			len(v.Result), maxAnswer)
+		if len(note) >= len(v.Result) {
+			continue
+		}
+		// An estimate never below the size: the length prefixes shrink too.
+		size -= len(v.Result) - len(note)
+		v.Result = note
+	}
 }
 
 func isBatchSender(s Sender) bool { _, ok := s.(BatchSender); return ok }
@@ -163,7 +217,9 @@ func (s *server) call(ctx context.Context, snd Sender, m Message) (v Verdict) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("Send panicked", "channel", m.Channel, "id", m.ID, "panic", r, "stack", string(debug.Stack()))
-			v = Transient(fmt.Sprintf("%s: %v", DetailPanic, r))
+			// Held to the bounds as any verdict: the panic's value may be
+			// a provider's whole answer.
+			v = validate(Transient(fmt.Sprintf("%s: %v", DetailPanic, r)))
 		}
 	}()
 	return validate(snd.Send(ctx, m))
@@ -215,9 +271,13 @@ func (s *server) sendBatch(b *batch, snd BatchSender, idxs []int) {
 		defer func() {
 			if r := recover(); r != nil {
 				s.log.Error("SendBatch panicked", "channel", ms[0].Channel, "panic", r, "stack", string(debug.Stack()))
-				vs = nil
-				for range ms {
-					vs = append(vs, Transient(fmt.Sprintf("%s: %v", DetailPanic, r)))
+				// Formatted once for the call (validate cuts each copy):
+				// once a message, a panic's long value was allocated
+				// 1,000 times over.
+				v := Transient(fmt.Sprintf("%s: %v", DetailPanic, r))
+				vs = make([]Verdict, len(ms))
+				for k := range vs {
+					vs[k] = v
 				}
 			}
 		}()
@@ -251,6 +311,12 @@ func validate(v Verdict) Verdict {
 	}
 	if v.RetryAfter < 0 {
 		v.RetryAfter = 0
+	}
+	if len(v.Result) > wire.MaxResultBytes {
+		// What the host would store instead (outbox cleanOutput), made
+		// here: a result it does not store is not worth sending.
+		v.Result = fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes, over the %d-byte bound; not stored"}`,
+			len(v.Result), wire.MaxResultBytes)
 	}
 	if len(v.Result) > 0 && !jsonValid(v.Result) {
 		v.Result = nil
