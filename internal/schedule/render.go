@@ -299,7 +299,18 @@ func failedFor(recipient, reason string) failedRow {
 		sum := sha256.Sum256([]byte(recipient))
 		return failedForSum(recipient, hex.EncodeToString(sum[:]), reason)
 	}
-	return failedRow{recipient: recipient, keySuffix: recipient, reason: wire.Truncate(reason, outbox.MaxErrorLen)}
+	return failedRow{recipient: recipient, keySuffix: recipient, reason: storableReason(reason)}
+}
+
+// storableReason is reason as a FAILED row's last_error can hold it, whatever
+// it quotes: a render error may quote a value the template made ("a\x00",
+// half of a UTF-8 sequence), which Postgres refuses as text, and the chunk
+// that carried it would then fail on every retry. Invalid UTF-8 and NUL
+// become U+FFFD, and the whole is cut to the column's bound.
+func storableReason(reason string) string {
+	reason = wire.Truncate(reason, outbox.MaxErrorLen) // cleaned within the bound, whatever the error quoted
+	clean := strings.ReplaceAll(strings.ToValidUTF8(reason, "\uFFFD"), "\x00", "\uFFFD")
+	return wire.Truncate(clean, outbox.MaxErrorLen)
 }
 
 // failedForSum is failedFor for a recipient that cannot be stored, given
@@ -308,5 +319,5 @@ func failedFor(recipient, reason string) failedRow {
 func failedForSum(recipient, sum, reason string) failedRow {
 	clean := strings.ReplaceAll(strings.ToValidUTF8(recipient, "\uFFFD"), "\x00", "\uFFFD")
 	return failedRow{recipient: wire.Truncate(clean, outbox.MaxRecipientLen), keySuffix: "sha256:" + sum,
-		reason: wire.Truncate(reason, outbox.MaxErrorLen)}
+		reason: storableReason(reason)}
 }
