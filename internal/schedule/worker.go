@@ -387,16 +387,21 @@ func (r *chunkReader) next(ctx context.Context, cursor string, size int) (render
 			rc.skipped++
 			continue
 		}
-		var d any
+		// This member's own decode error: err is reused by every render,
+		// and a member must never fail with an earlier member's error.
+		var (
+			d    any
+			derr error
+		)
 		if data != nil {
-			d, err = data.next() // read whatever happens below, to stay in step
+			d, derr = data.next() // read whatever happens below, to stay in step
 		}
 		if reason := r.problem(); reason != "" {
 			rc.failed = append(rc.failed, r.failed(reason))
 			continue
 		}
-		if err != nil {
-			rc.failed = append(rc.failed, r.failed(err.Error()))
+		if derr != nil {
+			rc.failed = append(rc.failed, r.failed(derr.Error()))
 			continue
 		}
 		if data != nil && r.dataProblem != "" {
