@@ -76,4 +76,30 @@ func TestProbeAuditB_oneFailureFailsOnlyItsMember(t *testing.T) {
 	}
 }
 
-var _ = time.Second
+// TestProbeAuditB_clockEveryStep: a step's body can cost tens of
+// milliseconds without calling a function that reads the clock: eq compares
+// its first argument with each of the others, and a 64 KiB template holds
+// 21,000 of them, each a 60 KiB string (an audience query's data reads back
+// within 128 KiB). Read every 256 steps, the clock let such a render run
+// about 10 s past its 1 s bound, per recipient; read every step, it stops
+// one step after the bound. Not parallel: it measures wall time, with a
+// margin of seconds for a busy machine.
+func TestProbeAuditB_clockEveryStep(t *testing.T) {
+	long := strings.Repeat("a", 60_000)
+	data := `{"a":"` + long + `x","b":"` + long + `y"}`
+	var tmpl strings.Builder
+	tmpl.WriteString(`{{$a := .data.a}}{{$b := .data.b}}{{range 1000}}{{if eq $a`)
+	for tmpl.Len() < MaxTemplateBytes-100 {
+		tmpl.WriteString(` $b`)
+	}
+	tmpl.WriteString(`}}{{end}}{{end}}`)
+	start := time.Now()
+	out, err := renderOne(t, map[string]any{"t": tmpl.String()}, "r", data)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "rendering took more than") {
+		t.Fatalf("render = %.100s, %v; want the time bound", out, err)
+	}
+	if took > 4*maxRenderTime {
+		t.Errorf("the render stopped after %s, want about %s (one step past the bound)", took.Round(time.Millisecond), maxRenderTime)
+	}
+}
