@@ -76,17 +76,64 @@ func checkBodyText(b []byte) *Error {
 // nulField is the JSON path of the first string in v (a decoded request)
 // that holds a NUL, "" when none does. Raw JSON fields (payloads) are left
 // to their own checks.
+//
+// The walk keeps the path as a stack of segments and joins it only for the
+// value it reports: building each value's path as it went copied its
+// parent's whole path at every level and for every array element, so a
+// 400 KB key over 2,000 levels held 800 MB, and over 10,000 array elements
+// allocated 4 GB, for one request within http.max_body_bytes. Its cost is
+// now linear in the decoded value; the path it answers is cut at
+// maxQuotedPath bytes.
 func nulField(v reflect.Value, path string) string {
+	w := nulWalk{}
+	if !w.walk(v) {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(path)
+	for _, s := range w.stack {
+		switch {
+		case s.index >= 0:
+			fmt.Fprintf(&b, "[%d]", s.index)
+		case b.Len() > 0:
+			b.WriteString(".")
+			b.WriteString(s.name)
+		default:
+			b.WriteString(s.name)
+		}
+		if b.Len() > maxQuotedPath {
+			break
+		}
+	}
+	return wire.Truncate(b.String(), maxQuotedPath)
+}
+
+// maxQuotedPath bounds the JSON path an error quotes back.
+const maxQuotedPath = 1024
+
+// nulWalk is nulField's walk: the path down to the value being looked at.
+type nulWalk struct{ stack []pathSeg }
+
+// pathSeg is one step of a JSON path: an object's key, or an array's index
+// when index ≥ 0.
+type pathSeg struct {
+	name  string
+	index int
+}
+
+func (w *nulWalk) push(s pathSeg) { w.stack = append(w.stack, s) }
+func (w *nulWalk) pop()           { w.stack = w.stack[:len(w.stack)-1] }
+
+// walk reports whether v holds a NUL, leaving the path to it on the stack.
+func (w *nulWalk) walk(v reflect.Value) bool {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
-			return ""
+			return false
 		}
-		return nulField(v.Elem(), path)
+		return w.walk(v.Elem())
 	case reflect.String:
-		if strings.IndexByte(v.String(), 0) >= 0 {
-			return path
-		}
+		return strings.IndexByte(v.String(), 0) >= 0
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
@@ -98,37 +145,43 @@ func nulField(v reflect.Value, path string) string {
 			if name == "" {
 				name = f.Name
 			}
-			if p := nulField(v.Field(i), join(path, name)); p != "" {
-				return p
+			w.push(pathSeg{name: name, index: -1})
+			if w.walk(v.Field(i)) {
+				return true
 			}
+			w.pop()
 		}
 	case reflect.Map:
 		iter := v.MapRange()
 		for iter.Next() {
-			k := fmt.Sprint(iter.Key().Interface())
+			key := iter.Key()
+			var k string
+			if key.Kind() == reflect.String {
+				k = key.String()
+			} else {
+				k = fmt.Sprint(key.Interface())
+			}
 			if strings.IndexByte(k, 0) >= 0 {
-				return join(path, "(a key)")
+				w.push(pathSeg{name: "(a key)", index: -1})
+				return true
 			}
-			if p := nulField(iter.Value(), join(path, k)); p != "" {
-				return p
+			w.push(pathSeg{name: k, index: -1})
+			if w.walk(iter.Value()) {
+				return true
 			}
+			w.pop()
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return "" // raw JSON: checked by its own rules
+			return false // raw JSON: checked by its own rules
 		}
 		for i := range v.Len() {
-			if p := nulField(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
-				return p
+			w.push(pathSeg{index: i})
+			if w.walk(v.Index(i)) {
+				return true
 			}
+			w.pop()
 		}
 	}
-	return ""
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
+	return false
 }
