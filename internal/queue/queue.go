@@ -194,7 +194,8 @@ func (q *Queue) Push(ctx context.Context, channel string, items []Item) (added i
 //
 // If Fetch returns an error other than ErrNoLease, ids may have moved anyway
 // (the reply was lost): the caller should re-read Pending before trusting its
-// in-memory view of what it holds.
+// in-memory view of what it holds. An error wrapping ErrBadMember comes with
+// the valid ids fetched, which the caller should handle.
 //
 // A blocked Fetch does not notice ctx being cancelled until wait runs out
 // (go-redis does not interrupt a blocking read), so keep wait short, about a
@@ -211,9 +212,10 @@ func (q *Queue) Fetch(ctx context.Context, channel, instance string, max int, wa
 	}
 	k := q.keys(channel)
 	fetchKeys := []string{k.ready(), k.processing(instance), k.instances()}
-	ids, err := q.fetchNow(ctx, fetchKeys, instance, max, true)
-	if err != nil || len(ids) > 0 || wait == 0 {
-		if err != nil {
+	raw, err := q.fetchNow(ctx, fetchKeys, instance, max, true)
+	if err != nil || len(raw) > 0 || wait == 0 {
+		ids, bad := q.keepIDs(ctx, k, instance, raw)
+		if err = errors.Join(err, bad); err != nil {
 			err = fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
 		}
 		return ids, err
@@ -225,25 +227,23 @@ func (q *Queue) Fetch(ctx context.Context, channel, instance string, max int, wa
 		}
 		return nil, err
 	}
-	id, err := parseID(first)
-	if err != nil {
-		return nil, fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
+	raw = []string{first}
+	if max > 1 {
+		// The lease was checked an instant ago; checking again could
+		// strand the id BLMOVE just moved.
+		var rest []string
+		rest, err = q.fetchNow(ctx, fetchKeys, instance, max-1, false)
+		raw = append(raw, rest...)
 	}
-	ids = []int64{id}
-	if max == 1 {
-		return ids, nil
+	ids, bad := q.keepIDs(ctx, k, instance, raw)
+	if err = errors.Join(err, bad); err != nil {
+		err = fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
 	}
-	// The lease was checked an instant ago; checking again could strand the
-	// id BLMOVE just moved.
-	rest, err := q.fetchNow(ctx, fetchKeys, instance, max-1, false)
-	ids = append(ids, rest...)
-	if err != nil {
-		return ids, fmt.Errorf("queue: fetch from %s for %s: %w", channel, instance, err)
-	}
-	return ids, nil
+	return ids, err
 }
 
-func (q *Queue) fetchNow(ctx context.Context, keys []string, instance string, max int, lease bool) ([]int64, error) {
+// fetchNow runs scriptFetch and returns the members it moved, oldest first.
+func (q *Queue) fetchNow(ctx context.Context, keys []string, instance string, max int, lease bool) ([]string, error) {
 	checkLease := "0"
 	if lease {
 		checkLease = "1"
@@ -255,7 +255,70 @@ func (q *Queue) fetchNow(ctx context.Context, keys []string, instance string, ma
 	if n, ok := res.(int64); ok && n == -1 {
 		return nil, ErrNoLease
 	}
-	return parseIDs(res)
+	vals, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected script reply %T", res)
+	}
+	raw := make([]string, len(vals))
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("unexpected member %v (%T) in script reply", v, v)
+		}
+		raw[i] = s
+	}
+	return raw, nil
+}
+
+// ErrBadMember is wrapped by the error of a Fetch or Pending that met
+// members of instance's processing list that are not notification ids as
+// the queue writes them (strconv.FormatInt): written by another program, a
+// corruption or a partial restore. Such a member is taken out of the
+// processing list and the members set when it is met, so it is reported
+// once; the ids returned with the error are valid and in the processing
+// list, to be handled as usual.
+var ErrBadMember = errors.New("queue members that are not notification ids were dropped")
+
+// keepIDs splits members read from instance's processing list into the ids
+// they are and the members that are none (not the decimal form of an int64
+// that strconv.FormatInt gives: an id Ack could never remove), which it
+// drops from the processing list and the members set. The error names them
+// (wrapping ErrBadMember, and the drop's own error if it failed).
+func (q *Queue) keepIDs(ctx context.Context, k keys, instance string, raw []string) ([]int64, error) {
+	ids := make([]int64, 0, len(raw))
+	var bad []string
+	for _, s := range raw {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || strconv.FormatInt(id, 10) != s {
+			bad = append(bad, s)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(bad) == 0 {
+		return ids, nil
+	}
+	args := make([]any, len(bad))
+	for i, s := range bad {
+		args[i] = s
+	}
+	_, derr := q.runChunks(ctx, scriptDrop, []string{k.processing(instance), k.members()}, args, 1)
+	var quoted []string
+	for _, s := range bad[:min(len(bad), 3)] {
+		if len(s) > 40 {
+			s = s[:40] + "…"
+		}
+		quoted = append(quoted, strconv.Quote(s))
+	}
+	more := ""
+	if len(bad) > len(quoted) {
+		more = fmt.Sprintf(" and %d more", len(bad)-len(quoted))
+	}
+	err := fmt.Errorf("%w: %d from %s's backup list (%s%s)", ErrBadMember, len(bad), instance, strings.Join(quoted, ", "), more)
+	if derr != nil {
+		err = fmt.Errorf("%w; dropping them failed: %w", err, derr)
+	}
+	return ids, err
 }
 
 // blockMove waits up to wait for an id to arrive in src and moves it to dst
@@ -287,21 +350,23 @@ func (q *Queue) blockMove(ctx context.Context, src, dst string, wait time.Durati
 }
 
 // Pending returns instance's processing list, oldest first, without
-// removing anything: what a restarted instance must finish first.
+// removing anything but members that are no id (ErrBadMember, returned with
+// the ids): what a restarted instance must finish first.
 func (q *Queue) Pending(ctx context.Context, channel, instance string) ([]int64, error) {
 	if err := check(channel, instance); err != nil {
 		return nil, fmt.Errorf("queue: pending: %w", err)
 	}
-	vals, err := q.c.LRange(ctx, q.keys(channel).processing(instance), 0, -1).Result()
+	k := q.keys(channel)
+	vals, err := q.c.LRange(ctx, k.processing(instance), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
 	}
-	ids, err := parseStrings(vals)
-	if err != nil {
-		return nil, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
-	}
+	ids, err := q.keepIDs(ctx, k, instance, vals)
 	for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
 		ids[i], ids[j] = ids[j], ids[i]
+	}
+	if err != nil {
+		return ids, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
 	}
 	return ids, nil
 }

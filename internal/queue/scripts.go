@@ -166,6 +166,14 @@ bulk('LPUSH', KEYS[3], fresh)
 return #found
 `)
 
+// scriptDrop: KEYS processing, members; ARGV members that are no id
+// (Queue.keepIDs). Returns how many left the processing list.
+var scriptDrop = redis.NewScript(luaLib + `
+local found = remove_ids(KEYS[1], ARGV)
+bulk('SREM', KEYS[2], ARGV)
+return #found
+`)
+
 // scriptPromote: KEYS delayed, ready; ARGV now ms, max. Earliest due first.
 var scriptPromote = redis.NewScript(luaLib + `
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])

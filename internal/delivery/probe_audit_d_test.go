@@ -1,0 +1,57 @@
+package delivery_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/queue"
+	"github.com/notifyd/notifyd/internal/testenv"
+)
+
+// A member of a channel's ready list that is no notification id (another
+// program sharing the Redis, a partial restore) is fetched in one batch with
+// real notifications. They must all be delivered, and the member reported
+// in the log.
+func TestProbeAuditD_GarbageInReadyList(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, func(string, int, http.Header) (int, string) { return 200, "" })
+	b := setup(t, s)
+	ctx := context.Background()
+	ids := b.sendMany(20, func(int) string { return "r" })
+	// Relayed and queued before the engine starts, the bad members among
+	// them, so a fetch's batch holds both.
+	if _, err := b.store.Relay(ctx, time.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	push := func(ids []int64) {
+		items := make([]queue.Item, len(ids))
+		for i, id := range ids {
+			items[i] = queue.Item{ID: id}
+		}
+		if _, err := b.queue.Push(ctx, testChannel, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(ids[:5])
+	ready := b.prefix + ":{ch:" + testChannel + "}:ready"
+	if err := b.rc.LPush(ctx, ready, "not-an-id", "1000000000000000000000000000000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	push(ids[5:])
+	var logs testenv.SyncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: &logs})
+	b.start(delivery.Options{Instance: "a", Logger: log})
+	counts := b.waitAll(15 * time.Second)
+	if counts["SENT"] != int64(len(ids)) {
+		t.Errorf("counts = %v, want %d SENT", counts, len(ids))
+	}
+	if out := logs.String(); !strings.Contains(out, "not-an-id") {
+		t.Errorf("the bad member was never logged:\n%s", out)
+	}
+}
