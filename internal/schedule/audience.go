@@ -22,6 +22,7 @@ type querier interface {
 
 // recipientRow is one audience member as read from the database.
 type recipientRow struct {
+	key       string // the cursor after this member (its key as text)
 	recipient string
 	ok        bool // false: no address on the channel (topic) or NULL recipient (query): skipped
 	// overLen is the recipient's length in bytes when it reads back past
@@ -100,10 +101,33 @@ func dataProblem(data []byte, n *int) string {
 	return fmt.Sprintf("its data (subscriber attributes, or the audience query's data column) reads back as %d bytes, over the %d-byte bound", *n, MaxDataReadBytes)
 }
 
+// MaxChunkBytes bounds what one chunk holds at once: the data and
+// recipients a page reads (each member's within MaxDataReadBytes), and the
+// payloads the chunk renders (each within the payload bound). Each member is
+// bounded, but a chunk held all of its members at once: 1,000 payloads of
+// 240 KB were 240 MB a chunk, several times that with the buffer's doubling
+// and the chunk read ahead, and chunk_size may be 10,000. A page or a chunk
+// stops at the end of the member that passes it (so it always holds one);
+// the next goes on from that member's key.
+const MaxChunkBytes = 16 << 20
+
 // chunk is one keyset page of an audience.
 type chunk struct {
 	rows    []recipientRow
 	lastKey string // the cursor after this chunk; "" when rows is empty
+	// cut says the page stopped at MaxChunkBytes, before its limit: it is
+	// not the audience's last, however few rows it has.
+	cut bool
+}
+
+// add appends r and says whether the page is full by bytes (held counts
+// what its rows hold).
+func (c *chunk) add(r recipientRow, held *int) bool {
+	c.rows = append(c.rows, r)
+	c.lastKey = r.key
+	*held += len(r.data) + len(r.recipient) + len(r.key)
+	c.cut = *held >= MaxChunkBytes
+	return c.cut
 }
 
 // audienceSource reads an audience in keyset order. The cursor is the text
@@ -181,20 +205,21 @@ func (a topicAudience) fetch(ctx context.Context, q querier, cursor string, limi
 		addrSum *string
 		data    []byte
 		dataLen *int
+		held    int
 	)
 	for rows.Next() {
 		if err := rows.Scan(&id, &addr, &addrLen, &addrSum, &data, &dataLen); err != nil {
 			return chunk{}, fmt.Errorf("read topic %q: %w", a.topic, err)
 		}
-		r := recipientRow{data: data, dataProblem: dataProblem(data, dataLen)}
+		r := recipientRow{key: strconv.FormatInt(id, 10), data: data, dataProblem: dataProblem(data, dataLen)}
 		r.scanRecipient(addr, addrLen, addrSum)
-		c.rows = append(c.rows, r)
+		if c.add(r, &held) {
+			break // the rest of the page is read again after this member
+		}
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return chunk{}, fmt.Errorf("read topic %q: %w", a.topic, err)
-	}
-	if len(c.rows) > 0 {
-		c.lastKey = strconv.FormatInt(id, 10)
 	}
 	return c, nil
 }
@@ -307,6 +332,7 @@ func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, lim
 		dataLen *int
 		key     *string
 		keyLen  *int
+		held    int
 	)
 	for rows.Next() {
 		if err := rows.Scan(&rcpt, &rcptLen, &rcptSum, &data, &dataLen, &key, &keyLen); err != nil {
@@ -319,11 +345,13 @@ func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, lim
 		if key == nil {
 			return chunk{}, permanent(fmt.Errorf("audience query returned a NULL %s: the key column must not be NULL", a.key))
 		}
-		r := recipientRow{data: data, dataProblem: dataProblem(data, dataLen)}
+		r := recipientRow{key: *key, data: data, dataProblem: dataProblem(data, dataLen)}
 		r.scanRecipient(rcpt, rcptLen, rcptSum)
-		c.rows = append(c.rows, r)
-		c.lastKey = *key
+		if c.add(r, &held) {
+			break // the rest of the page is read again after this member
+		}
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return chunk{}, fmt.Errorf("read audience query: %w", classify(err))
 	}

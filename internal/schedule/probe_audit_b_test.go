@@ -103,3 +103,96 @@ func TestProbeAuditB_clockEveryStep(t *testing.T) {
 		t.Errorf("the render stopped after %s, want about %s (one step past the bound)", took.Round(time.Millisecond), maxRenderTime)
 	}
 }
+
+// seedBigAttributes gives each of topic's subscribers sub-1…sub-n an
+// attribute s of size bytes (within the 64 KiB attributes bound).
+func seedBigAttributes(t *testing.T, b *testBundle, topic string, n, size int) {
+	t.Helper()
+	seedTopic(t, b.ctx, b.db.Pool, topic, "hooks", n, 0)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE subscribers SET attributes = jsonb_build_object('s', repeat('a', $1::int) || external_id)`, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// auditChunkBytes is the test's bound of what one chunk holds: generous
+// (16 MiB the bound, a member's payload or data past it at most 1 MiB).
+const auditChunkBytes = 20 << 20
+
+// TestProbeAuditB_chunkRenderedBytes: every member's payload is within the
+// payload bound, but a chunk held all of its members' payloads at once,
+// rendered into one buffer and copied into one string: 200 members of 240
+// KB were 48 MB a chunk (1,000 at the default chunk size 240 MB, several
+// times that with the buffer's doubling and the read-ahead chunk; 10,000,
+// the largest chunk_size, 2.4 GB). A chunk stops at a byte bound, at a
+// member's end; the rest follow in the next chunks, none lost.
+func TestProbeAuditB_chunkRenderedBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const members, size = 200, 60_000
+	seedBigAttributes(t, b, "news", members, size)
+	s := b.service(t, "a")
+	var worst int
+	var prev int
+	s.afterChunk = func(job int64, n int) error {
+		var done, bytes int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*), coalesce(sum(octet_length(payload::text)), 0) FROM notifications WHERE job_id = $1`, job).Scan(&done, &bytes); err != nil {
+			return err
+		}
+		worst = max(worst, bytes-prev)
+		prev = bytes
+		return nil
+	}
+	job := b.runCampaign(t, s, wire.Audience{Topic: "news"}, map[string]any{"x": `{{.data.s}}{{.data.s}}{{.data.s}}{{.data.s}}`}, 0)
+	if n := b.pendingCount(t, job.ID); n != members {
+		t.Errorf("%d PENDING, want %d", n, members)
+	}
+	if got := diffSets(jobRecipients(t, b.ctx, b.db.Pool, job.ID), expectedRecipients(members, 0)); got != "" {
+		t.Errorf("recipients: %s", got)
+	}
+	if worst > auditChunkBytes {
+		t.Errorf("one chunk held %d MiB of payloads, want at most %d MiB", worst>>20, auditChunkBytes>>20)
+	}
+}
+
+// TestProbeAuditB_chunkReadBytes: a chunk read every member's data (each
+// within 128 KiB as it reads back) before rendering any: 600 members of 60
+// KB were 36 MB read, and copied once more for the decoder (at
+// chunk_size 10,000, 1.2 GB). A page stops at a byte bound, at a member's
+// end, and the next page goes on from it: every member read once.
+func TestProbeAuditB_chunkReadBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const members, size = 600, 60_000
+	seedBigAttributes(t, b, "news", members, size)
+	aud := topicAudience{topic: "news", channel: "hooks"}
+	cursor, seen := "", map[string]int{}
+	for pages := 0; ; pages++ {
+		if pages > members {
+			t.Fatalf("%d pages and not at the end", pages)
+		}
+		c, err := aud.fetch(b.ctx, b.db.Pool, cursor, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := 0
+		for _, r := range c.rows {
+			held += len(r.data) + len(r.recipient)
+			seen[r.recipient]++
+		}
+		if held > auditChunkBytes {
+			t.Errorf("page %d read %d MiB (%d members), want at most %d MiB", pages, held>>20, len(c.rows), auditChunkBytes>>20)
+		}
+		if len(c.rows) == 0 {
+			break
+		}
+		cursor = c.lastKey
+	}
+	if len(seen) != members {
+		t.Errorf("read %d distinct members, want %d", len(seen), members)
+	}
+	for r, n := range seen {
+		if n != 1 {
+			t.Errorf("%s read %d times", r, n)
+		}
+	}
+}

@@ -350,7 +350,9 @@ func (s *Service) isolate(ctx context.Context, conn *pgxpool.Conn, job *jobRow, 
 	return false, nil
 }
 
-// next reads and renders up to size members after cursor.
+// next reads and renders up to size members after cursor, and fewer when
+// what they hold passes MaxChunkBytes: the chunk then ends after the member
+// that passed it, and the next goes on from that member's key.
 func (r *chunkReader) next(ctx context.Context, cursor string, size int) (renderedChunk, error) {
 	s, aud, tmpl, vars, limit, static := r.s, r.aud, r.tmpl, r.vars, r.limit, r.static
 	c, err := aud.fetch(ctx, s.pool, cursor, size)
@@ -361,7 +363,7 @@ func (r *chunkReader) next(ctx context.Context, cursor string, size int) (render
 		recipients: make([]string, 0, len(c.rows)),
 		processed:  len(c.rows),
 		cursor:     cursor,
-		last:       len(c.rows) < size,
+		last:       len(c.rows) < size && !c.cut,
 	}
 	if c.lastKey != "" {
 		rc.cursor = c.lastKey
@@ -382,41 +384,56 @@ func (r *chunkReader) next(ctx context.Context, cursor string, size int) (render
 		}
 		data = newDataDecoder(raw)
 	}
-	for _, r := range c.rows {
+	// member renders one member, or records why it is skipped or FAILED.
+	member := func(r recipientRow) {
 		if !r.ok {
 			rc.skipped++
-			continue
+			return
 		}
-		// This member's own decode error: err is reused by every render,
-		// and a member must never fail with an earlier member's error.
-		var (
-			d    any
-			derr error
-		)
+		var d any
 		if data != nil {
-			d, derr = data.next() // read whatever happens below, to stay in step
+			d, err = data.next() // read whatever happens below, to stay in step
 		}
 		if reason := r.problem(); reason != "" {
 			rc.failed = append(rc.failed, r.failed(reason))
-			continue
+			return
 		}
-		if derr != nil {
-			rc.failed = append(rc.failed, r.failed(derr.Error()))
-			continue
+		if err != nil {
+			rc.failed = append(rc.failed, r.failed(err.Error()))
+			return
 		}
 		if data != nil && r.dataProblem != "" {
 			rc.failed = append(rc.failed, r.failed(r.dataProblem))
-			continue
+			return
 		}
 		if static == nil {
 			vars[varRecipient], vars[varData] = r.recipient, d
 			if buf, err = tmpl.render(buf, vars, limit); err != nil {
 				rc.failed = append(rc.failed, r.failed(err.Error()))
-				continue
+				return
 			}
 			ends = append(ends, len(buf))
 		}
 		rc.recipients = append(rc.recipients, r.recipient)
+	}
+	held := 0 // what the chunk holds besides buf: recipients, FAILED rows
+	for i, r := range c.rows {
+		// This member's own errors only: err is shared with every render,
+		// and a member must never fail with an earlier member's error.
+		err = nil
+		recipients, failed := len(rc.recipients), len(rc.failed)
+		member(r)
+		if len(rc.recipients) > recipients {
+			held += len(r.recipient)
+		}
+		if len(rc.failed) > failed {
+			f := rc.failed[len(rc.failed)-1]
+			held += len(f.recipient) + len(f.keySuffix) + len(f.reason)
+		}
+		if len(buf)+held >= MaxChunkBytes && i < len(c.rows)-1 {
+			rc.processed, rc.cursor, rc.last = i+1, r.key, false
+			break
+		}
 	}
 	if static != nil {
 		rc.static = string(static)
