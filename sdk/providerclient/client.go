@@ -60,18 +60,50 @@ func (e *ConfigError) Error() string {
 
 // Describe asks the plugin who it is.
 func (c *Client) Describe(ctx context.Context) (sdk.Info, error) {
-	r, err := c.rpc.Describe(ctx, &providerv1.DescribeRequest{})
+	r, err := c.rpc.Describe(ctx, &providerv1.DescribeRequest{}, answerBound)
 	if err != nil {
 		return sdk.Info{}, fmt.Errorf("describe: %w", err)
 	}
+	caps := r.Capabilities[:min(len(r.Capabilities), MaxCapabilities)]
+	for i := range caps {
+		caps[i] = describeText(caps[i])
+	}
 	return sdk.Info{
-		Name:           r.Name,
-		Version:        r.Version,
-		Capabilities:   r.Capabilities,
+		Name:           describeText(r.Name),
+		Version:        describeText(r.Version),
+		Capabilities:   caps,
 		ConfigSchema:   json.RawMessage(r.ConfigSchema),
 		MaxConcurrency: int(r.MaxConcurrency),
 	}, nil
 }
+
+// Bounds of what a plugin says of itself (Describe), as the host keeps it
+// for the plugin's life and shows it (the log, the dashboard, `notifyd
+// plugins list`): every other text a plugin answers was cut at the wire,
+// while a 512 KiB name and version, OSC 52 and all, were kept whole.
+const (
+	// MaxDescribeText bounds the name, the version and each capability,
+	// after their terminal controls are escaped (wire.EscapeControls).
+	MaxDescribeText = 256
+	// MaxCapabilities bounds the capabilities kept.
+	MaxCapabilities = 64
+)
+
+func describeText(s string) string {
+	return sdk.CutText(wire.EscapeControls(s[:min(len(s), 4*MaxDescribeText)]), MaxDescribeText)
+}
+
+// MaxAnswerBytes bounds a plugin's answer to every call but Send (Describe,
+// Configure, Health, Callback), whose largest is well under it (1,000
+// callback updates within the SDK's bounds are 1.3 MB); a Send answer may
+// carry results up to the protocol's message bound. Each of those answers
+// was read and decoded up to 64 MiB before the host cut its texts to a few
+// KiB — a provider health check answered that way on every /readyz probe,
+// which needs no token.
+const MaxAnswerBytes = 2 << 20
+
+// answerBound is the call option that holds a call to MaxAnswerBytes.
+var answerBound = grpc.MaxCallRecvMsgSize(MaxAnswerBytes)
 
 // Configure sends one channel's config. A rejection is a *ConfigError; any
 // other error means the call itself failed.
@@ -94,7 +126,7 @@ func (c *Client) ConfigureChannel(ctx context.Context, channel string, cfg json.
 	if len(cfg) == 0 {
 		cfg = json.RawMessage("{}")
 	}
-	r, err := c.rpc.Configure(ctx, &providerv1.ConfigureRequest{Channel: channel, Config: cfg})
+	r, err := c.rpc.Configure(ctx, &providerv1.ConfigureRequest{Channel: channel, Config: cfg}, answerBound)
 	if err != nil {
 		return Configured{}, fmt.Errorf("configure channel %s: %w", channel, err)
 	}
@@ -134,7 +166,7 @@ func (c *Client) Send(ctx context.Context, ms []sdk.Message) ([]sdk.Verdict, err
 // Health checks that the process answers (err) and returns the channels whose
 // provider reports a problem, by channel.
 func (c *Client) Health(ctx context.Context) (unhealthy map[string]string, err error) {
-	r, err := c.rpc.Health(ctx, &providerv1.HealthRequest{})
+	r, err := c.rpc.Health(ctx, &providerv1.HealthRequest{}, answerBound)
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", err)
 	}
@@ -152,7 +184,7 @@ func (c *Client) Health(ctx context.Context) (unhealthy map[string]string, err e
 // Alive checks only that the process answers, without the providers' own
 // health checks: a slow provider must not get a healthy process restarted.
 func (c *Client) Alive(ctx context.Context) error {
-	if _, err := c.rpc.Health(ctx, &providerv1.HealthRequest{LivenessOnly: true}); err != nil {
+	if _, err := c.rpc.Health(ctx, &providerv1.HealthRequest{LivenessOnly: true}, answerBound); err != nil {
 		return fmt.Errorf("health: %w", err)
 	}
 	return nil
@@ -231,15 +263,25 @@ func Plugins() map[int]plugin.PluginSet {
 	}
 }
 
-// DialOptions lifts gRPC's 4 MB message limit to the protocol's, bounds the
-// text of every error a plugin answers (boundErrors) and refuses go-plugin's
-// broker stream (refuseBroker).
+// DialOptions lifts gRPC's 4 MB message limit to the protocol's, bounds a
+// call's headers and trailers (MaxMetadataBytes), bounds the text of every
+// error a plugin answers (boundErrors) and refuses go-plugin's broker stream
+// (refuseBroker).
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(providerv1.MaxMessageBytes),
 		grpc.MaxCallSendMsgSize(providerv1.MaxMessageBytes),
-	), grpc.WithChainUnaryInterceptor(boundErrors), grpc.WithChainStreamInterceptor(refuseBroker)}
+	), grpc.WithMaxHeaderListSize(MaxMetadataBytes),
+		grpc.WithChainUnaryInterceptor(boundErrors), grpc.WithChainStreamInterceptor(refuseBroker)}
 }
+
+// MaxMetadataBytes bounds the headers and trailers of a plugin's answer to
+// one call (its gRPC metadata, the error's text among them): gRPC's own
+// default is 16 MiB, decoded in full before any bound of the host's (the
+// error text is cut after it), so a plugin answering every call with
+// megabytes of trailers made the host allocate them per call in flight.
+// A longer header block fails the call (codes.Internal).
+const MaxMetadataBytes = 64 << 10
 
 // MaxErrorText bounds the message of a gRPC error a plugin answers, as the
 // host reads it: a plugin (one not built on the SDK, or its gRPC layer) may
@@ -374,7 +416,7 @@ func (c *Client) Callback(ctx context.Context, req sdk.CallbackRequest) (sdk.Cal
 	for _, name := range names {
 		w.Headers = append(w.Headers, &providerv1.CallbackHeader{Name: name, Values: req.Headers[name]})
 	}
-	r, err := c.rpc.Callback(ctx, w)
+	r, err := c.rpc.Callback(ctx, w, answerBound)
 	if status.Code(err) == codes.Unimplemented {
 		return sdk.CallbackAnswer{}, ErrCallbackUnsupported
 	}

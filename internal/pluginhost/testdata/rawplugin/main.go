@@ -8,11 +8,18 @@
 //	             host as fast as it can (go-plugin's GRPCBroker.Accept)
 //	cfgerr:      Configure of a channel whose config names a "refuse" file
 //	             that exists fails with a gRPC error (not a refusal)
+//	bigdescribe: Describe answers a 512 KiB name and version holding
+//	             terminal controls, and 20,000 capabilities
+//	bigmeta:     every Send answers its verdicts with 8 MiB of trailer
+//	             metadata
+//	bighealth:   Health (not the liveness check) answers 40 channels with
+//	             a 1 MiB error each
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +28,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
@@ -33,6 +41,14 @@ type server struct {
 }
 
 func (server) Describe(context.Context, *providerv1.DescribeRequest) (*providerv1.DescribeResponse, error) {
+	if mode == "bigdescribe" {
+		osc := "\x1b]52;c;cm0gLXJmIH4=\x07"
+		caps := make([]string, 20000)
+		for i := range caps {
+			caps[i] = "capability"
+		}
+		return &providerv1.DescribeResponse{Name: osc + strings.Repeat("n", 512<<10), Version: osc + strings.Repeat("v", 512<<10), Capabilities: caps}, nil
+	}
 	return &providerv1.DescribeResponse{Name: mode, Version: "0"}, nil
 }
 
@@ -48,13 +64,26 @@ func (server) Configure(_ context.Context, req *providerv1.ConfigureRequest) (*p
 	return &providerv1.ConfigureResponse{}, nil
 }
 
-func (server) Health(context.Context, *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
-	return &providerv1.HealthResponse{}, nil
+func (server) Health(_ context.Context, req *providerv1.HealthRequest) (*providerv1.HealthResponse, error) {
+	resp := &providerv1.HealthResponse{}
+	if mode == "bighealth" && !req.LivenessOnly {
+		for i := range 40 {
+			resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: fmt.Sprint("ch", i), Error: strings.Repeat("H", 1<<20)})
+		}
+	}
+	return resp, nil
 }
 
-func (server) Send(_ context.Context, req *providerv1.SendRequest) (*providerv1.SendResponse, error) {
+func (server) Send(ctx context.Context, req *providerv1.SendRequest) (*providerv1.SendResponse, error) {
 	if mode == "bigerr" {
 		return nil, status.Error(codes.Unknown, strings.Repeat("E", 2<<20))
+	}
+	if mode == "bigmeta" {
+		md := metadata.MD{}
+		for i := range 8 {
+			md.Set(fmt.Sprint("x-flood-", i), strings.Repeat("m", 1<<20))
+		}
+		_ = grpc.SetTrailer(ctx, md)
 	}
 	resp := &providerv1.SendResponse{}
 	for range req.Messages {
