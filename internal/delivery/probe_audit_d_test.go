@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/internal/testenv"
 )
@@ -53,5 +55,45 @@ func TestProbeAuditD_GarbageInReadyList(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "not-an-id") {
 		t.Errorf("the bad member was never logged:\n%s", out)
+	}
+}
+
+// One channel's queue key of the wrong type (another program's SET on it, an
+// operator's mistake) must not stop the relay for every other channel: the
+// relay pushes what a failed push left first, and ended every pass there.
+func TestProbeAuditD_WrongTypeKeyBlocksNoOtherChannel(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, func(string, int, http.Header) (int, string) { return 200, "" })
+	b := setup(t, s)
+	ctx := context.Background()
+	const other = "other"
+	if err := b.rc.Set(ctx, b.prefix+":{ch:"+other+"}:members", "not a set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.store.Insert(ctx, []outbox.NewNotification{{
+		Channel: other, Recipient: "r", Payload: json.RawMessage(`{}`),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.SyncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: &logs})
+	b.start(delivery.Options{Instance: "a", Logger: log})
+	// The relay has tried the other channel's row and failed.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "relay") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ids := b.sendMany(5, func(int) string { return "r" })
+	for _, id := range ids {
+		if n := b.wait(id, 20*time.Second); n.Status != outbox.StatusSent {
+			t.Errorf("notification %d is %s, want SENT", id, n.Status)
+		}
+	}
+	// The other channel's row is in its queue now (no engine runs that
+	// channel here), its members key a set again.
+	q := b.queue
+	if st, err := q.Stats(ctx, other); err != nil || st.Ready != 1 {
+		t.Errorf("other channel's queue = %+v, %v; want its row %d ready", st, err, res[0].ID)
 	}
 }

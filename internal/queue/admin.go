@@ -82,7 +82,7 @@ func (q *Queue) DeadReplay(ctx context.Context, channel string, ids []int64) (in
 		total := 0
 		for start := 0; start < len(ids); start += maxPerCall {
 			chunk := ids[start:min(start+maxPerCall, len(ids))]
-			n, err := scriptDeadReplay.Run(ctx, q.c, keys, append([]any{0}, idArgs(chunk)...)...).Int()
+			n, err := q.eval(ctx, scriptDeadReplay, keys, append([]any{0}, idArgs(chunk)...)...).Int()
 			if err != nil {
 				return total, fmt.Errorf("queue: replay %d dead ids of %s: %w", len(ids), channel, err)
 			}
@@ -94,7 +94,7 @@ func (q *Queue) DeadReplay(ctx context.Context, channel string, ids []int64) (in
 	// short, so a huge dead list never stalls Redis in one script.
 	total := 0
 	for {
-		n, err := scriptDeadReplay.Run(ctx, q.c, keys, maxPerCall).Int()
+		n, err := q.eval(ctx, scriptDeadReplay, keys, maxPerCall).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: replay all dead ids of %s: %w", channel, err)
 		}
@@ -113,7 +113,7 @@ func (q *Queue) DeadRemove(ctx context.Context, channel string, ids []int64) (in
 	}
 	keys := []string{q.keys(channel).dead()}
 	if len(ids) == 0 {
-		n, err := scriptDeadRemove.Run(ctx, q.c, keys).Int()
+		n, err := q.eval(ctx, scriptDeadRemove, keys).Int()
 		if err != nil {
 			return 0, fmt.Errorf("queue: remove all dead ids of %s: %w", channel, err)
 		}

@@ -73,5 +73,5 @@ func (q *Queue) reapOne(ctx context.Context, channel, instance string, now time.
 	if force {
 		f = "1"
 	}
-	return scriptReap.Run(ctx, q.c, []string{k.instances(), k.processing(instance), k.ready()}, instance, unixMs(now), f).Int()
+	return q.eval(ctx, scriptReap, []string{k.instances(), k.processing(instance), k.ready()}, instance, unixMs(now), f).Int()
 }

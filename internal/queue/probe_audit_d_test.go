@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis contents are untrusted (another program sharing the Redis, a partial
@@ -129,4 +131,98 @@ func TestProbeAuditD_PendingBadMember(t *testing.T) {
 		t.Errorf("second Pending: %v", err)
 	}
 	wantIDs(t, "pending", ids, []int64{5, 6})
+}
+
+// A queue key of the wrong type (another program's SET on it) fails the call
+// that meets it once, naming it, and is moved aside, so the next call works;
+// before, every call on the queue failed with WRONGTYPE for good, or a script
+// failed half-way: the id in members (so no push could queue it again) and
+// in no list.
+func TestProbeAuditD_WrongTypeKey(t *testing.T) {
+	t.Parallel()
+	push := func(due time.Time) func(b *bundle) error {
+		return func(b *bundle) error { _, err := b.q.Push(b.ctx, ch, items([]int64{1}, due)); return err }
+	}
+	fetch := func(b *bundle) error { _, err := b.q.Fetch(b.ctx, ch, "a", 5, 0); return err }
+	for _, tc := range []struct {
+		name   string
+		key    func(keys) string
+		queued bool // id 1 is queued before the key goes wrong
+		call   func(b *bundle) error
+		kept   bool // id 1 must be in ready, delayed or processing after
+	}{
+		{"push, members", keys.members, false, push(time.Time{}), true},
+		{"push, ready", keys.ready, false, push(time.Time{}), true},
+		{"push, delayed", keys.delayed, false, push(time.Now().Add(time.Hour)), true},
+		{"fetch, ready", keys.ready, false, fetch, false},
+		{"fetch, processing", func(k keys) string { return k.processing("a") }, true, fetch, true},
+		{"promote, ready", keys.ready, false, func(b *bundle) error {
+			b.c.ZAdd(b.ctx, b.q.keys(ch).delayed(), redis.Z{Score: 1, Member: "1"})
+			b.c.SAdd(b.ctx, b.q.keys(ch).members(), "1")
+			_, err := b.q.Promote(b.ctx, ch, time.Now(), 10)
+			return err
+		}, true},
+		{"ack, processing", func(k keys) string { return k.processing("a") }, false, func(b *bundle) error { return b.q.Ack(b.ctx, ch, "a", []int64{1}) }, false},
+		{"dead, dead", keys.dead, false, func(b *bundle) error { return b.q.Dead(b.ctx, ch, "a", []int64{1}) }, false},
+	} {
+		b := setup(t)
+		b.renew(t, ch, "a")
+		k := b.q.keys(ch)
+		if tc.queued {
+			b.push(t, ch, 1)
+		}
+		key := tc.key(k)
+		if err := b.c.Set(b.ctx, key, "wrong", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		for range 2 {
+			err := tc.call(b)
+			if err == nil {
+				break
+			}
+			errs = append(errs, err)
+		}
+		if len(errs) == 2 {
+			t.Errorf("%s: the second call still fails: %v", tc.name, errs[1])
+		}
+		if len(errs) == 1 && !strings.Contains(errs[0].Error(), key) {
+			t.Errorf("%s: error %v does not name %s", tc.name, errs[0], key)
+		}
+		if !tc.kept {
+			continue
+		}
+		_, zerr := b.c.ZScore(b.ctx, k.delayed(), "1").Result()
+		inReady := slices.Contains(b.c.LRange(b.ctx, k.ready(), 0, -1).Val(), "1")
+		inProc := slices.Contains(b.c.LRange(b.ctx, k.processing("a"), 0, -1).Val(), "1")
+		if zerr != nil && !inReady && !inProc {
+			t.Errorf("%s: id 1 is in no list (members: %v): no push can queue it again", tc.name, b.c.SIsMember(b.ctx, k.members(), "1").Val())
+		}
+	}
+}
+
+// An epoch key of the wrong type, or one grown huge, is replaced by a fresh
+// epoch (a change: one resync) instead of failing every epoch check or being
+// read whole on every one.
+func TestProbeAuditD_EpochOddValues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.r.Prefix + ":epoch"
+	if _, err := b.q.Epoch(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.c.Del(b.ctx, key)
+	b.c.RPush(b.ctx, key, "x")
+	changed, err := b.q.Epoch(b.ctx)
+	if err != nil || !changed {
+		t.Errorf("Epoch with a list for its key = %v, %v; want true, nil", changed, err)
+	}
+	b.c.Set(b.ctx, key, strings.Repeat("e", 1<<20), 0)
+	changed, err = b.q.Epoch(b.ctx)
+	if err != nil || !changed {
+		t.Errorf("Epoch with a 1 MiB value = %v, %v; want true, nil", changed, err)
+	}
+	if n := b.c.StrLen(b.ctx, key).Val(); n > 64 {
+		t.Errorf("epoch key is %d bytes after the check, want it replaced", n)
+	}
 }

@@ -159,13 +159,53 @@ func (q *Queue) runChunks(ctx context.Context, script *redis.Script, keys []stri
 	step := maxPerCall * argsPerID
 	for start := 0; start < len(args); start += step {
 		end := min(start+step, len(args))
-		n, err := script.Run(ctx, q.c, keys, args[start:end]...).Int()
+		n, err := q.eval(ctx, script, keys, args[start:end]...).Int()
 		if err != nil {
 			return total, err
 		}
 		total += n
 	}
 	return total, nil
+}
+
+// ErrWrongType is wrapped by the error of a call that found one of its keys
+// of the wrong type (another program's SET on a queue's list, an operator's
+// mistake). The script checks every key before it writes anything; the key
+// is then renamed aside (to <base>wrongtype:<its name>, one copy a key, for
+// an operator to look at) and the call fails with this error once, naming
+// it: the caller's retry finds the key gone and works.
+var ErrWrongType = errors.New("queue key of the wrong type moved aside")
+
+// eval runs script (one of those whose Lua starts with wrong_type) and
+// moves aside a key it reports of the wrong type.
+func (q *Queue) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd := script.Run(ctx, q.c, keys, args...)
+	err := cmd.Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "NOTIFYD_WRONGTYPE ") {
+		return cmd
+	}
+	f := strings.Fields(err.Error())
+	i, perr := strconv.Atoi(f[1])
+	if perr != nil || i < 1 || i > len(keys) || len(f) < 4 {
+		return cmd
+	}
+	key := keys[i-1]
+	aside := q.aside(key)
+	if rerr := q.c.Rename(ctx, key, aside).Err(); rerr != nil {
+		cmd.SetErr(fmt.Errorf("%w: %s is a %s, not a %s; moving it aside to %s failed: %w", ErrWrongType, key, f[2], f[3], aside, rerr))
+		return cmd
+	}
+	cmd.SetErr(fmt.Errorf("%w: %s was a %s, not a %s; moved it aside to %s", ErrWrongType, key, f[2], f[3], aside))
+	return cmd
+}
+
+// aside is where a key of the wrong type goes: beside it, in the same hash
+// slot, under a name no queue key has.
+func (q *Queue) aside(key string) string {
+	if i := strings.Index(key, "}:"); i >= 0 {
+		return key[:i+2] + "wrongtype:" + key[i+2:]
+	}
+	return key + ":wrongtype"
 }
 
 // Push queues items on channel: ready now, or delayed until a future Due.
@@ -248,7 +288,7 @@ func (q *Queue) fetchNow(ctx context.Context, keys []string, instance string, ma
 	if lease {
 		checkLease = "1"
 	}
-	res, err := scriptFetch.Run(ctx, q.c, keys, max, instance, unixMs(time.Now()), checkLease).Result()
+	res, err := q.eval(ctx, scriptFetch, keys, max, instance, unixMs(time.Now()), checkLease).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +486,7 @@ func (q *Queue) Promote(ctx context.Context, channel string, now time.Time, max 
 		return 0, fmt.Errorf("queue: promote on %s: max must be at least 1, got %d", channel, max)
 	}
 	k := q.keys(channel)
-	n, err := scriptPromote.Run(ctx, q.c, []string{k.delayed(), k.ready()}, unixMs(now), max).Int()
+	n, err := q.eval(ctx, scriptPromote, []string{k.delayed(), k.ready()}, unixMs(now), max).Int()
 	if err != nil {
 		return 0, fmt.Errorf("queue: promote on %s: %w", channel, err)
 	}

@@ -8,6 +8,21 @@ import "github.com/redis/go-redis/v9"
 const luaLib = `
 local chunk = 1000
 
+-- wrong_type checks, before the script writes anything, that each KEYS[i]
+-- is absent or of type want[i], and returns an error reply naming the first
+-- that is not (Queue.eval moves it aside): a WRONGTYPE half-way through a
+-- script would leave its first writes done and the rest not.
+local function wrong_type(...)
+  local want = {...}
+  for i = 1, #want do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= want[i] then
+      return redis.error_reply('NOTIFYD_WRONGTYPE ' .. i .. ' ' .. t .. ' ' .. want[i])
+    end
+  end
+  return nil
+end
+
 local function bulk(cmd, key, list)
   local n = #list
   for i = 1, n, chunk do
@@ -91,6 +106,8 @@ end
 // (due '0' = ready now, else the due time in ms). Returns how many ids were
 // new to members.
 var scriptPush = redis.NewScript(luaLib + `
+local bad = wrong_type('set', 'list', 'zset')
+if bad then return bad end
 local ids, due = pairs_of(1)
 local fresh = {}
 for i = 1, #ids, chunk do
@@ -110,6 +127,8 @@ return #fresh
 // processing and returns them oldest first, or -1 when the lease is missing
 // or expired.
 var scriptFetch = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'list', 'zset')
+if bad then return bad end
 if ARGV[4] == '1' then
   local s = redis.call('ZSCORE', KEYS[3], ARGV[2])
   if not s or tonumber(s) <= tonumber(ARGV[3]) then return -1 end
@@ -129,6 +148,8 @@ return out
 // instance's processing list leave members, so a late ack from an instance
 // that lost its lease cannot orphan an id another instance now holds.
 var scriptAck = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'set')
+if bad then return bad end
 local found = remove_ids(KEYS[1], ARGV)
 bulk('SREM', KEYS[2], found)
 return #found
@@ -137,6 +158,8 @@ return #found
 // scriptRetry: KEYS processing, ready, delayed; ARGV id, due, ... Ids not in
 // this instance's processing list are left where they are.
 var scriptRetry = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'list', 'zset')
+if bad then return bad end
 local ids, due = pairs_of(1)
 local found = remove_ids(KEYS[1], ids)
 place(KEYS[2], KEYS[3], found, due)
@@ -145,6 +168,8 @@ return #found
 
 // scriptDead: KEYS processing, members, dead; ARGV ids.
 var scriptDead = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'set', 'list')
+if bad then return bad end
 local found = remove_ids(KEYS[1], ARGV)
 bulk('SREM', KEYS[2], found)
 bulk('LPUSH', KEYS[3], found)
@@ -154,6 +179,8 @@ return #found
 // scriptDeadOnce: scriptDead, but an id already on the dead list (LPOS: a
 // scan from the newest end) is not listed again.
 var scriptDeadOnce = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'set', 'list')
+if bad then return bad end
 local found = remove_ids(KEYS[1], ARGV)
 bulk('SREM', KEYS[2], found)
 local fresh = {}
@@ -169,6 +196,8 @@ return #found
 // scriptDrop: KEYS processing, members; ARGV members that are no id
 // (Queue.keepIDs). Returns how many left the processing list.
 var scriptDrop = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'set')
+if bad then return bad end
 local found = remove_ids(KEYS[1], ARGV)
 bulk('SREM', KEYS[2], ARGV)
 return #found
@@ -176,6 +205,8 @@ return #found
 
 // scriptPromote: KEYS delayed, ready; ARGV now ms, max. Earliest due first.
 var scriptPromote = redis.NewScript(luaLib + `
+local bad = wrong_type('zset', 'list')
+if bad then return bad end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 bulk('ZREM', KEYS[1], ids)
 bulk('LPUSH', KEYS[2], ids)
@@ -188,6 +219,8 @@ return #ids
 // expired: a processing list without a lease has no owner. The list goes
 // back to the fetching end of ready, oldest first.
 var scriptReap = redis.NewScript(luaLib + `
+local bad = wrong_type('zset', 'list', 'list')
+if bad then return bad end
 if ARGV[3] ~= '1' then
   local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
   if s and tonumber(s) > tonumber(ARGV[2]) then return -1 end
@@ -204,6 +237,8 @@ return #ids
 // is queued already (the sweeper pushed it after a replay in Postgres) only
 // leaves dead. Returns how many ids left dead.
 var scriptDeadReplay = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'set', 'list')
+if bad then return bad end
 local take = tonumber(ARGV[1])
 local ids
 if take > 0 then
@@ -238,6 +273,8 @@ return #ids
 // scriptDeadRemove: KEYS dead; ARGV ids; no ids = all. Returns how many
 // ids were dropped.
 var scriptDeadRemove = redis.NewScript(luaLib + `
+local bad = wrong_type('list')
+if bad then return bad end
 if #ARGV == 0 then
   local n = redis.call('LLEN', KEYS[1])
   redis.call('UNLINK', KEYS[1])
@@ -246,8 +283,16 @@ end
 return #remove_ids(KEYS[1], ARGV)
 `)
 
-// scriptEpoch: KEYS epoch; ARGV fresh id. Returns the epoch, creating it.
+// scriptEpoch: KEYS epoch; ARGV fresh id. Returns the epoch, creating it;
+// a key that is no string or longer than 64 bytes is replaced.
 var scriptEpoch = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and (t ~= 'string' or redis.call('STRLEN', KEYS[1]) > 64) then
+  -- Not an epoch this package wrote (rand.Text, 26 bytes): replaced, which
+  -- reads as a change (one resync) rather than failing or costing its
+  -- size on every check.
+  redis.call('DEL', KEYS[1])
+end
 local v = redis.call('GET', KEYS[1])
 if not v then
   v = ARGV[1]
