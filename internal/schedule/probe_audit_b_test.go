@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/notifyd/notifyd/config"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,40 @@ func TestProbeAuditB_chunkReadBytes(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s read %d times", r, n)
 		}
+	}
+}
+
+// TestProbeAuditB_contentKeyBounded: a schedule's content_key is a
+// template of at most 200 bytes, but it ran without any of the payload's
+// bounds, at start (New renders it once) and at every run: a range over
+// 10^11 spun for good (New never returned, serve never started). It
+// is held to the payload templates' bounds: New fails naming the bound.
+func TestProbeAuditB_contentKeyBounded(t *testing.T) {
+	t.Parallel()
+	for name, key := range map[string]string{
+		"a range over 10^11": `{{range 100000000000}}{{end}}x`,
+		"output past 200":    `{{range 1000000}}ab{{end}}`,
+		"a call":             `{{call .schedule}}`,
+		"recursion":          `{{define "a"}}{{template "a" .}}{{end}}{{template "a" .}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			cfg.Schedules = map[string]config.Schedule{"morning": {Channel: "quiz", Cron: "0 8 * * *", Timezone: "Asia/Seoul",
+				Audience: config.Audience{Topic: "t"}, Payload: map[string]any{"text": "x"}, ContentKey: key}}
+			done := make(chan error, 1)
+			go func() {
+				_, err := New(lazyPool(t), &cfg, Options{})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), `schedule "morning": content_key`) {
+					t.Errorf("New error = %v, want content_key refused", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("New still rendering content_key %s after 60 s", key)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -21,7 +22,16 @@ type compiledSchedule struct {
 	cron    cron.Schedule
 	loc     *time.Location
 	content *template.Template // nil without content_key
+	// contentMu guards budget: content_key is rendered by the evaluation
+	// loop and by RunNow alike.
+	contentMu sync.Mutex
+	budget    *renderBudget // content's bounds: the payload templates' (render.go)
 }
+
+// maxContentKeyRender bounds a content_key's output as it renders, before
+// checkContentKey holds it to config.MaxContentKeyLen; what its functions
+// build is RenderMemoryFactor times this.
+const maxContentKeyRender = 16 << 10
 
 func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) {
 	sched, err := config.ParseCron(s.Cron)
@@ -61,10 +71,18 @@ func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) 
 	s.Timezone = tz
 	c := &compiledSchedule{name: name, cfg: s, cron: sched, loc: loc}
 	if s.ContentKey != "" {
-		t, err := template.New("content_key").Option("missingkey=error").Parse(s.ContentKey)
+		// The payload templates' bounds: the same functions, steps, time
+		// and memory. Without them a 30-byte {{range 100000000000}} spun
+		// at start (New renders it once) and at every run.
+		c.budget = &renderBudget{}
+		t, err := template.New("content_key").Option("missingkey=error").Funcs(templateFuncs(c.budget)).Parse(s.ContentKey)
+		if err == nil {
+			err = boundCalls(t)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: content_key: %w", name, err)
 		}
+		boundRanges(t)
 		c.content = t
 		// Only .fire_time and .schedule exist: a template that fails on
 		// one fire time fails on every one, so say so now.
@@ -81,11 +99,18 @@ func (c *compiledSchedule) contentKey(fire time.Time) (string, error) {
 	if c.content == nil {
 		return "", nil
 	}
-	var b strings.Builder
-	if err := c.content.Execute(&b, map[string]any{"fire_time": fire.In(c.loc), "schedule": c.name}); err != nil {
+	c.contentMu.Lock()
+	defer c.contentMu.Unlock()
+	b := c.budget
+	b.reset(maxContentKeyRender)
+	err := c.content.Execute(b, map[string]any{"fire_time": fire.In(c.loc), "schedule": c.name})
+	if err == nil {
+		err = b.err // a bound a range stopped at
+	}
+	if err != nil {
 		return "", fmt.Errorf("content_key: %w", err)
 	}
-	return checkContentKey(b.String())
+	return checkContentKey(b.out.String())
 }
 
 // checkContentKey bounds a rendered content key: non-empty, at most
