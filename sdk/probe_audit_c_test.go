@@ -120,3 +120,47 @@ func TestAuditC_BatchPanicFormattedOnce(t *testing.T) {
 		t.Errorf("one panic of %d KiB in a call of %d messages allocated %d MiB", len(val)>>10, len(ms), got>>20)
 	}
 }
+
+// hangs is a Sender whose provider health check ignores its context (a
+// call made without it) and never returns.
+type hangs struct {
+	sdk.SenderFunc
+	block chan struct{}
+}
+
+func (h hangs) Health(context.Context) error { <-h.block; return nil }
+
+// A provider health check that ignores its context: the SDK answered each
+// Health call at its deadline ("did not answer in time") but left the
+// check's goroutine behind, one more for every /readyz probe and dashboard
+// page (the host asks on each), for the life of the process — which the
+// stuck-call check, counting sends only, never replaced. One check a
+// channel runs at a time now; a call meanwhile waits for it.
+//
+// Not parallel: it counts the process's goroutines.
+func TestAuditC_HungHealthCheckRunsOnce(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	c := serve(t, &fixture{info: sdk.Info{Name: "hung"}, configure: senderFor(hangs{
+		SenderFunc: func(context.Context, sdk.Message) sdk.Verdict { return sdk.Success(nil) },
+		block:      block,
+	})})
+	before := runtime.NumGoroutine()
+	const probes = 50
+	for range probes {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		unhealthy, err := c.Health(ctx)
+		cancel()
+		if err == nil && unhealthy["ch"] == "" {
+			t.Fatalf("Health: the hung check reads healthy (%v)", unhealthy)
+		}
+	}
+	// Goroutines of gRPC's own come and go: wait for them to settle.
+	var leaked int
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if leaked = runtime.NumGoroutine() - before; leaked < probes/5 {
+			return
+		}
+	}
+	t.Errorf("%d health calls against a check that never returns left %d more goroutines", probes, leaked)
+}

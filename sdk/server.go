@@ -40,6 +40,9 @@ type server struct {
 	// running is every Send and SendBatch call under way, for the
 	// liveness check's count of stuck ones (StuckAfter).
 	running calls
+
+	healthMu sync.Mutex
+	checks   map[string]*healthCheck // by channel: the provider health check under way
 }
 
 func newServer(p Provider, info Info, log hclog.Logger, tr tracing) *server {
@@ -106,6 +109,10 @@ func (s *server) Configure(ctx context.Context, req *providerv1.ConfigureRequest
 		s.senders[req.Channel] = sender
 	}
 	s.mu.Unlock()
+	// A new Sender's health is its own: not the old one's check under way.
+	s.healthMu.Lock()
+	delete(s.checks, req.Channel)
+	s.healthMu.Unlock()
 	if c, ok := old.(io.Closer); ok && !same(old, sender) {
 		s.closeSender(req.Channel, c)
 	}
@@ -200,11 +207,11 @@ func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*pr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			done := make(chan error, 1)
-			go func() { done <- s.health(hctx, hc) }()
+			run := s.healthRun(hctx, ch, hc)
 			var err error
 			select {
-			case err = <-done:
+			case <-run.done:
+				err = run.err
 			case <-hctx.Done():
 				err = fmt.Errorf("health check did not answer in time: %w", hctx.Err())
 			}
@@ -220,6 +227,48 @@ func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*pr
 	wg.Wait()
 	sort.Slice(resp.Channels, func(i, j int) bool { return resp.Channels[i].Channel < resp.Channels[j].Channel })
 	return resp, nil
+}
+
+// healthCheck is one run of a channel's provider health check; calls that
+// come while it runs wait for it instead of starting another.
+type healthCheck struct {
+	done chan struct{} // closed when err is set
+	err  error
+}
+
+// healthRun returns the channel's check under way, or starts one bounded by
+// ctx's deadline (not its cancel: a later caller may be waiting for it). A
+// check that ignores its context (a call made without it) never returns:
+// each Health call used to leave one more goroutine behind it — one per
+// /readyz probe and dashboard page, for the life of the process — and now
+// the channel has that one, its callers told it did not answer in time.
+func (s *server) healthRun(ctx context.Context, ch string, hc HealthChecker) *healthCheck {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	if run, ok := s.checks[ch]; ok {
+		return run
+	}
+	if s.checks == nil {
+		s.checks = map[string]*healthCheck{}
+	}
+	run := &healthCheck{done: make(chan struct{})}
+	s.checks[ch] = run
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(healthTimeout)
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+	go func() {
+		defer cancel()
+		run.err = s.health(cctx, hc)
+		s.healthMu.Lock()
+		if s.checks[ch] == run {
+			delete(s.checks, ch)
+		}
+		s.healthMu.Unlock()
+		close(run.done)
+	}()
+	return run
 }
 
 // healthContext leaves a fifth of the host's time for the answer to travel
