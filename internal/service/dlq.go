@@ -16,6 +16,12 @@ type Selector = wire.DLQSelector
 // DeadLimitDefault is the page size of Dead when the query gives none.
 const DeadLimitDefault = 100
 
+// MaxReplayedIDs bounds the ids a replay's answer lists (Replayed counts
+// every row): listing every row of a channel's replay held 8 bytes a dead
+// letter and answered about 9 (10 million: a 90 MB answer, past what
+// sdk/client reads).
+const MaxReplayedIDs = 10_000
+
 // Dead lists FAILED rows from Postgres (the truth; Redis' dead list is an
 // index of it), oldest first, keyset-paged after q.After: at most q.Limit
 // rows (DeadLimitDefault when 0). NextAfter is the last id of a full page.
@@ -48,15 +54,17 @@ func (s *Service) Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, erro
 // neither, every configured channel. Either way it works in transactions
 // of ChunkRows, pushing each chunk as soon as it commits.
 //
-// IDs are the rows moved FAILED → QUEUED (attempts reset), ascending. When
-// pushing them to Redis after their Postgres commit fails, they are QUEUED
-// and the sweeper pushes them within delivery.sweep_after: nothing is lost,
-// and Warning says so.
+// Replayed counts the rows moved FAILED → QUEUED (attempts reset); IDs
+// lists them, ascending, up to MaxReplayedIDs (the first ones moved): a
+// channel's replay may move millions. When pushing them to Redis after their
+// Postgres commit fails, they are QUEUED and the sweeper pushes them within
+// delivery.sweep_after: nothing is lost, and Warning says so.
 func (s *Service) Replay(ctx context.Context, sel Selector) (out wire.Replayed, _ error) {
 	var redisErr error
+	var moved int64
 	out.IDs = []int64{}
 	defer func() {
-		out.Replayed = int64(len(out.IDs))
+		out.Replayed = moved
 		if redisErr != nil {
 			out.Warning = fmt.Sprintf("replayed in Postgres, but queueing in Redis failed (%v); the sweeper queues them within delivery.sweep_after (%s)",
 				redisErr, s.cfg.Delivery.SweepAfter)
@@ -68,8 +76,11 @@ func (s *Service) Replay(ctx context.Context, sel Selector) (out wire.Replayed, 
 	// Past a commit, a caller that hangs up must not stop the push.
 	rctx := context.WithoutCancel(ctx)
 	push := func(rows []outbox.Queued) {
+		moved += int64(len(rows))
 		for _, q := range rows {
-			out.IDs = append(out.IDs, q.ID)
+			if len(out.IDs) < MaxReplayedIDs {
+				out.IDs = append(out.IDs, q.ID)
+			}
 		}
 		if err := s.engine.Revive(rctx, rows); err != nil && redisErr == nil {
 			redisErr = err

@@ -146,9 +146,9 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 func replayFlash(res wire.Replayed, err error) *flash {
 	var b strings.Builder
 	if err != nil {
-		fmt.Fprintf(&b, "Replay stopped after %d: %v.", len(res.IDs), err)
+		fmt.Fprintf(&b, "Replay stopped after %d: %v.", res.Replayed, err)
 	} else {
-		fmt.Fprintf(&b, "Replayed %d dead letter(s).", len(res.IDs))
+		fmt.Fprintf(&b, "Replayed %d dead letter(s).", res.Replayed)
 	}
 	if n := len(res.Skipped); n > 0 {
 		fmt.Fprintf(&b, " %d were not replayed: notification %d %s", n, res.Skipped[0].ID, res.Skipped[0].Reason)
