@@ -45,3 +45,31 @@ func TestProbeAuditA_NulFieldPathIsLinear(t *testing.T) {
 		})
 	}
 }
+
+// An error answer quotes the value at fault, and quoting escapes it: a
+// channel of DEL characters (1 byte each in the body, \x7f once quoted, \\x7f
+// once in JSON) made a 1 MiB request answer 5 MiB, built in memory three
+// times over (the quote, the JSON, the write), for every such request in
+// flight, past the bound http.max_inflight_body_bytes puts on bodies. Every
+// error message is cut to a bound of its own.
+func TestProbeAuditA_ErrorAnswerBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	for _, tc := range []struct{ name, method, path, body string }{
+		{"an enqueue's channel", "POST", "/v1/notifications",
+			`{"channel":"` + strings.Repeat("\x7f", 1<<20-100) + `","recipient":"r","payload":{}}`},
+		{"a subscriber's external_id", "PUT", "/v1/subscribers/x",
+			`{"external_id":"` + strings.Repeat("\x7f", 1<<20-100) + `"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := b.do(tc.method, tc.path, tc.body)
+			if a.status != 422 && a.status != 400 {
+				t.Fatalf("status %d, want 4xx: %.300s", a.status, a.body)
+			}
+			a.errBody(t)
+			if len(a.body) > 64<<10 {
+				t.Fatalf("a %d-byte request answered %d bytes: the error quotes it whole", len(tc.body), len(a.body))
+			}
+		})
+	}
+}
