@@ -2,9 +2,12 @@ package service
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -83,7 +86,60 @@ func (s *Service) pluginHealth(ctx context.Context, name string) (version string
 // for a stopped channel, whose reason is a config mistake the operator must
 // see where the orchestrator shows the probe, cut and redacted
 // (Service.Channels).
+//
+// The probe is open to anyone, and each check costs a Postgres and a Redis
+// round trip and a health call to every plugin (which may ask its provider):
+// the probes that arrive while a check runs share it, and its answer serves
+// the probes of the next ReadyReuse too, so a flood of probes costs one
+// check a ReadyReuse whatever its size. A probe that gives up waiting (its
+// ctx) leaves the check running for the others.
 func (s *Service) Readiness(ctx context.Context) (wire.Readiness, error) {
+	r := &s.ready
+	r.mu.Lock()
+	if r.at.IsZero() || time.Since(r.at) >= ReadyReuse {
+		if r.running == nil {
+			done := make(chan struct{})
+			r.running = done
+			check := context.WithoutCancel(ctx)
+			go func() {
+				out, err := s.readiness(check)
+				r.mu.Lock()
+				r.out, r.err, r.at, r.running = out, err, time.Now(), nil
+				r.mu.Unlock()
+				close(done)
+			}()
+		}
+		done := r.running
+		r.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return wire.Readiness{}, ctx.Err()
+		}
+		r.mu.Lock()
+	}
+	out, err := r.out, r.err
+	r.mu.Unlock()
+	// Each caller its own maps: an embedder may change what it is given.
+	out.Checks, out.Stopped = maps.Clone(out.Checks), maps.Clone(out.Stopped)
+	return out, err
+}
+
+// ReadyReuse is how long one readiness check answers the probes after it.
+const ReadyReuse = time.Second
+
+// readyShare is the readiness check the probes share (Readiness).
+type readyShare struct {
+	mu      sync.Mutex
+	running chan struct{} // closed when the running check ends; nil when none runs
+	at      time.Time     // when the last check ended
+	out     wire.Readiness
+	err     error
+	checks  atomic.Int64 // checks run, for tests
+}
+
+func (s *Service) readiness(ctx context.Context) (wire.Readiness, error) {
+	s.ready.checks.Add(1)
 	out := wire.Readiness{Status: "ready", Checks: map[string]string{}}
 	if err := s.needEngine(); err != nil {
 		return out, err

@@ -109,6 +109,7 @@ type Service struct {
 	checkTO time.Duration
 	log     hclog.Logger
 	counts  *counter
+	ready   readyShare
 
 	mu   sync.Mutex
 	stop context.CancelFunc
