@@ -452,7 +452,16 @@ func (b *bundle) unfinishedSample() string {
 // queueEmpty checks Redis holds nothing for the channel but dead letters.
 func (b *bundle) queueEmpty() {
 	b.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	// A row's id pushed again while the row was in flight (the resync after
+	// Redis lost its data pushes every QUEUED and PROCESSING row) is deferred
+	// by the claim until that claim would be stale, 2 × timeout + lease_ttl
+	// (channel.staleAfter), and only then dropped as the row's finished: so
+	// long may an id outlive its row's settle, besides the 5 s the rest gets.
+	wait := 5 * time.Second
+	for _, ch := range b.cfg.Channels {
+		wait = max(wait, 5*time.Second+2*ch.Timeout+b.cfg.Delivery.LeaseTTL)
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		held := ""
 		for _, q := range b.queues() {
