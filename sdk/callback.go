@@ -28,7 +28,12 @@ import (
 // be read: its text goes back to the caller with a 400, so keep secrets out
 // of it. Without this interface the route answers 501 for the channel.
 //
-// HandleCallback must be safe for concurrent use. At most
+// HandleCallback must be safe for concurrent use, and should honour ctx
+// (the host gives a callback 10 s): a handler that does not return keeps
+// running after its caller has its answer, holding one of the channel's
+// MaxCallbacksRunning slots until it does; while all of them are held so,
+// the channel's callbacks are refused and the provider is answered 503, to
+// call again. At most
 // MaxCallbackUpdates updates are taken from one answer (an answer with more
 // is refused whole, so split what the provider sent: it can call again), and
 // each Detail and ProviderCode is cut to its bound.

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -43,6 +44,9 @@ type server struct {
 
 	healthMu sync.Mutex
 	checks   map[string]*healthCheck // by channel: the provider health check under way
+
+	callbackMu sync.Mutex
+	callbacks  map[string]*callbackSlots // by channel: its callback handlers running
 }
 
 func newServer(p Provider, info Info, log hclog.Logger, tr tracing) *server {
@@ -357,7 +361,10 @@ func (s *server) Callback(ctx context.Context, req *providerv1.CallbackRequest) 
 	if !ok {
 		return nil, status.Errorf(codes.Unimplemented, "plugin %s takes no callbacks (its Sender is not a CallbackHandler)", s.info.Name)
 	}
-	ans, err := s.callback(ctx, h, callbackFromProto(req))
+	ans, err, rpcErr := s.callbackRun(ctx, req.Channel, h, callbackFromProto(req))
+	if rpcErr != nil {
+		return nil, rpcErr
+	}
 	if err != nil {
 		return &providerv1.CallbackResponse{Error: CutText(err.Error(), MaxReceiptDetail)}, nil
 	}
@@ -366,6 +373,91 @@ func (s *server) Callback(ctx context.Context, req *providerv1.CallbackRequest) 
 			len(ans.Updates), MaxCallbackUpdates)}, nil
 	}
 	return callbackAnswerToProto(ans), nil
+}
+
+// MaxCallbacksRunning bounds the callback handlers of one channel running at
+// once in the plugin process, those still running after their caller gave
+// up included. A callback that finds them all busy waits for one to end,
+// until the host's deadline; one that finds them all held by handlers past
+// their deadline is refused at once (codes.ResourceExhausted), and the host
+// answers the provider 503 with Retry-After, so it calls again.
+const MaxCallbacksRunning = 16
+
+// callbackSlots are a channel's callback handlers running; late counts
+// those whose caller has had its answer (a handler that ignores its
+// context). They stay the channel's when it is configured again: the
+// goroutines are still there.
+type callbackSlots struct {
+	sem  chan struct{}
+	late atomic.Int32
+}
+
+func (s *server) callbackSlots(ch string) *callbackSlots {
+	s.callbackMu.Lock()
+	defer s.callbackMu.Unlock()
+	cs, ok := s.callbacks[ch]
+	if !ok {
+		if s.callbacks == nil {
+			s.callbacks = map[string]*callbackSlots{}
+		}
+		cs = &callbackSlots{sem: make(chan struct{}, MaxCallbacksRunning)}
+		s.callbacks[ch] = cs
+	}
+	return cs
+}
+
+// callbackRun runs the handler in a goroutine of its own and answers at
+// ctx's end if the handler has not. A handler that ignores its context (a
+// call made without it) never returns: it held the gRPC call's goroutine,
+// its request and body, for the life of the process, one more for every
+// callback the provider made or retried. Such a handler keeps its slot now,
+// and at most MaxCallbacksRunning of a channel's run at once; a callback
+// past them is refused with codes.ResourceExhausted. err is the handler's,
+// rpcErr the call's when the handler gave no answer.
+func (s *server) callbackRun(ctx context.Context, ch string, h CallbackHandler, req CallbackRequest) (ans CallbackAnswer, err, rpcErr error) {
+	cs := s.callbackSlots(ch)
+	busy := func() error {
+		return status.Errorf(codes.ResourceExhausted,
+			"channel %s: %d callback handlers running, %d of them past their callers' deadlines (a HandleCallback that ignores its context); this callback was not read: call again",
+			ch, MaxCallbacksRunning, cs.late.Load())
+	}
+	if int(cs.late.Load()) >= MaxCallbacksRunning {
+		return CallbackAnswer{}, nil, busy()
+	}
+	select {
+	case cs.sem <- struct{}{}:
+	case <-ctx.Done():
+		return CallbackAnswer{}, nil, busy()
+	}
+	type result struct {
+		ans CallbackAnswer
+		err error
+	}
+	done := make(chan result, 1)
+	// state: 0 running, 1 answered in time, 2 late (its caller gone).
+	var state atomic.Int32
+	go func() {
+		defer func() { <-cs.sem }()
+		ans, err := s.callback(ctx, h, req)
+		if !state.CompareAndSwap(0, 1) {
+			cs.late.Add(-1)
+			s.log.Warn("HandleCallback returned after its caller's deadline", "channel", ch)
+		}
+		done <- result{ans, err}
+	}()
+	select {
+	case r := <-done:
+		return r.ans, r.err, nil
+	case <-ctx.Done():
+	}
+	if !state.CompareAndSwap(0, 2) {
+		r := <-done // it answered as the deadline came
+		return r.ans, r.err, nil
+	}
+	n := cs.late.Add(1)
+	s.log.Error("HandleCallback did not return by its caller's deadline: provider code that ignores its context holds a callback slot until it returns",
+		"channel", ch, "late", n, "slots", MaxCallbacksRunning)
+	return CallbackAnswer{}, nil, status.Errorf(codes.DeadlineExceeded, "channel %s: the callback handler did not answer in time: %v", ch, ctx.Err())
 }
 
 func (s *server) callback(ctx context.Context, h CallbackHandler, req CallbackRequest) (ans CallbackAnswer, err error) {
