@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/notifyd/notifyd/internal/jsonindent"
 	"github.com/notifyd/notifyd/sdk/client"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -88,15 +89,24 @@ func (f *apiFlags) json() bool { return f.output == "json" }
 // operator's clipboard, nor CSI clear the screen, nor \r overwrite a line.
 func printable(s string) string { return wire.EscapeControls(s) }
 
-// printJSON writes v indented, for scripts (-o json).
+// printJSON writes v indented, for scripts (-o json), or on one line when
+// indenting would make it more than twice as long (jsonindent.Fits): a
+// payload is JSON of any nesting, indentation grows with the square of it,
+// and a 1 MiB payload of 9,000-deep chains printed about 9 GB to the
+// operator's terminal. Either is the same JSON.
 func printJSON(w io.Writer, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	b, err := json.Marshal(v)
+	if err != nil {
 		return err
 	}
-	_, err := w.Write(jsonControls(b.Bytes()))
+	if jsonindent.Fits(b) {
+		var ib bytes.Buffer
+		if err := json.Indent(&ib, b, "", jsonindent.Indent); err != nil {
+			return err
+		}
+		b = ib.Bytes()
+	}
+	_, err = w.Write(jsonControls(append(b, '\n')))
 	return err
 }
 

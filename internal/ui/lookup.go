@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/jsonindent"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -223,64 +224,23 @@ func (s *server) pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 }
 
 // indentJSON is raw indented for the notification page, or raw as it is
-// when indenting would make it more than twice as long (plus 64 KiB).
-// Indentation puts each level of nesting on a line of its own, indented by
-// its depth, so it grows with the square of the nesting: a 6 KB payload of
-// arrays 3,000 deep is 18 MB indented, a 1 MiB one of such chains about
-// 9 GB, built in memory for one page view. Its size is measured first, in
-// one pass that stops at the bound.
+// when indenting would make it more than twice as long (plus 64 KiB):
+// indentation grows with the square of the nesting, and a 1 MiB payload of
+// 9,000-deep chains would be about 9 GB, built in memory for one page view.
+// Its size is measured first (jsonindent.Fits), in one pass that stops at
+// the bound.
 func indentJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
 	}
-	if limit := 2*len(raw) + 64<<10; indentedSize(raw, limit) > limit {
+	if !jsonindent.Fits(raw) {
 		return string(raw)
 	}
 	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
+	if err := json.Indent(&b, raw, "", jsonindent.Indent); err != nil {
 		return string(raw)
 	}
 	return b.String()
-}
-
-// indentedSize is at least the length of raw indented by json.Indent with
-// two spaces a level, counted until it passes limit: every object or array
-// opened or closed and every comma starts a new line indented by its depth,
-// every colon gets a space.
-func indentedSize(raw []byte, limit int) int {
-	n, depth := len(raw), 0
-	inString, escaped := false, false
-	for _, c := range raw {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			n += 1 + 2*depth
-		case '}', ']':
-			depth = max(depth-1, 0)
-			n += 1 + 2*depth
-		case ',':
-			n += 1 + 2*depth
-		case ':':
-			n++
-		}
-		if n > limit {
-			return n
-		}
-	}
-	return n
 }
 
 // lookupURL is the lookup page for q by mode, at page before.
