@@ -67,7 +67,7 @@ func pluginsList(ctx context.Context, out io.Writer, pc config.Plugins, log hclo
 		return err
 	}
 	if len(found) == 0 {
-		_, err := fmt.Fprintf(out, "no plugins (notifyd-plugin-<name> executables) in %s\n", pc.Dir)
+		_, err := fmt.Fprintf(out, "no plugins (notifyd-plugin-<name> executables) in %s\n", printable(pc.Dir))
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -89,7 +89,9 @@ func pluginsList(ctx context.Context, out io.Writer, pc config.Plugins, log hclo
 				renamed = append(renamed, fmt.Sprintf("warning: %s describes itself as %q; channels name it by its file (plugin: %s)", f.Path, d, f.Name))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, version, f.SHA256, f.Path)
+		// What a plugin says of itself, and a path, are printed as other
+		// text the CLI did not write: its terminal controls escaped.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", printable(f.Name), printable(version), f.SHA256, printable(f.Path))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -134,7 +136,10 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 		return err
 	}
 	info := p.Info()
-	fmt.Fprintf(out, "plugin %s: started %s %s (%s, pid %d)\n", name, info.Name, info.Version, p.Path(), p.PID())
+	// What the plugin says (its name, version, a refused config's reason, a
+	// failed health check) is printed with its terminal controls escaped,
+	// as all text the CLI did not write.
+	fmt.Fprintf(out, "plugin %s: started %s %s (%s, pid %d)\n", printable(name), printable(info.Name), printable(info.Version), printable(p.Path()), p.PID())
 	if info.Name != name {
 		fmt.Fprintf(out, "  note: it calls itself %q; channels name it %q (the file name)\n", info.Name, name)
 	}
@@ -147,7 +152,7 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 	}
 	sort.Strings(channels)
 	if len(channels) == 0 {
-		fmt.Fprintf(out, "  no channel in the config uses plugin %s\n", name)
+		fmt.Fprintf(out, "  no channel in the config uses plugin %s\n", printable(name))
 	}
 	failures := 0
 	for _, ch := range channels {
@@ -157,14 +162,14 @@ func pluginsCheck(ctx context.Context, out io.Writer, cfg *config.Config, log hc
 		}
 		if err != nil {
 			failures++
-			fmt.Fprintf(out, "  channel %s: FAILED: %v\n", ch, err)
+			fmt.Fprintf(out, "  channel %s: FAILED: %s\n", printable(ch), printable(err.Error()))
 			continue
 		}
-		fmt.Fprintf(out, "  channel %s: configured; %s\n", ch, sendRule(cfg.Channels[ch], p.Batches(ch)))
+		fmt.Fprintf(out, "  channel %s: configured; %s\n", printable(ch), sendRule(cfg.Channels[ch], p.Batches(ch)))
 	}
 	if err := p.Health(sctx); err != nil {
 		failures++
-		fmt.Fprintf(out, "  health: FAILED: %v\n", err)
+		fmt.Fprintf(out, "  health: FAILED: %s\n", printable(err.Error()))
 	} else {
 		fmt.Fprintln(out, "  health: ok")
 	}

@@ -128,3 +128,64 @@ channels:
 		t.Errorf("plugins check output:\n%s\nwant a line with %q", got, want)
 	}
 }
+
+// A plugin writes its own name and version, a refused config's reason and
+// a failed health check's error, and any of them may hold terminal
+// controls. plugins list and plugins check print them escaped, as all text
+// the CLI did not write (printable); before, check printed a refused
+// config's reason and a health error raw: OSC 52 wrote the operator's
+// clipboard, CSI cleared the screen, \r overwrote the line.
+func TestPlugins_ControlsEscaped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "hostile", "./testdata/hostileplugin")
+	const shown = `\x1b]52;c;`
+
+	var list bytes.Buffer
+	if err := pluginsList(testenv.Context(t), &list, config.Plugins{Dir: dir}, hclog.NewNullLogger()); err != nil {
+		t.Fatalf("plugins list: %v\n%q", err, list.String())
+	}
+	if hasControl(list.String()) {
+		t.Errorf("plugins list printed the plugin's control characters raw:\n%q", list.String())
+	}
+	if !strings.Contains(list.String(), "1.0"+shown) {
+		t.Errorf("plugins list does not show the plugin's version (escaped):\n%s", list.String())
+	}
+
+	path := filepath.Join(dir, "notifyd.yaml")
+	yaml := `postgres: {url: "postgres://127.0.0.1:5432/notifyd"}
+redis: {url: "redis://127.0.0.1:6379/0"}
+plugins: {dir: ` + dir + `}
+channels:
+  good: {plugin: hostile, config: {}}
+  refused: {plugin: hostile, config: {refuse: true}}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check bytes.Buffer
+	err = pluginsCheck(testenv.Context(t), &check, cfg, hclog.NewNullLogger(), "hostile")
+	got := check.String()
+	var ex *exitError
+	if !errors.As(err, &ex) || ex.code != 1 {
+		t.Errorf("plugins check: got %v, want exit code 1 (a channel refused, health failed)", err)
+	}
+	if hasControl(got) {
+		t.Errorf("plugins check printed the plugin's control characters raw:\n%q", got)
+	}
+	for _, want := range []string{
+		"started hostile" + shown,
+		"channel refused: FAILED: ",
+		"refused" + shown,
+		"health: FAILED: ",
+		"unwell" + shown,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plugins check output:\n%s\nwant a line with %q", got, want)
+		}
+	}
+}
