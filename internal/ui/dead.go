@@ -46,7 +46,7 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 	q := r.URL.Query()
 	channel := q.Get("channel")
 	if channel != "" && !config.NameRE.MatchString(channel) {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %q is not a channel name (%s)", channel, config.NameRE))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %s is not a channel name (%s)", quote(channel), config.NameRE))
 		return
 	}
 	after, err := queryInt(q, "after", 0, 0, 1<<62)
@@ -106,21 +106,21 @@ func (s *server) deadReplay(w http.ResponseWriter, r *http.Request, sess *sessio
 	case f.Get("one") != "":
 		id, err := strconv.ParseInt(f.Get("one"), 10, 64)
 		if err != nil || id <= 0 {
-			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", f.Get("one")))
+			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%s is not a notification id", quote(f.Get("one"))))
 			return
 		}
 		sel.IDs, back = []int64{id}, "/ui/n/"+strconv.FormatInt(id, 10)
 	case f.Get("all") != "":
 		channel := f.Get("channel")
 		if channel != "" && !s.configured(channel) {
-			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %q is not configured on this instance: its dead letters cannot be replayed (purge them, or configure the channel)", channel))
+			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %s is not configured on this instance: its dead letters cannot be replayed (purge them, or configure the channel)", quote(channel)))
 			return
 		}
 		sel.Channel, back = channel, deadURL(channel, "")
 	default:
 		channel := f.Get("channel")
 		if channel != "" && !config.NameRE.MatchString(channel) {
-			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %q is not a channel name (%s)", channel, config.NameRE))
+			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %s is not a channel name (%s)", quote(channel), config.NameRE))
 			return
 		}
 		ids, err := formIDs(f)
@@ -180,7 +180,7 @@ func (s *server) deadPurge(w http.ResponseWriter, r *http.Request, sess *session
 	f := r.PostForm
 	channel, all := f.Get("channel"), f.Get("all") != ""
 	if channel != "" && !config.NameRE.MatchString(channel) {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %q is not a channel name (%s)", channel, config.NameRE))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("channel %s is not a channel name (%s)", quote(channel), config.NameRE))
 		return
 	}
 	ids, err := formIDs(f)
@@ -242,7 +242,7 @@ func formIDs(f url.Values) ([]int64, error) {
 	for _, v := range vals {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 {
-			return nil, fmt.Errorf("%q is not a notification id", v)
+			return nil, fmt.Errorf("%s is not a notification id", quote(v))
 		}
 		ids = append(ids, id)
 	}
@@ -257,7 +257,7 @@ func queryInt(q url.Values, name string, def, lo, hi int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%s=%q: want a whole number from %d to %d", name, v, lo, hi)
+		return 0, fmt.Errorf("%s=%s: want a whole number from %d to %d", name, quote(v), lo, hi)
 	}
 	return n, nil
 }

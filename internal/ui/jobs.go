@@ -50,11 +50,11 @@ func (s *server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session)
 	q := r.URL.Query()
 	data.Kind, data.State = q.Get("kind"), q.Get("state")
 	if data.Kind != "" && !slices.Contains(jobKinds, data.Kind) {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("kind=%q: want one of %v", data.Kind, jobKinds))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("kind=%s: want one of %v", quote(data.Kind), jobKinds))
 		return
 	}
 	if data.State != "" && !slices.Contains(jobStates, data.State) {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("state=%q: want one of %v", data.State, jobStates))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("state=%s: want one of %v", quote(data.State), jobStates))
 		return
 	}
 	before, err := queryInt(q, "before", 0, 0, 1<<62)

@@ -48,7 +48,7 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 	switch d.By {
 	case byAuto, byID, byKey, byRecipient:
 	default:
-		d.Message = fmt.Sprintf("by=%q: look up by id, key or recipient.", d.By)
+		d.Message = fmt.Sprintf("by=%s: look up by id, key or recipient.", quote(d.By))
 		render(http.StatusBadRequest)
 		return
 	}
@@ -74,7 +74,7 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 
 	id, idErr := strconv.ParseInt(d.Q, 10, 64)
 	if d.By == byID && (idErr != nil || id <= 0) {
-		d.Message = fmt.Sprintf("%q is not a notification id (a positive whole number).", d.Q)
+		d.Message = fmt.Sprintf("%s is not a notification id (a positive whole number).", quote(d.Q))
 		render(http.StatusBadRequest)
 		return
 	}
@@ -118,7 +118,7 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		what := map[string]string{
 			byAuto: "id, idempotency key or recipient", byID: "id", byKey: "idempotency key", byRecipient: "recipient",
 		}[d.By]
-		d.Message = fmt.Sprintf("No notification has the %s %q.", what, d.Q)
+		d.Message = fmt.Sprintf("No notification has the %s %s.", what, quote(d.Q))
 		if before > 0 {
 			d.Message = "No older notifications."
 		}
@@ -149,7 +149,7 @@ type notificationData struct {
 func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", r.PathValue("id")))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%s is not a notification id", quote(r.PathValue("id"))))
 		return
 	}
 	n, err := s.d.Ops.Notification(r.Context(), id)
@@ -217,7 +217,7 @@ func (s *server) notificationCancel(w http.ResponseWriter, r *http.Request, sess
 func (s *server) pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id", r.PathValue("id")))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%s is not a notification id", quote(r.PathValue("id"))))
 		return 0, false
 	}
 	return id, true

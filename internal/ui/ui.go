@@ -207,7 +207,7 @@ func badText(r *http.Request) string {
 	for k, vs := range vals {
 		for _, v := range append([]string{k}, vs...) {
 			if err := wire.CheckText(v); err != nil {
-				return fmt.Sprintf("The field %q %s.", strings.ToValidUTF8(k, "?"), err)
+				return fmt.Sprintf("The field %s %s.", quote(strings.ToValidUTF8(k, "?")), err)
 			}
 		}
 	}
@@ -312,6 +312,7 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 // fail renders an error page saying what was wrong.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	sess := s.sessions.fromRequest(r)
+	msg = wire.Truncate(msg, maxMessageBytes)
 	s.render(w, r, status, "error", sess, view{Title: http.StatusText(status), Data: msg})
 }
 
