@@ -201,8 +201,13 @@ type DLQSelector struct {
 
 // Replayed answers a DLQ replay.
 type Replayed struct {
-	Replayed int64   `json:"replayed"`
-	IDs      []int64 `json:"ids"`
+	// Replayed counts every row moved FAILED → QUEUED (attempts reset).
+	Replayed int64 `json:"replayed"`
+	// IDs lists the rows moved, at most 10,000 of them (the service's
+	// MaxReplayedIDs: the first ones moved; a channel's replay may move
+	// millions). When Replayed is larger than len(IDs), the rest were
+	// replayed too but are not listed.
+	IDs []int64 `json:"ids"`
 	// Skipped are ids asked for and left alone, each with the reason: it
 	// does not exist, is not FAILED (any more), is on another channel than
 	// the one given, or is on a channel this instance does not run. A
