@@ -20,9 +20,11 @@ func (q *Queue) Stats(ctx context.Context, channel string) (Stats, error) {
 		return Stats{}, fmt.Errorf("queue: stats of %s: %w", channel, err)
 	}
 	var (
-		st   Stats
-		now  = float64(unixMs(time.Now()))
-		proc = make([]*redis.IntCmd, 0, len(leases))
+		st      Stats
+		t       = time.Now()
+		now     = float64(unixMs(t))
+		horizon = float64(leaseHorizon(t))
+		proc    = make([]*redis.IntCmd, 0, len(leases))
 	)
 	pipe := q.c.Pipeline()
 	ready := pipe.LLen(ctx, k.ready())
@@ -31,7 +33,7 @@ func (q *Queue) Stats(ctx context.Context, channel string) (Stats, error) {
 	for _, l := range leases {
 		instance, _ := l.Member.(string)
 		proc = append(proc, pipe.LLen(ctx, k.processing(instance)))
-		if l.Score > now {
+		if l.Score > now && l.Score <= horizon { // past the horizon: Reap's, not live
 			st.Instances++
 		}
 	}
@@ -119,7 +121,7 @@ func (q *Queue) DeadRemove(ctx context.Context, channel string, ids []int64) (in
 		}
 		return n, nil
 	}
-	n, err := q.runChunks(ctx, scriptDeadRemove, keys, idArgs(ids), 1)
+	n, err := q.runChunks(ctx, scriptDeadRemove, keys, nil, idArgs(ids), 1)
 	if err != nil {
 		return n, fmt.Errorf("queue: remove %d dead ids of %s: %w", len(ids), channel, err)
 	}

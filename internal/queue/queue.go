@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +41,45 @@ import (
 var ErrNoLease = errors.New("instance holds no live lease; call Renew first")
 
 // maxPerCall bounds the ids one script call handles, so a huge batch never
-// stalls Redis for long; bigger batches are split into several calls.
+// stalls Redis for long; bigger batches are split into several calls. It is
+// also the chunk Reap moves a processing list in, the page Pending reads one
+// in, and (twice over) the window of the dead list DeadOnce looks at.
 const maxPerCall = 5000
+
+// Bounds on the times the queue keeps (docs/config.md, Bounds). Redis'
+// contents are not trusted to have been written by this package: a score
+// of +inf, or one days ahead (an instance whose clock was, a restore, an
+// operator's ZADD), would otherwise be waited for for good: Promote never
+// reaches the delayed id, Reap never the dead instance's lease, and since
+// their ids stay members no push (the sweeper's, the resync's) can queue
+// them again.
+const (
+	// MaxDelay is the furthest ahead a delayed id is parked in one go: a
+	// later due is written as now + MaxDelay. The longest wait notifyd
+	// asks for is a retry's, at most retry.max_retry_after (168h at most)
+	// or retry.max, whichever is longer; a due beyond MaxDelay (a retry.max
+	// of weeks) costs one early wake-up every MaxDelay, which the claim
+	// turns into another wait: it checks the row's own due time in
+	// Postgres, the truth, and defers it again.
+	MaxDelay = 8 * 24 * time.Hour
+	// MaxLeaseTTL is the longest lease Renew grants (delivery.lease_ttl is
+	// seconds as a rule: it is how long a dead instance's work waits).
+	MaxLeaseTTL = time.Hour
+	// delaySlack and leaseSlack are how far ahead of the reader's clock a
+	// writer's may be before what it wrote counts as corrupt. Instances' clocks must agree
+	// to well within a lease TTL anyway (see the package comment); a day
+	// for delays and an hour for leases leave room for far worse.
+	delaySlack = 24 * time.Hour
+	leaseSlack = time.Hour
+)
+
+// delayHorizon is the latest delayed score that can be a due this package
+// wrote, read at now: past it, a score is corrupt (scriptPush, scriptPromote).
+func delayHorizon(now time.Time) int64 { return unixMs(now.Add(MaxDelay + delaySlack)) }
+
+// leaseHorizon is the latest lease expiry a Renew can have written, read at
+// now: past it, the lease counts as expired (scriptReap).
+func leaseHorizon(now time.Time) int64 { return unixMs(now.Add(MaxLeaseTTL + leaseSlack)) }
 
 // Queue is the set of reliable queues under one key prefix. It is safe for
 // concurrent use.
@@ -127,10 +165,14 @@ func check(channel, instance string) error {
 func unixMs(t time.Time) int64 { return t.UnixMilli() }
 
 // dueArg is the script's due argument: 0 for ready now, else the due time in
-// Unix ms (never 0 itself, since any due that is not after now means ready).
+// Unix ms (never 0 itself, since any due that is not after now means ready),
+// at most now + MaxDelay.
 func dueArg(due, now time.Time) int64 {
 	if due.IsZero() || !due.After(now) {
 		return 0
+	}
+	if limit := now.Add(MaxDelay); due.After(limit) {
+		due = limit
 	}
 	return max(unixMs(due), 1)
 }
@@ -152,14 +194,18 @@ func idArgs(ids []int64) []any {
 	return args
 }
 
-// runChunks runs script once per maxPerCall ids (argsPerID arguments each)
-// and sums the integer replies.
-func (q *Queue) runChunks(ctx context.Context, script *redis.Script, keys []string, args []any, argsPerID int) (int, error) {
+// runChunks runs script once per maxPerCall ids (argsPerID arguments each),
+// each call's arguments led by head, and sums the integer replies.
+func (q *Queue) runChunks(ctx context.Context, script *redis.Script, keys []string, head, args []any, argsPerID int) (int, error) {
 	total := 0
 	step := maxPerCall * argsPerID
 	for start := 0; start < len(args); start += step {
 		end := min(start+step, len(args))
-		n, err := q.eval(ctx, script, keys, args[start:end]...).Int()
+		part := args[start:end]
+		if len(head) > 0 {
+			part = append(slices.Clip(head), part...)
+		}
+		n, err := q.eval(ctx, script, keys, part...).Int()
 		if err != nil {
 			return total, err
 		}
@@ -210,8 +256,12 @@ func (q *Queue) aside(key string) string {
 
 // Push queues items on channel: ready now, or delayed until a future Due.
 // An id already in the queue (ready, delayed or being processed) is left as
-// it is, so a retry pushed again by the sweeper keeps its backoff; of ids
-// repeated within items the first wins. Returns how many ids were new.
+// it is, so a retry pushed again by the sweeper keeps its backoff, unless it
+// is delayed past what any due this package writes can be (MaxDelay, read
+// with a day's slack for clocks): that score is corrupt, and the id is
+// placed anew as items say. Of ids repeated within items the first wins. A
+// Due later than now + MaxDelay is parked until then. Returns how many ids
+// were new.
 func (q *Queue) Push(ctx context.Context, channel string, items []Item) (added int, err error) {
 	if err := checkChannel(channel); err != nil {
 		return 0, fmt.Errorf("queue: push: %w", err)
@@ -220,7 +270,8 @@ func (q *Queue) Push(ctx context.Context, channel string, items []Item) (added i
 		return 0, nil
 	}
 	k := q.keys(channel)
-	n, err := q.runChunks(ctx, scriptPush, []string{k.members(), k.ready(), k.delayed()}, itemArgs(items, time.Now()), 2)
+	now := time.Now()
+	n, err := q.runChunks(ctx, scriptPush, []string{k.members(), k.ready(), k.delayed()}, []any{delayHorizon(now)}, itemArgs(items, now), 2)
 	if err != nil {
 		return n, fmt.Errorf("queue: push %d ids to %s: %w", len(items), channel, err)
 	}
@@ -342,7 +393,7 @@ func (q *Queue) keepIDs(ctx context.Context, k keys, instance string, raw []stri
 	for i, s := range bad {
 		args[i] = s
 	}
-	_, derr := q.runChunks(ctx, scriptDrop, []string{k.processing(instance), k.members()}, args, 1)
+	_, derr := q.runChunks(ctx, scriptDrop, []string{k.processing(instance), k.members()}, nil, args, 1)
 	var quoted []string
 	for _, s := range bad[:min(len(bad), 3)] {
 		if len(s) > 40 {
@@ -397,14 +448,26 @@ func (q *Queue) Pending(ctx context.Context, channel, instance string) ([]int64,
 		return nil, fmt.Errorf("queue: pending: %w", err)
 	}
 	k := q.keys(channel)
-	vals, err := q.c.LRange(ctx, k.processing(instance), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
+	// Read in pages of maxPerCall from the oldest end, each one LRANGE, so
+	// no one command holds Redis (or fills a reply) for the whole of a list
+	// that may be long. A page counts from the oldest end, which stays put
+	// while fetches push at the newest; an ack between pages can make a
+	// later page skip an id (it is seen at the next orphan check), never
+	// read one twice.
+	var vals []string
+	for off := int64(0); ; off += maxPerCall {
+		page, err := q.c.LRange(ctx, k.processing(instance), -(off + maxPerCall), -(off + 1)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
+		}
+		for i := len(page) - 1; i >= 0; i-- {
+			vals = append(vals, page[i])
+		}
+		if len(page) < maxPerCall {
+			break
+		}
 	}
 	ids, err := q.keepIDs(ctx, k, instance, vals)
-	for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
-		ids[i], ids[j] = ids[j], ids[i]
-	}
 	if err != nil {
 		return ids, fmt.Errorf("queue: pending of %s on %s: %w", instance, channel, err)
 	}
@@ -423,7 +486,7 @@ func (q *Queue) Ack(ctx context.Context, channel, instance string, ids []int64) 
 		return nil
 	}
 	k := q.keys(channel)
-	if _, err := q.runChunks(ctx, scriptAck, []string{k.processing(instance), k.members()}, idArgs(ids), 1); err != nil {
+	if _, err := q.runChunks(ctx, scriptAck, []string{k.processing(instance), k.members()}, nil, idArgs(ids), 1); err != nil {
 		return fmt.Errorf("queue: ack %d ids of %s on %s: %w", len(ids), instance, channel, err)
 	}
 	return nil
@@ -440,7 +503,7 @@ func (q *Queue) Retry(ctx context.Context, channel, instance string, items []Ite
 		return nil
 	}
 	k := q.keys(channel)
-	if _, err := q.runChunks(ctx, scriptRetry, []string{k.processing(instance), k.ready(), k.delayed()}, itemArgs(items, time.Now()), 2); err != nil {
+	if _, err := q.runChunks(ctx, scriptRetry, []string{k.processing(instance), k.ready(), k.delayed()}, nil, itemArgs(items, time.Now()), 2); err != nil {
 		return fmt.Errorf("queue: retry %d ids of %s on %s: %w", len(items), instance, channel, err)
 	}
 	return nil
@@ -450,19 +513,25 @@ func (q *Queue) Retry(ctx context.Context, channel, instance string, items []Ite
 // the queue; call it once FAILED is committed. Ids not in that list are left
 // alone.
 func (q *Queue) Dead(ctx context.Context, channel, instance string, ids []int64) error {
-	return q.dead(ctx, scriptDead, channel, instance, ids)
+	return q.dead(ctx, scriptDead, nil, channel, instance, ids)
 }
 
 // DeadOnce is Dead for ids whose dead-letter step may have happened already
 // (a FAILED row met again by a claim): an id already on the dead list is only
-// taken out of the processing list, not listed twice. It scans the dead
-// list once per id, so keep it off the hot path.
+// taken out of the processing list, not listed twice. "Already on the dead
+// list" means among its newest deadOnceWindow: what DeadOnce reads is
+// bounded by that, not by the list's length (scriptDeadOnce says why that
+// is enough).
 func (q *Queue) DeadOnce(ctx context.Context, channel, instance string, ids []int64) error {
-	return q.dead(ctx, scriptDeadOnce, channel, instance, ids)
+	return q.dead(ctx, scriptDeadOnce, []any{deadOnceWindow}, channel, instance, ids)
 }
 
-// dead runs a dead-letter script (KEYS processing, members, dead; ARGV ids).
-func (q *Queue) dead(ctx context.Context, script *redis.Script, channel, instance string, ids []int64) error {
+// deadOnceWindow is how many of the dead list's newest ids DeadOnce checks.
+const deadOnceWindow = 2 * maxPerCall
+
+// dead runs a dead-letter script (KEYS processing, members, dead; ARGV head,
+// then ids).
+func (q *Queue) dead(ctx context.Context, script *redis.Script, head []any, channel, instance string, ids []int64) error {
 	if err := check(channel, instance); err != nil {
 		return fmt.Errorf("queue: dead: %w", err)
 	}
@@ -470,14 +539,17 @@ func (q *Queue) dead(ctx context.Context, script *redis.Script, channel, instanc
 		return nil
 	}
 	k := q.keys(channel)
-	if _, err := q.runChunks(ctx, script, []string{k.processing(instance), k.members(), k.dead()}, idArgs(ids), 1); err != nil {
+	if _, err := q.runChunks(ctx, script, []string{k.processing(instance), k.members(), k.dead()}, head, idArgs(ids), 1); err != nil {
 		return fmt.Errorf("queue: dead-letter %d ids of %s on %s: %w", len(ids), instance, channel, err)
 	}
 	return nil
 }
 
 // Promote moves up to max delayed ids due at or before now to ready, earliest
-// first, and returns how many moved.
+// first, then (within max) any delayed past what a due this package writes
+// can be (MaxDelay, with a day's slack): a corrupt score, +inf or days
+// ahead, that would never come due; the claim defers such an id again if
+// Postgres says it is not due. Returns how many moved.
 func (q *Queue) Promote(ctx context.Context, channel string, now time.Time, max int) (int, error) {
 	if err := checkChannel(channel); err != nil {
 		return 0, fmt.Errorf("queue: promote: %w", err)
@@ -486,7 +558,7 @@ func (q *Queue) Promote(ctx context.Context, channel string, now time.Time, max 
 		return 0, fmt.Errorf("queue: promote on %s: max must be at least 1, got %d", channel, max)
 	}
 	k := q.keys(channel)
-	n, err := q.eval(ctx, scriptPromote, []string{k.delayed(), k.ready()}, unixMs(now), max).Int()
+	n, err := q.eval(ctx, scriptPromote, []string{k.delayed(), k.ready()}, unixMs(now), max, delayHorizon(now)).Int()
 	if err != nil {
 		return 0, fmt.Errorf("queue: promote on %s: %w", channel, err)
 	}

@@ -30,11 +30,18 @@ local function bulk(cmd, key, list)
   end
 end
 
--- remove_ids deletes every occurrence of each id from the list at key and
--- returns the ids it found, each once, in the order of ids. Few ids against a long list: one LREM
--- each (C speed, O(len) apiece). Many ids: one pass over the list and a
--- rewrite, O(len) in total.
-local function remove_ids(key, ids)
+-- remove_ids deletes each id from the list at key and returns the ids it
+-- found, each once, in the order of ids. Few ids against a long list: one
+-- LREM each with count rm (0: every copy, for the dead list, which may hold
+-- an id twice; -1: the oldest copy only, for a processing list, where an
+-- id is at most once — push adds only what SADD members added, and an id
+-- leaves members only by leaving its list — so the LREM stops where it
+-- finds it instead of scanning the rest of the list: an instance works a
+-- long backup list off oldest first, from the end LREM -1 starts at). A
+-- copy that a restore or another program put there besides is left to the
+-- orphan check, which claims it, finds it settled and acks it again. Many
+-- ids: one pass over the list and a rewrite, O(len) in total, every copy.
+local function remove_ids(key, ids, rm)
   local found = {}
   if #ids == 0 then return found end
   local len = redis.call('LLEN', key)
@@ -61,7 +68,7 @@ local function remove_ids(key, ids)
     for _, id in ipairs(ids) do
       if not seen[id] then
         seen[id] = true
-        if redis.call('LREM', key, 0, id) > 0 then found[#found + 1] = id end
+        if redis.call('LREM', key, rm, id) > 0 then found[#found + 1] = id end
       end
     end
   end
@@ -102,23 +109,40 @@ end
 // Every script lists every key it touches in KEYS, all of one channel and so
 // of one hash slot. The comments give KEYS and ARGV.
 
-// scriptPush: KEYS members, ready, delayed; ARGV id, due, id, due, ...
-// (due '0' = ready now, else the due time in ms). Returns how many ids were
-// new to members.
+// scriptPush: KEYS members, ready, delayed; ARGV horizon ms, then id, due,
+// id, due, ... (due '0' = ready now, else the due time in ms). Returns how
+// many ids were new to members. An id already a member is left where it
+// is (a retry keeps its backoff), unless its delayed score lies past the
+// horizon (Queue.Push): such a score is no backoff this package wrote but a
+// corruption (+inf, a clock days ahead, a restore), Promote would never reach
+// it, and as a member no push could queue it again; it is placed anew as the
+// push says.
 var scriptPush = redis.NewScript(luaLib + `
 local bad = wrong_type('set', 'list', 'zset')
 if bad then return bad end
-local ids, due = pairs_of(1)
-local fresh = {}
+local ids, due = pairs_of(2)
+local fresh, known = {}, {}
 for i = 1, #ids, chunk do
   local j = math.min(i + chunk - 1, #ids)
   local m = redis.call('SMISMEMBER', KEYS[1], unpack(ids, i, j))
   for k = 1, #m do
-    if m[k] == 0 then fresh[#fresh + 1] = ids[i + k - 1] end
+    if m[k] == 0 then fresh[#fresh + 1] = ids[i + k - 1] else known[#known + 1] = ids[i + k - 1] end
   end
 end
 bulk('SADD', KEYS[1], fresh)
 place(KEYS[2], KEYS[3], fresh, due)
+if #known > 0 then
+  local horizon, far = tonumber(ARGV[1]), {}
+  for i = 1, #known, chunk do
+    local j = math.min(i + chunk - 1, #known)
+    local s = redis.call('ZMSCORE', KEYS[3], unpack(known, i, j))
+    for k = 1, #s do
+      if s[k] and tonumber(s[k]) > horizon then far[#far + 1] = known[i + k - 1] end
+    end
+  end
+  bulk('ZREM', KEYS[3], far)
+  place(KEYS[2], KEYS[3], far, due)
+end
 return #fresh
 `)
 
@@ -150,7 +174,7 @@ return out
 var scriptAck = redis.NewScript(luaLib + `
 local bad = wrong_type('list', 'set')
 if bad then return bad end
-local found = remove_ids(KEYS[1], ARGV)
+local found = remove_ids(KEYS[1], ARGV, -1)
 bulk('SREM', KEYS[2], found)
 return #found
 `)
@@ -161,7 +185,7 @@ var scriptRetry = redis.NewScript(luaLib + `
 local bad = wrong_type('list', 'list', 'zset')
 if bad then return bad end
 local ids, due = pairs_of(1)
-local found = remove_ids(KEYS[1], ids)
+local found = remove_ids(KEYS[1], ids, -1)
 place(KEYS[2], KEYS[3], found, due)
 return #found
 `)
@@ -170,22 +194,35 @@ return #found
 var scriptDead = redis.NewScript(luaLib + `
 local bad = wrong_type('list', 'set', 'list')
 if bad then return bad end
-local found = remove_ids(KEYS[1], ARGV)
+local found = remove_ids(KEYS[1], ARGV, -1)
 bulk('SREM', KEYS[2], found)
 bulk('LPUSH', KEYS[3], found)
 return #found
 `)
 
-// scriptDeadOnce: scriptDead, but an id already on the dead list (LPOS: a
-// scan from the newest end) is not listed again.
+// scriptDeadOnce: scriptDead, but an id already among the newest ARGV[1]
+// members of the dead list is not listed again. One LRANGE of that window,
+// read only when an id was found, instead of an LPOS scan of the whole
+// list per id: O(window + ids), not O(ids × dead list). An id that failed
+// again is met here soon after its first dead-letter step (a relay or
+// resync racing its settle; a lost dead-letter step), so at the newest end;
+// one deeper is listed twice, which costs a repeat in a list that is
+// statistics only (the dead letters are FAILED rows in Postgres). ARGV ids
+// follow the window.
 var scriptDeadOnce = redis.NewScript(luaLib + `
 local bad = wrong_type('list', 'set', 'list')
 if bad then return bad end
-local found = remove_ids(KEYS[1], ARGV)
+local ids = {}
+for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+local found = remove_ids(KEYS[1], ids, -1)
 bulk('SREM', KEYS[2], found)
+if #found == 0 then return 0 end
+local listed = {}
+for _, v in ipairs(redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[1]) - 1)) do listed[v] = true end
 local fresh = {}
 for _, id in ipairs(found) do
-  if not redis.call('LPOS', KEYS[3], id) then
+  if not listed[id] then
+    listed[id] = true
     fresh[#fresh + 1] = id
   end
 end
@@ -198,37 +235,60 @@ return #found
 var scriptDrop = redis.NewScript(luaLib + `
 local bad = wrong_type('list', 'set')
 if bad then return bad end
-local found = remove_ids(KEYS[1], ARGV)
+local found = remove_ids(KEYS[1], ARGV, 0) -- a bad member may be there twice
 bulk('SREM', KEYS[2], ARGV)
 return #found
 `)
 
-// scriptPromote: KEYS delayed, ready; ARGV now ms, max. Earliest due first.
+// scriptPromote: KEYS delayed, ready; ARGV now ms, max, horizon ms.
+// Earliest due first; then, within max, ids whose score lies past the
+// horizon (Queue.Promote): no due this package wrote, so they go to ready,
+// where the claim checks Postgres' own due time and defers them if it is
+// really later.
 var scriptPromote = redis.NewScript(luaLib + `
 local bad = wrong_type('zset', 'list')
 if bad then return bad end
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local max = tonumber(ARGV[2])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, max)
+if #ids < max then
+  local far = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[3], '+inf', 'LIMIT', 0, max - #ids)
+  for _, id in ipairs(far) do ids[#ids + 1] = id end
+end
 bulk('ZREM', KEYS[1], ids)
 bulk('LPUSH', KEYS[2], ids)
 return #ids
 `)
 
 // scriptReap: KEYS instances, processing, ready; ARGV instance, now ms, force
-// ('1' for a graceful release). Unless forced, a lease renewed since the
-// caller listed it as expired is left alone (-1). A missing lease counts as
-// expired: a processing list without a lease has no owner. The list goes
-// back to the fetching end of ready, oldest first.
+// ('1' for a graceful release), horizon ms, chunk. Unless forced, a lease
+// renewed since the caller listed it as expired is left alone (-1). A
+// missing lease counts as expired: a processing list without a lease has
+// no owner; so does one expiring past the horizon (Queue.Reap): no Renew
+// writes that, and such a lease would keep a dead instance's list for good.
+// At most chunk ids move per call, the newest first, each chunk to the
+// fetching end of ready, so that when the list is empty ready holds them
+// oldest first as one move would have; the lease stays until the list is
+// empty, so a chunk reaped is never a lease dropped with ids left behind
+// (and a renewal between chunks stops the reap: the owner is back). Returns
+// how many ids moved; fewer than chunk means the list is empty and the
+// lease gone.
 var scriptReap = redis.NewScript(luaLib + `
 local bad = wrong_type('zset', 'list', 'list')
 if bad then return bad end
 if ARGV[3] ~= '1' then
   local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
-  if s and tonumber(s) > tonumber(ARGV[2]) then return -1 end
+  if s then
+    s = tonumber(s)
+    if s > tonumber(ARGV[2]) and s <= tonumber(ARGV[4]) then return -1 end
+  end
 end
-local ids = redis.call('LRANGE', KEYS[2], 0, -1)
+local n = tonumber(ARGV[5])
+local ids = redis.call('LRANGE', KEYS[2], 0, n - 1)
 bulk('RPUSH', KEYS[3], ids)
-redis.call('DEL', KEYS[2])
-redis.call('ZREM', KEYS[1], ARGV[1])
+if #ids > 0 then redis.call('LTRIM', KEYS[2], #ids, -1) end
+if redis.call('LLEN', KEYS[2]) == 0 then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+end
 return #ids
 `)
 
@@ -255,7 +315,7 @@ if take > 0 then
 else
   local want = {}
   for i = 2, #ARGV do want[#want + 1] = ARGV[i] end
-  ids = remove_ids(KEYS[1], want)
+  ids = remove_ids(KEYS[1], want, 0)
 end
 local fresh = {}
 for i = 1, #ids, chunk do
@@ -280,7 +340,7 @@ if #ARGV == 0 then
   redis.call('UNLINK', KEYS[1])
   return n
 end
-return #remove_ids(KEYS[1], ARGV)
+return #remove_ids(KEYS[1], ARGV, 0)
 `)
 
 // scriptEpoch: KEYS epoch; ARGV fresh id. Returns the epoch, creating it;
