@@ -5,6 +5,9 @@ package delivery
 
 import (
 	"context"
+	"errors"
+
+	"github.com/notifyd/notifyd/internal/queue"
 )
 
 func (c *channel) track(ids []int64) {
@@ -32,7 +35,12 @@ func (c *channel) checkOrphans(ctx context.Context) {
 	for _, q := range c.queues {
 		got, err := c.e.queue.Pending(ctx, q, c.e.instance)
 		if err != nil {
-			return
+			// Said, not swallowed: an error wrapping queue.ErrBadMember
+			// names members Pending has just dropped, reported this once.
+			c.log.Warn("orphan check: read own backup list", "queue", q, "error", err)
+			if !errors.Is(err, queue.ErrBadMember) {
+				return
+			}
 		}
 		ids = append(ids, got...)
 	}
