@@ -340,29 +340,33 @@ const (
 	DefaultAuthFailures            = 10
 	// MaxPayloadCeiling is outbox.MaxPayloadBytes (a test keeps them equal):
 	// http.max_payload_bytes may lower it, never raise it.
-	MaxPayloadCeiling       = 1 << 20
-	DefaultConcurrency      = 16
-	DefaultBatchSize        = 64
-	DefaultSendTimeout      = 10 * time.Second
-	DefaultMaxAttempts      = 5
-	DefaultRetryBase        = time.Second
-	DefaultRetryMax         = 5 * time.Minute
-	DefaultMaxRetryAfter    = time.Hour
-	DefaultScheduleLead     = 10 * time.Minute
-	DefaultScheduleMaxLate  = time.Hour
-	DefaultJobChunkSize     = 1000
-	DefaultJobHeartbeat     = 5 * time.Second
-	DefaultJobMaxTakeovers  = 3
-	DefaultJobStuckAfter    = time.Minute
-	DefaultSoftTimeout      = 10 * time.Second
-	DefaultHardTimeout      = 30 * time.Second
-	DefaultRelayInterval    = time.Second
-	DefaultRelayBatch       = 1000
-	DefaultSettleBatch      = 1000
-	DefaultPromoteInterval  = 100 * time.Millisecond
-	DefaultSweepInterval    = 30 * time.Second
-	DefaultSweepAfter       = 2 * time.Minute
-	DefaultLeaseTTL         = 15 * time.Second
+	MaxPayloadCeiling      = 1 << 20
+	DefaultConcurrency     = 16
+	DefaultBatchSize       = 64
+	DefaultSendTimeout     = 10 * time.Second
+	DefaultMaxAttempts     = 5
+	DefaultRetryBase       = time.Second
+	DefaultRetryMax        = 5 * time.Minute
+	DefaultMaxRetryAfter   = time.Hour
+	DefaultScheduleLead    = 10 * time.Minute
+	DefaultScheduleMaxLate = time.Hour
+	DefaultJobChunkSize    = 1000
+	DefaultJobHeartbeat    = 5 * time.Second
+	DefaultJobMaxTakeovers = 3
+	DefaultJobStuckAfter   = time.Minute
+	DefaultSoftTimeout     = 10 * time.Second
+	DefaultHardTimeout     = 30 * time.Second
+	DefaultRelayInterval   = time.Second
+	DefaultRelayBatch      = 1000
+	DefaultSettleBatch     = 1000
+	DefaultPromoteInterval = 100 * time.Millisecond
+	DefaultSweepInterval   = 30 * time.Second
+	DefaultSweepAfter      = 2 * time.Minute
+	DefaultLeaseTTL        = 15 * time.Second
+	// MaxLeaseTTL is the longest delivery.lease_ttl: the queue grants no
+	// longer lease (queue.MaxLeaseTTL), and reads one that expires further
+	// ahead as written by a skewed clock or a restore.
+	MaxLeaseTTL             = time.Hour
 	DefaultEpochInterval    = time.Second
 	DefaultStallAfter       = time.Minute
 	DefaultQuarantineAfter  = 3

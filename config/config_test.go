@@ -165,6 +165,9 @@ func TestLoad_Errors(t *testing.T) {
 		{"unknown tracing key", minimal + "tracing: {endpoint: x}\n", nil, "tracing.endpoint"},
 		{"plugin memory below 64 MiB", minimal + "plugins: {max_memory_bytes: 1000000}\n", nil, "plugins.max_memory_bytes"},
 		{"plugin memory not a number", minimal, []string{"NOTIFYD_PLUGINS_MAX_MEMORY_BYTES=1GiB"}, "max_memory_bytes"},
+		// The queue grants no longer lease: an instance would start and
+		// fail every renewal.
+		{"lease longer than an hour", minimal + "delivery: {lease_ttl: 2h}\n", nil, "delivery.lease_ttl"},
 		{"content key too long", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}, content_key: \"" + strings.Repeat("k", 201) + "\"}}\n", nil, "schedules.s.content_key"},
 	}
 	for _, tt := range tests {

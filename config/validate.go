@@ -139,6 +139,10 @@ func (c *Config) Validate() error {
 	}); err != nil {
 		return err
 	}
+	if c.Delivery.LeaseTTL > MaxLeaseTTL {
+		// It is how long a dead instance's work waits: seconds as a rule.
+		return &Error{Key: "delivery.lease_ttl", Reason: fmt.Sprintf("must be at most %s, got %s", MaxLeaseTTL, c.Delivery.LeaseTTL)}
+	}
 	if c.Delivery.QuarantineAfter < 3 || c.Delivery.QuarantineAfter > 100 {
 		// The first crash is in a batch and the second in a group of
 		// suspects: only from the third on is a row alone when it dies.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/notifyd/notifyd/config"
 )
 
 func TestQueue_Renew(t *testing.T) {
@@ -153,5 +155,13 @@ func TestQueue_Release(t *testing.T) {
 	}
 	if err := b.q.Release(b.ctx, ch, "a"); err != nil {
 		t.Errorf("second Release = %v", err)
+	}
+}
+
+// The config's bound on delivery.lease_ttl is the lease Renew grants.
+func TestMaxLeaseTTL_isTheConfigs(t *testing.T) {
+	t.Parallel()
+	if MaxLeaseTTL != config.MaxLeaseTTL {
+		t.Errorf("queue.MaxLeaseTTL %v, config.MaxLeaseTTL %v: a lease_ttl the config takes must be one Renew grants", MaxLeaseTTL, config.MaxLeaseTTL)
 	}
 }
