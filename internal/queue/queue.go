@@ -378,9 +378,10 @@ var ErrBadMember = errors.New("queue members that are not notification ids were 
 func (q *Queue) keepIDs(ctx context.Context, k keys, instance string, raw []string) ([]int64, error) {
 	ids := make([]int64, 0, len(raw))
 	var bad []string
+	var canon [20]byte // an int64 in decimal: the comparison allocates nothing
 	for _, s := range raw {
 		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || strconv.FormatInt(id, 10) != s {
+		if err != nil || string(strconv.AppendInt(canon[:0], id, 10)) != s {
 			bad = append(bad, s)
 			continue
 		}
