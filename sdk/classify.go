@@ -44,6 +44,9 @@ const MaxRetryAfter = time.Hour
 //     Switching Protocols to a request that asked for no upgrade, leaves
 //     resp.Body the raw connection, which no request deadline covers: its
 //     body is closed here and replaced by http.NoBody.
+//   - 409 Conflict to a request that carried an Idempotency-Key (HTTPSender
+//     adds one): TRANSIENT — the receiver may still be working on an earlier
+//     attempt with that key, which may yet deliver the message.
 //   - any other status (most 4xx, an unfollowed 3xx): PERMANENT.
 //
 // ProviderStatus is set whenever there is a response. On failure Detail
@@ -84,6 +87,16 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 		return Transient(detail).WithStatus(code).WithRetryAfter(retryAfter)
 	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
 		return Permanent(detail).WithStatus(code)
+	case code == http.StatusConflict && resp.Request != nil && resp.Request.Header.Get("Idempotency-Key") != "":
+		// A receiver that honours Idempotency-Key answers 409 to a request
+		// whose key is still being processed (draft-ietf-httpapi-
+		// idempotency-key-header §2.7; Stripe alike): an earlier attempt,
+		// cut off by our deadline, may yet deliver the message, and a later
+		// retry gets its stored answer. Final, a delivered message was
+		// dead-lettered. A receiver that answers 409 for good is retried up
+		// to retry.max_attempts, then dead-lettered as before.
+		return Transient(detail + " (an earlier request with this Idempotency-Key may still be in progress: retried)").
+			WithStatus(code).WithRetryAfter(retryAfter)
 	case code == http.StatusRequestTimeout, code == http.StatusMisdirectedRequest, code == http.StatusTooEarly,
 		code == http.StatusTooManyRequests, code == http.StatusLocked, code == statusClientClosedRequest,
 		code == http.StatusRequestEntityTooLarge && retryAfter > 0,

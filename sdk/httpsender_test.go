@@ -629,3 +629,32 @@ func TestHTTPSender_bodyReadEndsAtDeadline(t *testing.T) {
 		t.Errorf("101 = %v %d %q; want TRANSIENT, status 101", v.Outcome, v.ProviderStatus, v.Detail)
 	}
 }
+
+// A receiver that honours Idempotency-Key answers 409 while an earlier
+// request with the key is still in progress: that attempt may yet deliver
+// the message, so the 409 is retried (it was final: a delivered message
+// dead-lettered). Without the key a 409 stays final.
+func TestHTTPSender_conflictWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, `{"error":"a request with this key is in progress"}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		none bool
+		want sdk.Outcome
+	}{{false, sdk.OutcomeTransient}, {true, sdk.OutcomePermanent}} {
+		s := &sdk.HTTPSender{NoIdempotencyKey: tc.none, Build: func(ctx context.Context, m sdk.Message) (*http.Request, error) {
+			return sdk.PostJSON(ctx, srv.URL, map[string]int64{"id": m.ID}, nil)
+		}}
+		v := s.Send(context.Background(), sdk.Message{ID: 7, Payload: json.RawMessage(`{}`)})
+		if v.Outcome != tc.want || v.ProviderStatus != http.StatusConflict {
+			t.Errorf("NoIdempotencyKey %v: %v status %d (%s), want %v", tc.none, v.Outcome, v.ProviderStatus, v.Detail, tc.want)
+		}
+		if tc.want == sdk.OutcomeTransient && (v.RetryAfter != 2*time.Second || !strings.Contains(v.Detail, "in progress")) {
+			t.Errorf("409 with a key: retry after %v, detail %q; want 2s and why it is retried", v.RetryAfter, v.Detail)
+		}
+	}
+}

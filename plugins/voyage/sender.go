@@ -422,17 +422,8 @@ func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message
 	defer context.AfterFunc(req.Context(), func() { _ = respBody.Close() })()
 	v := sdk.ClassifyHTTP(resp, nil)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode == http.StatusConflict {
-		// The callback carries an Idempotency-Key; a receiver honouring it
-		// answers 409 while a request with that key is still in progress
-		// (draft-ietf-httpapi-idempotency-key-header §2.7; Stripe alike): an
-		// earlier attempt cut off by callback_timeout may yet store the
-		// embeddings, and the next retry gets its answer. Final, a delivered
-		// callback was dead-lettered.
-		v.Outcome = sdk.OutcomeTransient
-		v.RetryAfter = sdk.RetryAfter(resp.Header, time.Now())
-		v.Detail += " (an earlier request with this Idempotency-Key may still be in progress: retried)"
-	}
+	// A 409 is retried: the callback carries an Idempotency-Key, which
+	// sdk.ClassifyHTTP reads as a request still in progress at the receiver.
 	if v.Outcome != sdk.OutcomeSuccess {
 		// The receiver's body may echo the callback headers back.
 		v.Detail = c.secrets.Redact("callback " + redactURL(c.url) + ": " + oneLine(v.Detail, 1024))
