@@ -330,13 +330,17 @@ func (a *payloadArena) copy(b []byte) []byte {
 const claimSQLHead = `
 WITH claimed AS (
     UPDATE notifications n
-       SET status = 'PROCESSING', attempts = n.attempts + 1, updated_at = $2,
+       SET status = 'PROCESSING', attempts = greatest(n.attempts, 0) + 1, updated_at = $2,
            -- Taken over from a stale claim: the attempt that claim made was
            -- lost with its instance. While PROCESSING, next_attempt_at keeps
            -- when it began (the settle overwrites it), and lost below
            -- records it; crashes counts it (§10).
            next_attempt_at = CASE WHEN n.status = 'PROCESSING' THEN n.updated_at END,
-           crashes = n.crashes + CASE WHEN n.status = 'PROCESSING' THEN 1 ELSE 0 END
+           -- A count below zero (an application's SQL) counts from zero:
+           -- carried on, it put the row out of reach of retry.max_attempts
+           -- and delivery.quarantine_after for 2^31 attempts or 32,768
+           -- crashes. One comparison a row.
+           crashes = greatest(n.crashes, 0) + CASE WHEN n.status = 'PROCESSING' THEN 1 ELSE 0 END
      WHERE n.id = ANY($1::bigint[])
        AND `
 
@@ -361,7 +365,7 @@ SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
                                  THEN c.payload::text END OFFSET 0) p(t)
 UNION ALL
 SELECT n.id, n.status, n.next_attempt_at, n.updated_at,
-       false, NULL, NULL, NULL, NULL::text, NULL::int, NULL, NULL, n.crashes, NULL
+       false, NULL, NULL, NULL, NULL::text, NULL::int, NULL, NULL, greatest(n.crashes, 0), NULL
   FROM notifications n
  WHERE n.id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT ALL SELECT id FROM claimed))`
 

@@ -75,7 +75,7 @@ func TestStore_HotPlansAreMadeForTheBurst(t *testing.T) {
 	}{
 		{"relay", relay, "FOR UPDATE SKIP LOCKED", []any{now, 800},
 			[]string{"Index Scan using notifications_pending_due", "LockRows"}},
-		{"claim", hot, "attempts = n.attempts + 1", []any{ids, now, now.Add(-time.Minute), "1m0s", outbox.MaxPayloadBytes},
+		{"claim", hot, "attempts = greatest(n.attempts, 0) + 1", []any{ids, now, now.Add(-time.Minute), "1m0s", outbox.MaxPayloadBytes},
 			[]string{"Index Scan using notifications_"}},
 		{"settle", hot, "AS i(id, attempt, status, next_attempt_at",
 			[]any{ids, ints, texts, stamps, texts, ints, texts, texts, texts, stamps, stamps},
