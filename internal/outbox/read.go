@@ -296,7 +296,7 @@ func (s *Store) CountByStatusOf(ctx context.Context, channels []string, others i
 	// carries omitted.
 	rows, err := s.pool.Query(ctx, `
 		WITH c AS (
-			SELECT channel, status, sum(n)::bigint AS n FROM (
+			SELECT channel, status, `+saturatedBigint("sum(n)")+` AS n FROM (
 				SELECT channel, status, n FROM notification_counts
 				UNION ALL
 				SELECT channel, status, d FROM notification_count_deltas) u
@@ -340,6 +340,16 @@ func (s *Store) CountByStatus(ctx context.Context) (map[string]map[string]int64,
 	return counts, err
 }
 
+// saturatedBigint is the numeric expression expr as a bigint, held to the
+// bigint's range. Counts are sums of the deltas the triggers append, and an
+// application's SQL may write a delta (or a count) of any bigint: a sum past
+// the range failed every fold and every count for good, the deltas piling up
+// unfolded. Saturated, an absurd count stays absurd but bounded, and the fold
+// goes on.
+func saturatedBigint(expr string) string {
+	return `least(greatest(` + expr + `, -9223372036854775808), 9223372036854775807)::bigint`
+}
+
 // CompactCounts folds the count deltas the triggers appended into
 // notification_counts, in one transaction, and returns how many it folded.
 // Any instance may call it at any time: concurrent calls fold disjoint
@@ -354,8 +364,8 @@ func (s *Store) CompactCounts(ctx context.Context) (int64, error) {
 			RETURNING channel, status, d),
 		folded AS (
 			INSERT INTO notification_counts AS c (channel, status, n)
-			SELECT channel, status, sum(d) FROM moved GROUP BY channel, status
-			ON CONFLICT (channel, status) DO UPDATE SET n = c.n + EXCLUDED.n
+			SELECT channel, status, `+saturatedBigint("sum(d)")+` FROM moved GROUP BY channel, status
+			ON CONFLICT (channel, status) DO UPDATE SET n = `+saturatedBigint("c.n::numeric + EXCLUDED.n")+`
 			RETURNING 1)
 		SELECT count(*) FROM moved`).Scan(&n)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Retention windows for one pass (config.Retention); a negative window keeps
@@ -93,14 +94,20 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (Retenti
 		return pass, nil // every state is kept forever
 	}
 
-	var startedAt time.Time
+	var startedAt pgtype.Timestamptz
 	if err := conn.QueryRow(ctx, `
 		INSERT INTO retention_state (name, cursor, started_at) VALUES ('notifications', 0, $1)
 		ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 		RETURNING cursor, started_at`, now).Scan(&pass.Cursor, &startedAt); err != nil {
 		return pass, fmt.Errorf("retention: read cursor: %w", err)
 	}
-	if now.Sub(startedAt) >= r.Rescan {
+	// retention_state is a table an application's SQL can write too: a
+	// started_at that is not a time (±infinity, which failed the read of
+	// every pass) or lies more than a rescan ahead (which never came within
+	// a rescan of now, so the walk never restarted) restarts the walk.
+	// Within a rescan ahead is left alone: another instance's clock.
+	if startedAt.InfinityModifier != pgtype.Finite || startedAt.Time.Sub(now) > r.Rescan ||
+		now.Sub(startedAt.Time) >= r.Rescan {
 		pass.Cursor, pass.Restart = 0, true
 		if _, err := conn.Exec(ctx, `UPDATE retention_state SET cursor = 0, started_at = $1 WHERE name = 'notifications'`, now); err != nil {
 			return pass, fmt.Errorf("retention: restart: %w", err)
