@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // server is the plugin side of notifyd.provider.v1: it routes each message
@@ -497,9 +498,7 @@ func callbackAnswerToProto(a CallbackAnswer) *providerv1.CallbackResponse {
 			Detail:         CutText(u.Detail, MaxReceiptDetail),
 			ProviderCode:   CutText(u.ProviderCode, MaxReceiptCode),
 		}
-		if !u.At.IsZero() {
-			w.AtUnixNano = u.At.UnixNano()
-		}
+		w.AtUnixNano = wire.UnixNano(u.At) // a provider's year 3000: no time, not a wrapped one
 		out.Updates[i] = w
 	}
 	return out

@@ -215,12 +215,10 @@ func toProto(w *providerv1.Message, m *sdk.Message) {
 	w.Attempt = int32(m.Attempt)
 	w.IdempotencyKey = m.IdempotencyKey
 	w.TraceParent = m.TraceParent
-	if !m.CreatedAt.IsZero() {
-		w.CreatedAtUnixNano = m.CreatedAt.UnixNano()
-	}
-	if !m.Deadline.IsZero() {
-		w.DeadlineUnixNano = m.Deadline.UnixNano()
-	}
+	// Outside what Unix nanoseconds hold (a created_at of an application's
+	// SQL), no time rather than a wrapped-around one.
+	w.CreatedAtUnixNano = wire.UnixNano(m.CreatedAt)
+	w.DeadlineUnixNano = wire.UnixNano(m.Deadline)
 }
 
 // fromProto checks what the SDK already checks, since a plugin need not be

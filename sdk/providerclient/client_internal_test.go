@@ -3,6 +3,7 @@ package providerclient
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
@@ -32,5 +33,25 @@ func TestFromProto(t *testing.T) {
 	forgedLong := fromProto(&providerv1.Verdict{Outcome: providerv1.Outcome(sdk.OutcomeTransient), Detail: DetailProcessExited + big})
 	if len(forgedLong.Detail) > wire.MaxErrorLen || !strings.HasPrefix(forgedLong.Detail, pluginSaid) {
 		t.Errorf("a long detail worded as a death: %d bytes, prefix %q", len(forgedLong.Detail), forgedLong.Detail[:40])
+	}
+}
+
+// A created_at an application's SQL wrote past what Unix nanoseconds hold
+// (year 294276, 4713 BC) reached the plugin as another date: UnixNano wraps
+// around. It goes as no time now.
+func TestToProto_timeOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, at := range []time.Time{time.Date(294276, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-4712, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		var w providerv1.Message
+		toProto(&w, &sdk.Message{ID: 1, CreatedAt: at, Deadline: at})
+		if w.CreatedAtUnixNano != 0 || w.DeadlineUnixNano != 0 {
+			t.Errorf("%v: created_at %v, deadline %v on the wire; want none (0)", at, time.Unix(0, w.CreatedAtUnixNano).UTC(), time.Unix(0, w.DeadlineUnixNano).UTC())
+		}
+	}
+	now := time.Now()
+	var w providerv1.Message
+	toProto(&w, &sdk.Message{ID: 1, CreatedAt: now})
+	if w.CreatedAtUnixNano != now.UnixNano() {
+		t.Errorf("created_at now: %d, want %d", w.CreatedAtUnixNano, now.UnixNano())
 	}
 }
