@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -14,7 +15,6 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
 	"github.com/notifyd/notifyd/sdk"
@@ -33,7 +33,11 @@ func Load(path string, environ []string) (*Config, error) {
 	}
 	k := koanf.New(".")
 	if path != "" {
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		b, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := k.Load(rawBytes(b), yaml.Parser()); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
@@ -84,6 +88,40 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// MaxFileBytes bounds the config file: past it the file is not read further
+// and Load fails naming it. A config of every channel and schedule an
+// installation has is kilobytes; a path naming /dev/zero, a FIFO fed
+// without end, or a log file by mistake must not be read into memory whole
+// (and parsed: the YAML tree holds about 5× the text).
+const MaxFileBytes = 16 << 20
+
+// readFile reads the config file within MaxFileBytes. A FIFO or /dev/stdin
+// (--config <(…)) is read as it comes, a device as well (/dev/null: no keys).
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if len(b) > MaxFileBytes {
+		return nil, fmt.Errorf("read config %s: over %d bytes (config.MaxFileBytes), not read further: is it the config file?", path, MaxFileBytes)
+	}
+	return b, nil
+}
+
+// rawBytes is a koanf provider of bytes already read.
+type rawBytes []byte
+
+func (b rawBytes) ReadBytes() ([]byte, error) { return b, nil }
+
+func (rawBytes) Read() (map[string]any, error) {
+	return nil, errors.New("config: raw bytes need a parser")
 }
 
 // envKey maps NOTIFYD_POSTGRES_URL to postgres.url. An underscore may stand for
@@ -239,6 +277,11 @@ func suggest(t reflect.Type) string {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// shellRef is a reference in the shell's forms with a default or a check
+// (${NAME:-x}, ${NAME-x}, ${NAME:=x}, ${NAME:?x}, ${NAME:+x}), which
+// expandEnv does not expand: left as it was, it became the value itself.
+var shellRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=?+]`)
+
 // expandEnv replaces ${NAME} in every string value; an unset NAME is an error
 // naming the key, so a secret never silently becomes "".
 func expandEnv(k *koanf.Koanf, environ []string) error {
@@ -249,6 +292,9 @@ func expandEnv(k *koanf.Koanf, environ []string) error {
 		}
 	}
 	expand := func(key, s string) (string, error) {
+		if ref := shellRef.FindString(s); ref != "" {
+			return "", &Error{Key: key, Reason: fmt.Sprintf("%q…: notifyd expands ${NAME} alone, with no default or check; set NAME, or write the value itself", ref)}
+		}
 		var missing string
 		out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
 			name := envRef.FindStringSubmatch(ref)[1]
