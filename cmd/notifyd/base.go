@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -17,12 +19,47 @@ func configFlag(cmd *cobra.Command, path *string) {
 }
 
 // loadConfig reads the config and builds the logger every command passes down.
-func loadConfig(path string) (*config.Config, hclog.Logger, error) {
-	cfg, err := config.Load(path, nil)
-	if err != nil {
-		return nil, nil, err
+// The read stops with ctx (main's Ctrl-C or SIGTERM, which main catches):
+// a path naming a FIFO nothing writes to blocks in open(2), and the command
+// said nothing and could only be killed. After a while it says what it
+// waits for.
+func loadConfig(ctx context.Context, path string) (*config.Config, hclog.Logger, error) {
+	type loaded struct {
+		cfg *config.Config
+		err error
 	}
-	return cfg, cfg.Log.NewLogger("notifyd", os.Stderr), nil
+	done := make(chan loaded, 1)
+	go func() { // left behind in open(2) if ctx ends first; the process exits
+		cfg, err := config.Load(path, nil)
+		done <- loaded{cfg, err}
+	}()
+	note := time.NewTimer(configWaitNote)
+	defer note.Stop()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return nil, nil, r.err
+			}
+			return r.cfg, r.cfg.Log.NewLogger("notifyd", os.Stderr), nil
+		case <-note.C:
+			fmt.Fprintf(os.Stderr, "notifyd: still reading config %s%s (Ctrl-C stops)\n", printable(path), fifoNote(path))
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("stopped while reading config %s%s", path, fifoNote(path))
+		}
+	}
+}
+
+// configWaitNote is how long a config read goes before the CLI says it waits.
+const configWaitNote = 2 * time.Second
+
+// fifoNote says why a config read may wait: a FIFO is opened only once
+// something writes to it.
+func fifoNote(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		return ": it is a FIFO and nothing has written to it"
+	}
+	return ""
 }
 
 func newVersionCmd() *cobra.Command {

@@ -109,7 +109,7 @@ func decodeTemplate(payload string) (map[string]any, error) {
 // (notifyd.Open: no engine, no Redis) for a one-shot command in --config
 // mode, under the CLI's instance name, and closes it after fn.
 func withDaemon(ctx context.Context, path string, fn func(context.Context, *notifyd.Daemon) error) error {
-	cfg, log, err := loadConfig(path)
+	cfg, log, err := loadConfig(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func newMigrateCmd() *cobra.Command {
 		Short: "Apply the database migrations (a no-op when they are all applied)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, log, err := loadConfig(path)
+			cfg, log, err := loadConfig(cmd.Context(), path)
 			if err != nil {
 				return err
 			}

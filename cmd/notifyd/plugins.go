@@ -42,7 +42,7 @@ func newPluginsListCmd() *cobra.Command {
 			pc := config.Plugins{Dir: config.DefaultPluginsDir}
 			log := hclog.NewNullLogger()
 			if path != "" {
-				cfg, l, err := loadConfig(path)
+				cfg, l, err := loadConfig(cmd.Context(), path)
 				if err != nil {
 					return err
 				}
@@ -112,7 +112,7 @@ func newPluginsCheckCmd() *cobra.Command {
 		Short: "Start a plugin, configure it for every channel that uses it, and check its health",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, log, err := loadConfig(path)
+			cfg, log, err := loadConfig(cmd.Context(), path)
 			if err != nil {
 				return err
 			}

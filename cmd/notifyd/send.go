@@ -29,7 +29,7 @@ func newSendCmd() *cobra.Command {
 			if path == "" {
 				return sendAPI(cmd, &af, channel, recipient, payload, key, at)
 			}
-			cfg, log, err := loadConfig(path)
+			cfg, log, err := loadConfig(cmd.Context(), path)
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func serve(parent context.Context, path string, migrate bool) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	cfg, log, err := loadConfig(path)
+	cfg, log, err := loadConfig(parent, path)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func newStatusCmd() *cobra.Command {
 			if path == "" {
 				return statusAPI(cmd, &af, args, history)
 			}
-			cfg, log, err := loadConfig(path)
+			cfg, log, err := loadConfig(cmd.Context(), path)
 			if err != nil {
 				return err
 			}
