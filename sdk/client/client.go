@@ -65,7 +65,9 @@ type Client struct {
 type Option func(*Client)
 
 // WithHTTPClient sets the *http.Client requests go through (transport, TLS,
-// proxies). The default has DefaultTimeout.
+// proxies). The default has DefaultTimeout; a client without a Timeout of
+// its own still has DefaultTimeout bound a call whose context has no
+// deadline.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) { c.http = hc }
 }
@@ -366,6 +368,14 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			return fmt.Errorf("notifyd client: %s %s: encode body: %w", method, path, err)
 		}
 		rd = bytes.NewReader(b)
+	}
+	// DefaultTimeout bounds the call when neither the caller's context nor
+	// its *http.Client (WithHTTPClient, for TLS or a proxy) does: a server
+	// trickling its answer must not hold the caller for ever.
+	if _, ok := ctx.Deadline(); !ok && c.http.Timeout == 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
