@@ -91,6 +91,12 @@ func New(addr, token string, opts ...Option) (*Client, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("notifyd client: address %q has no host", addr)
 	}
+	// Each call's path is appended to the address: after a query or a
+	// fragment it would become part of them, and every call would go to
+	// the address's own path.
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(addr, "?#") {
+		return nil, fmt.Errorf("notifyd client: address %q has a query or fragment: want only scheme, host, port and an optional path prefix", addr)
+	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c := &Client{base: u, token: token, http: &http.Client{Timeout: DefaultTimeout}}
 	for _, o := range opts {

@@ -59,3 +59,42 @@ func TestProbeAuditI_CallerClientStillBounded(t *testing.T) {
 		t.Fatalf("Channels still waiting %v past DefaultTimeout (%v)", 2*time.Minute, client.DefaultTimeout)
 	}
 }
+
+// TestProbeAuditI_AddressQueryOrFragment gives New an address with a query
+// or a fragment (`--addr 'notifyd:8080/?env=prod'`, a URL pasted from a
+// browser). Each call's path was appended after it, so every call went to
+// the address's own path with the API path in the query or the fragment:
+// GET /healthz reached "/" and a server answering 200 there passed for a
+// healthy notifyd. New must refuse such an address, naming it.
+func TestProbeAuditI_AddressQueryOrFragment(t *testing.T) {
+	t.Parallel()
+	paths := make(chan string, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case paths <- r.URL.Path:
+		default:
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	for _, addr := range []string{srv.URL + "/?env=prod", srv.URL + "#top", srv.URL + "/base?"} {
+		c, err := client.New(addr, "t")
+		if err == nil {
+			err = c.Health(context.Background())
+			var got string
+			select {
+			case got = <-paths:
+			default:
+			}
+			t.Errorf("New(%q) accepted it; Health = %v, the server saw path %q for /healthz", addr, err, got)
+			continue
+		}
+		if !strings.Contains(err.Error(), addr) {
+			t.Errorf("New(%q) = %v, want the address named", addr, err)
+		}
+	}
+	// A path prefix (a reverse proxy's mount point) is still an address.
+	if _, err := client.New(srv.URL+"/notifyd/", "t"); err != nil {
+		t.Errorf("New with a path prefix: %v", err)
+	}
+}
