@@ -167,6 +167,9 @@ func TestLoad_Errors(t *testing.T) {
 		{"plugin memory not a number", minimal, []string{"NOTIFYD_PLUGINS_MAX_MEMORY_BYTES=1GiB"}, "max_memory_bytes"},
 		// The queue grants no longer lease: an instance would start and
 		// fail every renewal.
+		// An empty address listened on every interface.
+		{"empty listen address", minimal, []string{"NOTIFYD_HTTP_LISTEN="}, "http.listen"},
+		{"listen without a port", minimal + "http: {listen: \"127.0.0.1\"}\n", nil, "http.listen"},
 		{"lease longer than an hour", minimal + "delivery: {lease_ttl: 2h}\n", nil, "delivery.lease_ttl"},
 		{"content key too long", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}, content_key: \"" + strings.Repeat("k", 201) + "\"}}\n", nil, "schedules.s.content_key"},
 	}

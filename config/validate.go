@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -81,6 +82,15 @@ func (c *Config) Validate() error {
 	}
 	if hclog.LevelFromString(c.Log.Level) == hclog.NoLevel {
 		return &Error{Key: "log.level", Reason: fmt.Sprintf("%q is not one of trace, debug, info, warn, error", c.Log.Level)}
+	}
+	// An empty address listens on every interface, on a port the kernel
+	// picks: an empty NOTIFYD_HTTP_LISTEN (a template's unset value) put the
+	// API on all interfaces where the default is loopback.
+	if strings.TrimSpace(c.HTTP.Listen) == "" {
+		return &Error{Key: "http.listen", Reason: "is empty: give host:port (the default is " + DefaultListen + "; \":8080\" listens on every interface)"}
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		return &Error{Key: "http.listen", Reason: fmt.Sprintf("%q is not host:port (such as %s): %v", c.HTTP.Listen, DefaultListen, err)}
 	}
 	if c.HTTP.MaxBodyBytes < 1 {
 		return &Error{Key: "http.max_body_bytes", Reason: "must be positive"}
