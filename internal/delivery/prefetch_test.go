@@ -163,7 +163,12 @@ func TestEngine_PrefetchDeepensAfterFastCalls(t *testing.T) {
 	const concurrency, batch, n = 2, 8, 14
 	g := newSendGate()
 	g.fast = true
-	startSendGate(t, b, g, concurrency, batch, 30*time.Second)
+	// Full depth needs the last call under a quarter of timeout/2 (ahead:
+	// concurrency for every half timeout it took): beside a test suite and
+	// two CPU burners the first call, which returns at once, took 4–5 s, so
+	// a 30 s timeout claimed 6 ahead, not 8 (rehearsal 45). Two minutes keep
+	// "fast" anything under 15 s.
+	startSendGate(t, b, g, concurrency, batch, 2*time.Minute)
 	first := b.sendMany(1, func(int) string { return "someone" })
 	if nt := b.wait(first[0], 30*time.Second); nt.Status != outbox.StatusSent {
 		t.Fatalf("the first notification: %s (%s), want SENT", nt.Status, nt.LastError)
