@@ -135,9 +135,9 @@ func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]bool, error) {
 		attempts = append(attempts, int32(st.Attempt))
 		statuses = append(statuses, status)
 		nexts = append(nexts, next)
-		errs = append(errs, wire.Truncate(cleanText(st.Error), MaxErrorLen))
+		errs = append(errs, wire.Truncate(StorableText(st.Error), MaxErrorLen))
 		pstatuses = append(pstatuses, int32(st.ProviderStatus))
-		pcodes = append(pcodes, wire.Truncate(cleanText(st.ProviderCode), MaxProviderCodeLen))
+		pcodes = append(pcodes, wire.Truncate(StorableText(st.ProviderCode), MaxProviderCodeLen))
 		outputs = append(outputs, output)
 		outcomes = append(outcomes, outcome)
 		starts = append(starts, timestamptz(st.StartedAt))
@@ -219,10 +219,13 @@ func (st Settlement) validate() (string, error) {
 	return status, nil
 }
 
-// cleanText makes provider-supplied text storable (valid UTF-8, no NUL):
-// one provider's odd error message must not fail a whole settle batch, whose
-// rows would then be claimed and sent again.
-func cleanText(s string) string {
+// StorableText is s as a text column holds it: invalid UTF-8 and NUL, which
+// Postgres refuses in text, replaced by U+FFFD; s itself when it has
+// neither. Cut it to its column's bound after (wire.Truncate). One
+// provider's odd error message (or a render error quoting what a template
+// made) must not fail a whole settle batch or job chunk, whose rows would
+// then be tried again.
+func StorableText(s string) string {
 	if checkText(s) == nil {
 		return s
 	}
@@ -230,7 +233,7 @@ func cleanText(s string) string {
 }
 
 // cleanOutput stores provider output that jsonb cannot hold as a JSON string
-// of its (cleaned) text, for the same reason as cleanText, and output over
+// of its (cleaned) text, for the same reason as StorableText, and output over
 // MaxResultBytes as a note of its size.
 func cleanOutput(b json.RawMessage) string {
 	if len(b) > MaxResultBytes {
@@ -247,7 +250,7 @@ func cleanOutput(b json.RawMessage) string {
 		}
 		return string(b)
 	}
-	quoted, _ := json.Marshal(cleanText(string(b))) // a clean string always marshals
+	quoted, _ := json.Marshal(StorableText(string(b))) // a clean string always marshals
 	return string(quoted)
 }
 

@@ -54,7 +54,7 @@ func (s *Store) Finish(ctx context.Context, id int64, attempt int, status, reaso
 	if status == StatusSent {
 		outcome = OutcomeSuccess
 	}
-	reason = wire.Truncate(cleanText(reason), MaxErrorLen)
+	reason = wire.Truncate(StorableText(reason), MaxErrorLen)
 	var n int
 	err := s.pool.QueryRow(ctx, `
 WITH done AS (

@@ -314,15 +314,13 @@ func failedFor(recipient, reason string) failedRow {
 // become U+FFFD, and the whole is cut to the column's bound.
 func storableReason(reason string) string {
 	reason = wire.Truncate(reason, outbox.MaxErrorLen) // cleaned within the bound, whatever the error quoted
-	clean := strings.ReplaceAll(strings.ToValidUTF8(reason, "\uFFFD"), "\x00", "\uFFFD")
-	return wire.Truncate(clean, outbox.MaxErrorLen)
+	return wire.Truncate(outbox.StorableText(reason), outbox.MaxErrorLen)
 }
 
 // failedForSum is failedFor for a recipient that cannot be stored, given
 // the hex SHA-256 of the whole (recipient may be only its beginning, as
 // read back within the bound: recipientRow.overSum).
 func failedForSum(recipient, sum, reason string) failedRow {
-	clean := strings.ReplaceAll(strings.ToValidUTF8(recipient, "\uFFFD"), "\x00", "\uFFFD")
-	return failedRow{recipient: wire.Truncate(clean, outbox.MaxRecipientLen), keySuffix: "sha256:" + sum,
+	return failedRow{recipient: wire.Truncate(outbox.StorableText(recipient), outbox.MaxRecipientLen), keySuffix: "sha256:" + sum,
 		reason: storableReason(reason)}
 }
