@@ -25,27 +25,21 @@ func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Cod
 // errorf builds an Error. A message quotes values of the request (a
 // channel, an external id, a time), and quoting escapes them: a 1 MiB
 // channel of DEL characters answered 5 MiB. Every string argument is cut
-// to maxQuotedArg bytes before it is formatted and the message to
-// maxMessageBytes, so an error answer's size and cost are bounded whatever
+// to wire.MaxQuotedValue bytes before it is formatted and the message to
+// wire.MaxErrorMessage, so an error answer's size and cost are bounded whatever
 // it quotes.
 func errorf(status int, code, format string, args ...any) *Error {
 	cut := args
 	for i, a := range args {
-		if s, ok := a.(string); ok && len(s) > maxQuotedArg {
+		if s, ok := a.(string); ok && len(s) > wire.MaxQuotedValue {
 			if &cut[0] == &args[0] {
 				cut = append([]any(nil), args...)
 			}
-			cut[i] = wire.Truncate(s, maxQuotedArg)
+			cut[i] = wire.Truncate(s, wire.MaxQuotedValue)
 		}
 	}
-	return &Error{Status: status, Code: code, Message: wire.Truncate(fmt.Sprintf(format, cut...), maxMessageBytes)}
+	return &Error{Status: status, Code: code, Message: wire.Truncate(fmt.Sprintf(format, cut...), wire.MaxErrorMessage)}
 }
-
-// Bounds on an error answer's text: each string it quotes, and the whole.
-const (
-	maxQuotedArg    = 4 << 10
-	maxMessageBytes = 16 << 10
-)
 
 // badRequest: the request cannot be read (JSON syntax, a wrong JSON type, an
 // unknown field, an unparseable query or path parameter).

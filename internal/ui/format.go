@@ -13,17 +13,9 @@ import (
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// Bounds on an error message's text, the API's (internal/api, errorf): each
-// request value it quotes, and the whole. Quoting escapes a value, and the
-// page escapes it again: a 1 MiB form field of " was a 6 MiB page.
-const (
-	maxQuoted       = 4 << 10
-	maxMessageBytes = 16 << 10
-)
-
 // quote is a request value quoted for a message, as %q does, after it is
-// cut to maxQuoted bytes on a UTF-8 boundary (wire.Truncate, marked).
-func quote(s string) string { return strconv.Quote(wire.Truncate(s, maxQuoted)) }
+// cut to wire.MaxQuotedValue bytes on a UTF-8 boundary (wire.Truncate, marked).
+func quote(s string) string { return strconv.Quote(wire.Truncate(s, wire.MaxQuotedValue)) }
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.

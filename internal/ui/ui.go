@@ -312,7 +312,7 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 // fail renders an error page saying what was wrong.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	sess := s.sessions.fromRequest(r)
-	msg = wire.Truncate(msg, maxMessageBytes)
+	msg = wire.Truncate(msg, wire.MaxErrorMessage)
 	s.render(w, r, status, "error", sess, view{Title: http.StatusText(status), Data: msg})
 }
 

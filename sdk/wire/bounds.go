@@ -63,6 +63,15 @@ func CheckText(s string) error {
 	return nil
 }
 
+// Bounds on an error message's text, the API's answers and the dashboard's
+// pages alike: each request value it quotes, and the whole. Quoting escapes
+// a value (a 1 MiB channel of DEL characters answered 5 MiB), and a page
+// escapes it again.
+const (
+	MaxQuotedValue  = 4 << 10
+	MaxErrorMessage = 16 << 10
+)
+
 // Truncate cuts s to at most n bytes on a UTF-8 boundary, marking the cut:
 // how every door and the outbox quote back text of unbounded length.
 func Truncate(s string, n int) string {
