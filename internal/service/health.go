@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -96,30 +98,25 @@ func (s *Service) pluginHealth(ctx context.Context, name string) (version string
 func (s *Service) Readiness(ctx context.Context) (wire.Readiness, error) {
 	r := &s.ready
 	r.mu.Lock()
-	if r.at.IsZero() || time.Since(r.at) >= ReadyReuse {
-		if r.running == nil {
-			done := make(chan struct{})
-			r.running = done
-			check := context.WithoutCancel(ctx)
-			go func() {
-				out, err := s.readiness(check)
-				r.mu.Lock()
-				r.out, r.err, r.at, r.running = out, err, time.Now(), nil
-				r.mu.Unlock()
-				close(done)
-			}()
-		}
-		done := r.running
-		r.mu.Unlock()
+	fresh := !r.at.IsZero() && time.Since(r.at) < ReadyReuse
+	out, err := r.out, r.err
+	r.mu.Unlock()
+	if !fresh {
+		check := context.WithoutCancel(ctx)
+		ch := r.flight.DoChan("readyz", func() (any, error) {
+			out, err := s.readiness(check)
+			r.mu.Lock()
+			r.out, r.err, r.at = out, err, time.Now()
+			r.mu.Unlock()
+			return out, err
+		})
 		select {
-		case <-done:
+		case res := <-ch:
+			out, err = res.Val.(wire.Readiness), res.Err
 		case <-ctx.Done():
 			return wire.Readiness{}, ctx.Err()
 		}
-		r.mu.Lock()
 	}
-	out, err := r.out, r.err
-	r.mu.Unlock()
 	// Each caller its own maps: an embedder may change what it is given.
 	out.Checks, out.Stopped = maps.Clone(out.Checks), maps.Clone(out.Stopped)
 	return out, err
@@ -128,14 +125,15 @@ func (s *Service) Readiness(ctx context.Context) (wire.Readiness, error) {
 // ReadyReuse is how long one readiness check answers the probes after it.
 const ReadyReuse = time.Second
 
-// readyShare is the readiness check the probes share (Readiness).
+// readyShare is the readiness check the probes share (Readiness): the one
+// running (flight) and the last one's answer.
 type readyShare struct {
-	mu      sync.Mutex
-	running chan struct{} // closed when the running check ends; nil when none runs
-	at      time.Time     // when the last check ended
-	out     wire.Readiness
-	err     error
-	checks  atomic.Int64 // checks run, for tests
+	flight singleflight.Group
+	mu     sync.Mutex
+	at     time.Time // when the last check ended
+	out    wire.Readiness
+	err    error
+	checks atomic.Int64 // checks run, for tests
 }
 
 func (s *Service) readiness(ctx context.Context) (wire.Readiness, error) {
