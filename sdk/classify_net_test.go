@@ -146,3 +146,22 @@ func TestClassifyStatus_final(t *testing.T) {
 		}
 	}
 }
+
+// ClassifyKeyedStatus is ClassifyStatus for a request that carried an
+// Idempotency-Key: only a 409 differs, retried with its Retry-After.
+func TestClassifyKeyedStatus(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{200, 400, 404, 409, 422, 429, 500, 501} {
+		plain, keyed := sdk.ClassifyStatus(code, "7", nil), sdk.ClassifyKeyedStatus(code, "7", nil)
+		want := plain.Outcome
+		if code == 409 {
+			want = sdk.OutcomeTransient
+			if plain.Outcome != sdk.OutcomePermanent || keyed.RetryAfter != 7*time.Second {
+				t.Errorf("409: plain %v, keyed retry after %v; want PERMANENT without a key, 7s with one", plain.Outcome, keyed.RetryAfter)
+			}
+		}
+		if keyed.Outcome != want || keyed.ProviderStatus != code {
+			t.Errorf("HTTP %d with a key: %v status %d, want %v", code, keyed.Outcome, keyed.ProviderStatus, want)
+		}
+	}
+}

@@ -27,7 +27,22 @@ const ClassifyBodyPrefix = bodyPrefix
 //		v = sdk.ClassifyStatus(code, retryAfter, bodyStart)
 //	}
 func ClassifyStatus(code int, retryAfter string, body []byte) Verdict {
-	resp := http.Response{StatusCode: code}
+	return classifyStatus(code, retryAfter, body, nil)
+}
+
+// ClassifyKeyedStatus is ClassifyStatus for an answer to a request that
+// carried an Idempotency-Key: ClassifyHTTP's rules for such a request, so a
+// 409 (the receiver still working on an earlier attempt with the key) is
+// TRANSIENT, not final.
+func ClassifyKeyedStatus(code int, retryAfter string, body []byte) Verdict {
+	return classifyStatus(code, retryAfter, body, keyedRequest)
+}
+
+// keyedRequest stands for a request that carried an Idempotency-Key.
+var keyedRequest = &http.Request{Header: http.Header{"Idempotency-Key": {"-"}}}
+
+func classifyStatus(code int, retryAfter string, body []byte, req *http.Request) Verdict {
+	resp := http.Response{StatusCode: code, Request: req}
 	if retryAfter != "" {
 		resp.Header = http.Header{"Retry-After": []string{retryAfter}}
 	}

@@ -285,7 +285,7 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	return s.answered(p, resp.StatusCode, resp.Header.Get(hdrRetryAfter), resp.Body)
 }
 
-// answered classifies an answer (sdk.ClassifyStatus, ClassifyHTTP's rules)
+// answered classifies an answer (sdk.ClassifyKeyedStatus, ClassifyHTTP's rules)
 // and drains a bounded part of its body so the connection can be reused.
 // body may be nil.
 func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) sdk.Verdict {
@@ -304,21 +304,11 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 		n, _ := io.ReadFull(body, start)
 		start = start[:n]
 	}
-	v = sdk.ClassifyStatus(code, retryAfter, start)
+	// Every request carries an Idempotency-Key: a 409 is the receiver still
+	// working on an earlier attempt with it, which may yet deliver the
+	// message (sdk.ClassifyHTTP), so it is retried.
+	v = sdk.ClassifyKeyedStatus(code, retryAfter, start)
 	drain(body, maxDrainBytes-len(start))
-	if code == http.StatusConflict {
-		// Every request carries an Idempotency-Key, and a receiver that
-		// honours it answers 409 to a request whose key is still being
-		// processed (draft-ietf-httpapi-idempotency-key-header §2.7; Stripe
-		// alike): an earlier attempt, cut off by our timeout, may yet deliver
-		// the message, and the next retry gets its stored answer. Final, a
-		// delivered message was dead-lettered.
-		v.Outcome = sdk.OutcomeTransient
-		if retryAfter != "" {
-			v.RetryAfter = sdk.RetryAfter(http.Header{hdrRetryAfter: {retryAfter}}, time.Now())
-		}
-		v.Detail += " (an earlier request with this Idempotency-Key may still be in progress: retried)"
-	}
 	if code == http.StatusGone {
 		// Standard Webhooks: 410 means the receiver wants no more; retrying
 		// never helps. Final, and said once per endpoint in the log.
