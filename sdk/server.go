@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -43,8 +44,9 @@ type server struct {
 	// liveness check's count of stuck ones (StuckAfter).
 	running calls
 
-	healthMu sync.Mutex
-	checks   map[string]*healthCheck // by channel: the provider health check under way
+	// health runs each channel's provider health check once at a time: the
+	// calls that come while it runs share it (keyed by channel).
+	healthFlight singleflight.Group
 
 	callbackMu sync.Mutex
 	callbacks  map[string]*callbackSlots // by channel: its callback handlers running
@@ -115,9 +117,7 @@ func (s *server) Configure(ctx context.Context, req *providerv1.ConfigureRequest
 	}
 	s.mu.Unlock()
 	// A new Sender's health is its own: not the old one's check under way.
-	s.healthMu.Lock()
-	delete(s.checks, req.Channel)
-	s.healthMu.Unlock()
+	s.healthFlight.Forget(req.Channel)
 	if c, ok := old.(io.Closer); ok && !same(old, sender) {
 		s.closeSender(req.Channel, c)
 	}
@@ -212,11 +212,10 @@ func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*pr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run := s.healthRun(hctx, ch, hc)
 			var err error
 			select {
-			case <-run.done:
-				err = run.err
+			case r := <-s.healthRun(hctx, ch, hc):
+				err = r.Err
 			case <-hctx.Done():
 				err = fmt.Errorf("health check did not answer in time: %w", hctx.Err())
 			}
@@ -234,46 +233,23 @@ func (s *server) Health(ctx context.Context, req *providerv1.HealthRequest) (*pr
 	return resp, nil
 }
 
-// healthCheck is one run of a channel's provider health check; calls that
-// come while it runs wait for it instead of starting another.
-type healthCheck struct {
-	done chan struct{} // closed when err is set
-	err  error
-}
-
-// healthRun returns the channel's check under way, or starts one bounded by
+// healthRun joins the channel's check under way, or starts one bounded by
 // ctx's deadline (not its cancel: a later caller may be waiting for it). A
 // check that ignores its context (a call made without it) never returns:
 // each Health call used to leave one more goroutine behind it — one per
 // /readyz probe and dashboard page, for the life of the process — and now
 // the channel has that one, its callers told it did not answer in time.
-func (s *server) healthRun(ctx context.Context, ch string, hc HealthChecker) *healthCheck {
-	s.healthMu.Lock()
-	defer s.healthMu.Unlock()
-	if run, ok := s.checks[ch]; ok {
-		return run
-	}
-	if s.checks == nil {
-		s.checks = map[string]*healthCheck{}
-	}
-	run := &healthCheck{done: make(chan struct{})}
-	s.checks[ch] = run
+func (s *server) healthRun(ctx context.Context, ch string, hc HealthChecker) <-chan singleflight.Result {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(healthTimeout)
 	}
-	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
-	go func() {
+	check := context.WithoutCancel(ctx)
+	return s.healthFlight.DoChan(ch, func() (any, error) {
+		cctx, cancel := context.WithDeadline(check, dl)
 		defer cancel()
-		run.err = s.health(cctx, hc)
-		s.healthMu.Lock()
-		if s.checks[ch] == run {
-			delete(s.checks, ch)
-		}
-		s.healthMu.Unlock()
-		close(run.done)
-	}()
-	return run
+		return nil, s.health(cctx, hc)
+	})
 }
 
 // healthContext leaves a fifth of the host's time for the answer to travel
