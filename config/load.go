@@ -15,6 +15,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
 	"github.com/notifyd/notifyd/sdk"
@@ -37,7 +38,7 @@ func Load(path string, environ []string) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := k.Load(rawBytes(b), yaml.Parser()); err != nil {
+		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
@@ -113,15 +114,6 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read config %s: over %d bytes (config.MaxFileBytes), not read further: is it the config file?", path, MaxFileBytes)
 	}
 	return b, nil
-}
-
-// rawBytes is a koanf provider of bytes already read.
-type rawBytes []byte
-
-func (b rawBytes) ReadBytes() ([]byte, error) { return b, nil }
-
-func (rawBytes) Read() (map[string]any, error) {
-	return nil, errors.New("config: raw bytes need a parser")
 }
 
 // envKey maps NOTIFYD_POSTGRES_URL to postgres.url. An underscore may stand for
