@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"sync/atomic"
 )
 
 // Bounds of HTTPSender and HTTPBatchSender.
@@ -36,7 +37,9 @@ var ErrRetry = errors.New("retry later")
 // verdict. It is ClassifyHTTP's: 2xx SUCCESS; 429, 408, 425 and 5xx
 // TRANSIENT with the Retry-After hint; other 4xx PERMANENT; a timeout or a
 // refused connection TRANSIENT. ctx (the message's deadline) bounds the
-// request and the read of its answer.
+// request and the read of its answer. A request with a body goes at most
+// twice in one Send: net/http replays one carrying an Idempotency-Key after
+// a reused connection is lost before the answer, once here (maxReplays).
 //
 // Every Detail is redacted: the request's header values (all but a few
 // standard ones such as Content-Type) and URL credentials, and the
@@ -150,6 +153,37 @@ func PostJSON(ctx context.Context, url string, v any, header http.Header) (*http
 	return req, nil
 }
 
+// maxReplays bounds how often net/http's Transport sends a request again
+// within one call. It replays a request carrying an Idempotency-Key (as
+// HTTPSender's do) when a reused connection fails before the answer's first
+// byte, on every idle connection in turn and then on a new one: a provider
+// that reads the request and drops the connection got the message once per
+// idle connection plus one. One replay is what a stale keep-alive
+// connection needs; the rest is the engine's retry, later.
+const maxReplays = 1
+
+// errReplayed ends a request net/http would send a third time.
+var errReplayed = errors.New("the connection was lost before an answer, also on the replay on another connection: not sent again")
+
+// replayOnce is req (a copy when changed) whose body net/http can rewind at
+// most maxReplays times: its Transport replays only a request whose body it
+// can get again (a request without a body it replays however often).
+func replayOnce(req *http.Request) *http.Request {
+	get := req.GetBody
+	if get == nil {
+		return req
+	}
+	var replays atomic.Int32
+	r := req.WithContext(req.Context())
+	r.GetBody = func() (io.ReadCloser, error) {
+		if replays.Add(1) > maxReplays {
+			return nil, errReplayed
+		}
+		return get()
+	}
+	return r
+}
+
 // noRedirects is the helpers' default client. Following a redirect would
 // resend a POST as a GET, or to a host the channel was not configured for.
 var noRedirects = &http.Client{
@@ -233,6 +267,7 @@ func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, 
 	if req.Context().Done() == nil { // built without a context: the message's deadline
 		req = req.WithContext(ctx)
 	}
+	req = replayOnce(req)
 	resp, err := x.client.Do(req)
 	if resp != nil && resp.Body != nil {
 		// Every read of the body ends at the message's deadline, whatever

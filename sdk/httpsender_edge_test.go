@@ -1,0 +1,153 @@
+package sdk_test
+
+// Tests of what HTTPSender and HTTPBatchSender do with a provider's
+// connection-level behaviour: connections dropped after a request, and
+// answers no well-behaved server writes.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// warmThenDrop is a provider on 127.0.0.1 that answers the first request on
+// each of its first warm connections with 200 once all of them are open (so
+// a client keeps that many idle connections), and from then on reads every
+// request whole, counts it and closes its connection without an answer, as a
+// receiver that crashes on the message does.
+type warmThenDrop struct {
+	url      string
+	drop     atomic.Bool
+	requests atomic.Int64 // requests read whole while dropping
+}
+
+func newWarmThenDrop(t *testing.T, warm int) *warmThenDrop {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	s := &warmThenDrop{url: "http://" + ln.Addr().String() + "/send"}
+	var (
+		mu     sync.Mutex
+		opened int
+		allIn  = make(chan struct{})
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if s.drop.Load() {
+						s.requests.Add(1)
+						return
+					}
+					mu.Lock()
+					if opened++; opened == warm {
+						close(allIn)
+					}
+					mu.Unlock()
+					select {
+					case <-allIn:
+					case <-time.After(10 * time.Second):
+					}
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				}
+			}()
+		}
+	}()
+	return s
+}
+
+// warm sends n messages at once, so the client is left with up to n idle
+// connections, and then makes the provider drop every later request.
+func (s *warmThenDrop) warm(t *testing.T, n int, send func(sdk.Message) sdk.Verdict) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v := send(sdk.Message{ID: int64(100 + i), Payload: json.RawMessage(`{}`)}); v.Outcome != sdk.OutcomeSuccess {
+				t.Errorf("warm-up send %d: %v (%s)", i, v.Outcome, v.Detail)
+			}
+		}()
+	}
+	wg.Wait()
+	s.drop.Store(true)
+}
+
+// TestHTTPSender_droppedAfterTheRequest: a provider that reads a request and
+// closes the connection without answering may have acted on it. net/http
+// replays a request that carries an Idempotency-Key (HTTPSender adds one)
+// when a reused connection fails before the answer's first byte — on every
+// idle connection in turn, then on a new one: one Send delivered the message
+// three times with http.DefaultTransport and nine times with a client
+// keeping eight idle connections (up to MaxIdleConnsPerHost + 1). A stale
+// keep-alive connection needs one replay; the rest is the engine's retry,
+// later, under the same key.
+func TestHTTPSender_droppedAfterTheRequest(t *testing.T) {
+	t.Parallel()
+	const warm = 8
+	own := &http.Transport{MaxIdleConnsPerHost: 64}
+	t.Cleanup(own.CloseIdleConnections)
+	for name, client := range map[string]*http.Client{
+		"http.DefaultTransport":                       nil,
+		"a client keeping 64 idle connections a host": {Transport: own},
+	} {
+		for _, batch := range []bool{false, true} {
+			name := name + map[bool]string{false: ", HTTPSender", true: ", HTTPBatchSender"}[batch]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				p := newWarmThenDrop(t, warm)
+				var sender sdk.Sender = &sdk.HTTPSender{Client: client, Build: postTo(p.url)}
+				if batch {
+					sender = &sdk.HTTPBatchSender{Client: client,
+						Build: func(ctx context.Context, ms []sdk.Message) (*http.Request, error) {
+							// A batch API that takes a key per request, as
+							// a provider honouring one does.
+							return sdk.PostJSON(ctx, p.url, ms[0].Payload, http.Header{"Idempotency-Key": {"batch-" + ms[0].Key()}})
+						},
+						Parse: func(_ *http.Response, _ []byte, ms []sdk.Message) (map[string]sdk.Verdict, error) {
+							return map[string]sdk.Verdict{ms[0].Key(): sdk.Success(nil)}, nil
+						}}
+				}
+				send := func(m sdk.Message) sdk.Verdict { return sender.Send(context.Background(), m) }
+				p.warm(t, warm, send)
+				v := send(sdk.Message{ID: 1, Payload: json.RawMessage(`{}`)})
+				if v.Outcome != sdk.OutcomeTransient {
+					t.Errorf("verdict %v (%s); want TRANSIENT", v.Outcome, v.Detail)
+				}
+				// Every request was counted before its connection closed,
+				// which was before the send returned.
+				if got := p.requests.Load(); got < 1 || got > 2 {
+					t.Errorf("the provider got the message %d times in one send (%s); want 1 or 2", got, v.Detail)
+				}
+				if !strings.Contains(v.Detail, "request failed") {
+					t.Errorf("detail %q; want it to say the request failed", v.Detail)
+				}
+			})
+		}
+	}
+}
