@@ -63,6 +63,10 @@ type Server struct {
 	// message asked for useSmsFailover, get this failover outcome in the
 	// result list: "success", "fail", or "" (not reported yet).
 	Failover map[string]string
+	// Refused numbers are not accepted: their message is answered, and
+	// listed, with this requestStatusCode (SENS documents A000 alone, the
+	// rest as failures) and is never sent.
+	Refused map[string]string
 
 	srv *http.Server
 	ln  net.Listener
@@ -132,7 +136,7 @@ func Start() (*Server, error) {
 		return nil, fmt.Errorf("fakesens: listen on loopback: %w", err)
 	}
 	s := &Server{
-		Templates: map[string]string{}, Undeliverable: map[string]string{}, Flaky: map[string]bool{}, Failover: map[string]string{},
+		Templates: map[string]string{}, Undeliverable: map[string]string{}, Flaky: map[string]bool{}, Failover: map[string]string{}, Refused: map[string]string{},
 		ln: ln, requests: map[string][]item{}, polled: map[string]int{}, delivered: map[string]int{}, attempts: map[string]int{},
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
@@ -288,6 +292,16 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			Content: m.Content, MessageID: fmt.Sprintf("%s-%03d", id, k), To: m.To, RequestStatusCode: "A000",
 			MessageStatusCode: "0000", MessageStatusName: "success", MessageStatusDesc: "수신 완료", requested: now,
 			UseSmsFailover: m.UseSmsFailover != nil && *m.UseSmsFailover}
+		answer := map[string]any{"messageId": it.MessageID, "countryCode": m.CountryCode, "to": m.To, "content": m.Content,
+			"requestStatusCode": "A000", "requestStatusName": "success", "requestStatusDesc": "성공", "useSmsFailover": m.UseSmsFailover != nil && *m.UseSmsFailover}
+		if code := s.Refused[m.To]; code != "" {
+			// Not accepted: listed with its code, never sent.
+			it.RequestStatusCode, it.MessageStatusCode, it.MessageStatusName, it.MessageStatusDesc = code, "", "", ""
+			answer["requestStatusCode"], answer["requestStatusName"], answer["requestStatusDesc"] = code, "fail", "발송 요청 실패"
+			s.requests[id] = append(s.requests[id], it)
+			answers[k] = answer
+			continue
+		}
 		switch {
 		case !pattern.MatchString(m.Content):
 			it.MessageStatusCode = "3016"
@@ -305,8 +319,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.requests[id] = append(s.requests[id], it)
-		answers[k] = map[string]any{"messageId": it.MessageID, "countryCode": m.CountryCode, "to": m.To, "content": m.Content,
-			"requestStatusCode": "A000", "requestStatusName": "success", "requestStatusDesc": "성공", "useSmsFailover": m.UseSmsFailover != nil && *m.UseSmsFailover}
+		answers[k] = answer
 		if s.OnAccept != nil {
 			s.OnAccept(m.To, now)
 		}

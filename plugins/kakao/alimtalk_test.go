@@ -622,3 +622,36 @@ func TestSENS_ShortAnswerReconciled(t *testing.T) {
 		})
 	}
 }
+
+// TestSENS_ReconcileSkipsRefused: SENS took a request, refused one of its
+// messages (a requestStatusCode other than A000: never sent) and the
+// gateway then answered 500. The result list shows the refused message
+// with its code, and with the same number and content as the request's:
+// credited from the list, it was SENT ("reconciled") and never delivered.
+// Only a listed message SENS accepted is credited; the refused one keeps
+// SENS's own verdict, retried.
+func TestSENS_ReconcileSkipsRefused(t *testing.T) {
+	t.Parallel()
+	for _, confirm := range []string{"accepted", "delivered"} {
+		t.Run(confirm, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSENS(t)
+			s, logs := atSetup(t, f, map[string]any{"confirm": confirm}, quizTemplate)
+			f.Refused["01000000001"] = "E011"
+			f.AcceptThenFail = 1
+			vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+			for i, v := range vs {
+				switch {
+				case i == 1 && (v.Outcome != sdk.OutcomeTransient || v.ProviderCode != "E011"):
+					t.Errorf("the refused message: %v %q (code %q) %s, want TRANSIENT with SENS's code E011", v.Outcome, v.Detail, v.ProviderCode, v.Result)
+				case i != 1 && (v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), "reconciled")):
+					t.Errorf("message %d: %v %q %s, want SENT, reconciled", i, v.Outcome, v.Detail, v.Result)
+				}
+			}
+			if d := f.Delivered(); d["01000000001"] != 0 {
+				t.Errorf("deliveries %v: the refused number was delivered", d)
+			}
+			noSecrets(t, logs, vs)
+		})
+	}
+}

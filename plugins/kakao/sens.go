@@ -206,6 +206,7 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 		}
 	}
 	requestID, found, next := "", 0, ""
+	refused := make([]bool, len(ms))
 	for page := 0; page < 20 && found < len(ms); page++ {
 		if next != "" {
 			q.Set("nextToken", next)
@@ -220,11 +221,22 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 				continue
 			}
 			to := echoedNumber(r.To, countryOf(ms))
+			// Listed with a requestStatusCode other than A000, SENS did not
+			// accept it: it never went out. Credited, it was SENT and
+			// lost; its verdict is SENS's refusal, as in an answer (a
+			// later entry SENS accepted still credits the message).
+			notAccepted := r.RequestStatusCode != "" && r.RequestStatusCode != sensAccepted
 			for i, m := range ms {
-				if vs[i].Outcome == sdk.OutcomeSuccess || to != m.to || r.Content != m.p.Content {
+				if vs[i].Outcome == sdk.OutcomeSuccess || to != m.to || r.Content != m.p.Content || (notAccepted && refused[i]) {
 					continue
 				}
 				used[r.MessageID] = true
+				if notAccepted {
+					refused[i] = true
+					vs[i] = classifyRequestStatus(r.RequestStatusCode, r.RequestStatusName, r.RequestStatusDesc).
+						WithStatus(failed[i].ProviderStatus).WithCode(r.RequestStatusCode)
+					break
+				}
 				raw, _ := json.Marshal(map[string]any{"partner": "sens", "request_id": r.RequestID, "message_id": r.MessageID,
 					"reconciled": "listed with the same number and content after the request failed"})
 				vs[i] = sdk.Success(raw).WithStatus(http.StatusAccepted)
@@ -284,6 +296,11 @@ type sensResults struct {
 		MessageStatusDesc string `json:"messageStatusDesc"`
 		RequestID         string `json:"requestId"`
 		Content           string `json:"content"`
+		// RequestStatusCode is A000 for a message SENS accepted; any
+		// other code is a message it refused, which never went out.
+		RequestStatusCode string `json:"requestStatusCode"`
+		RequestStatusName string `json:"requestStatusName"`
+		RequestStatusDesc string `json:"requestStatusDesc"`
 		// The SMS/LMS failover of a message Kakao did not deliver.
 		UseSmsFailover     bool   `json:"useSmsFailover"`
 		FailoverStatus     string `json:"failoverStatus"`
