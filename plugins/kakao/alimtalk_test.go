@@ -655,3 +655,55 @@ func TestSENS_ReconcileSkipsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSENS_EntryWithoutStatusReconciled: SENS accepted a request (202) and
+// listed every message, one of them without its requestStatusCode (left
+// out, null or empty). That entry says nothing of the message: taken for a
+// refusal, it was retried at once, and SENS (no idempotency key) delivered
+// it twice. It goes through the list lookup an unlisted message gets, and
+// is found SENT.
+func TestSENS_EntryWithoutStatusReconciled(t *testing.T) {
+	t.Parallel()
+	for _, shape := range []string{"left out", "null", "empty"} {
+		t.Run(shape, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSENS(t)
+			front := rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+				if r.Method != http.MethodPost || status/100 != 2 {
+					return body
+				}
+				var a map[string]any
+				if json.Unmarshal(body, &a) != nil {
+					return body
+				}
+				if msgs, ok := a["messages"].([]any); ok && len(msgs) > 1 {
+					m := msgs[1].(map[string]any)
+					switch shape {
+					case "left out":
+						delete(m, "requestStatusCode")
+					case "null":
+						m["requestStatusCode"] = nil
+					case "empty":
+						m["requestStatusCode"] = ""
+					}
+				}
+				out, _ := json.Marshal(a)
+				return out
+			})
+			s, logs := atSetup(t, f, map[string]any{"confirm": "accepted", "api_url": front.URL}, quizTemplate)
+			vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+			for i, v := range vs {
+				if v.Outcome != sdk.OutcomeSuccess {
+					t.Errorf("message %d: %v %q, want SENT (SENS accepted it)", i, v.Outcome, v.Detail)
+				}
+			}
+			if !strings.Contains(string(vs[1].Result), "reconciled") {
+				t.Errorf("the entry without a status: result %s, want it reconciled from the list", vs[1].Result)
+			}
+			if n := len(f.Requests()); n != 1 {
+				t.Errorf("%d send requests, want 1", n)
+			}
+			noSecrets(t, logs, vs)
+		})
+	}
+}

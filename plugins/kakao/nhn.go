@@ -299,7 +299,7 @@ func (p *nhn) refused(resp *http.Response, h *nhnHeader) sdk.Verdict {
 // verdicts classifies each recipient's resultCode, matched to its
 // message by matchAnswers (a reordered or short answer never credits one
 // recipient with another's result); unlisted are the messages the answer
-// does not list once.
+// does not list once, or lists without a resultCode.
 func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*atMessage) (vs []sdk.Verdict, unlisted []int) {
 	vs = make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(res))
@@ -313,6 +313,14 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 			continue
 		}
 		r := res[k]
+		if r.ResultCode == nil {
+			// An entry without its resultCode says nothing of the message:
+			// as an unlisted one, it is looked up in the list, never
+			// retried blind (alone, it would carry another key).
+			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults list %s without a resultCode", requestID, status, maskNumber(ms[i].to))).WithStatus(status)
+			unlisted = append(unlisted, i)
+			continue
+		}
 		result := map[string]any{"partner": "nhn", "request_id": requestID}
 		if r.RecipientSeq != nil {
 			result["recipient_seq"] = *r.RecipientSeq

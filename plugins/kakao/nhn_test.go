@@ -1222,3 +1222,53 @@ func TestNHN_ShortAnswerReconciled(t *testing.T) {
 		}
 	}
 }
+
+// TestNHN_EntryWithoutResultCodeReconciled: NHN Cloud answered a request
+// isSuccessful, listing every recipient, one of them without its resultCode
+// (left out or null). That entry says nothing of the message: it was
+// retried at once, alone (another idempotency key), and sent twice. It
+// goes through the list lookup an unlisted message gets, and is found SENT.
+func TestNHN_EntryWithoutResultCodeReconciled(t *testing.T) {
+	t.Parallel()
+	for _, shape := range []string{"left out", "null"} {
+		t.Run(shape, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeNHN(t)
+			front := rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+				if r.Method != http.MethodPost || status/100 != 2 {
+					return body
+				}
+				var a map[string]any
+				if json.Unmarshal(body, &a) != nil {
+					return body
+				}
+				if m, ok := a["message"].(map[string]any); ok {
+					if res, ok := m["sendResults"].([]any); ok && len(res) > 1 {
+						e := res[1].(map[string]any)
+						if shape == "null" {
+							e["resultCode"] = nil
+						} else {
+							delete(e, "resultCode")
+						}
+					}
+				}
+				out, _ := json.Marshal(a)
+				return out
+			})
+			s, logs := nhnSetup(t, f, map[string]any{"confirm": "accepted", "api_url": front.URL})
+			vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+			for i, v := range vs {
+				if v.Outcome != sdk.OutcomeSuccess {
+					t.Errorf("message %d: %v %q, want SENT (NHN Cloud accepted it)", i, v.Outcome, v.Detail)
+				}
+			}
+			if !strings.Contains(string(vs[1].Result), "reconciled") {
+				t.Errorf("the entry without a resultCode: result %s, want it reconciled from the list", vs[1].Result)
+			}
+			if n := len(f.Sends()); n != 1 {
+				t.Errorf("%d send requests, want 1", n)
+			}
+			nhnNoSecrets(t, logs, vs)
+		})
+	}
+}

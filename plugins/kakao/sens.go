@@ -202,7 +202,9 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 	used := map[string]bool{}
 	if answered != nil {
 		for _, m := range answered.Messages {
-			used[m.MessageID] = true
+			if m.RequestStatusCode != "" { // one without is looked up here
+				used[m.MessageID] = true
+			}
 		}
 	}
 	requestID, found, next := "", 0, ""
@@ -258,7 +260,7 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 // verdicts classifies each message's requestStatusCode, matched to its
 // message by matchAnswers (a reordered or short answer never credits one
 // recipient with another's result); unlisted are the messages the answer
-// does not list once.
+// does not list once, or lists without a requestStatusCode.
 func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) (vs []sdk.Verdict, unlisted []int) {
 	vs = make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(a.Messages))
@@ -272,6 +274,14 @@ func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) (vs []sdk.Ve
 			continue
 		}
 		r := a.Messages[k]
+		if r.RequestStatusCode == "" {
+			// An entry without its status says nothing of the message
+			// (SENS documents the field as required): as an unlisted one,
+			// it is looked up in the list, never retried blind.
+			vs[i] = sdk.Transient(fmt.Sprintf("SENS accepted request %s (HTTP %d) but its answer lists %s without a requestStatusCode", a.RequestID, status, maskNumber(ms[i].to))).WithStatus(status)
+			unlisted = append(unlisted, i)
+			continue
+		}
 		result, _ := json.Marshal(map[string]any{
 			"partner": "sens", "request_id": a.RequestID, "message_id": r.MessageID,
 			"request_status_code": r.RequestStatusCode, "use_sms_failover": r.UseSmsFailover,
