@@ -260,13 +260,23 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	ctx, cancel := context.WithDeadline(ctx, p.deadline)
 	defer cancel()
 	body := p.body
+	// net/http replays a request with an Idempotency-Key after a reused
+	// connection is lost before the answer, on every idle connection in turn:
+	// it can only do so while GetBody gives the body again, which it does
+	// maxAttempts-1 times, as fasthttp's MaxIdemponentCallAttempts.
+	var replays atomic.Int32
 	req := (&http.Request{
-		Method:        http.MethodPost,
-		URL:           p.target,
-		Host:          p.target.Host,
-		Header:        h,
-		Body:          bodyReader(body),
-		GetBody:       func() (io.ReadCloser, error) { return bodyReader(body), nil },
+		Method: http.MethodPost,
+		URL:    p.target,
+		Host:   p.target.Host,
+		Header: h,
+		Body:   bodyReader(body),
+		GetBody: func() (io.ReadCloser, error) {
+			if replays.Add(1) >= maxAttempts {
+				return nil, errReplayed
+			}
+			return bodyReader(body), nil
+		},
 		ContentLength: int64(len(body)),
 	}).WithContext(ctx)
 
@@ -284,6 +294,10 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	defer context.AfterFunc(ctx, func() { _ = resp.Body.Close() })()
 	return s.answered(p, resp.StatusCode, resp.Header.Get(hdrRetryAfter), resp.Body)
 }
+
+// errReplayed ends a send net/http would replay more than maxAttempts-1
+// times within one call.
+var errReplayed = errors.New("the connection was lost before an answer, also on the replay on another connection: not sent again")
 
 // answered classifies an answer (sdk.ClassifyKeyedStatus, ClassifyHTTP's rules)
 // and drains a bounded part of its body so the connection can be reused.
