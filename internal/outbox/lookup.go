@@ -13,20 +13,22 @@ import (
 // notifications_inflight_id, filtered by recipient.
 // The last two cost a visit per in-flight row: cheap unless a backlog of
 // millions is waiting, which is the price of not indexing every transition.
-var listByRecipient = `
-(SELECT ` + notificationColumns + ` FROM notifications
+func listByRecipient(cols string) string {
+	return `
+(SELECT ` + cols + ` FROM notifications
   WHERE phase >= 2 AND octet_length(recipient) <= 1024
     AND recipient COLLATE "C" = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 UNION ALL
-(SELECT ` + notificationColumns + ` FROM notifications
+(SELECT ` + cols + ` FROM notifications
   WHERE phase = 0 AND recipient = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 UNION ALL
-(SELECT ` + notificationColumns + ` FROM notifications
+(SELECT ` + cols + ` FROM notifications
   WHERE phase = 1 AND recipient = $1 AND id < $2
   ORDER BY id DESC LIMIT $3)
 ORDER BY id DESC LIMIT $3`
+}
 
 // ListByRecipient pages through recipient's notifications on every channel,
 // newest first: rows with id < before (0 = from the newest), at most limit
@@ -47,7 +49,7 @@ func (s *Store) ListByRecipient(ctx context.Context, recipient string, before in
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	ns, cut, err := s.readPage(ctx, listByRecipient, recipient, before, limit)
+	ns, cut, err := s.readRows(ctx, listByRecipient, recipient, before, limit)
 	if err != nil {
 		return nil, false, fmt.Errorf("list by recipient %q before id %d: %w", recipient, before, err)
 	}

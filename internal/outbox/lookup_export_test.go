@@ -9,7 +9,7 @@ import (
 )
 
 // ListByRecipientSQL lets the tests EXPLAIN the query ListByRecipient runs.
-var ListByRecipientSQL = listByRecipient
+var ListByRecipientSQL = listByRecipient(notificationColumns)
 
 // The claim's statements and the columns every read selects, for the tests
 // that EXPLAIN them (printonce_test.go).

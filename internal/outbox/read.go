@@ -3,11 +3,13 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -61,9 +63,18 @@ func (a Attempt) Duration() time.Duration { return a.FinishedAt.Sub(a.StartedAt)
 // checks could otherwise make one GET megabytes (docs/design.md §10). Past
 // the bound the column reads as a note of its size. The times are read
 // clamped (readTime).
-var notificationColumns = `id, channel, recipient, ` + boundedPayload + `, idempotency_key, status, attempts, ` + readTime("due_at") + `,
-       ` + readTime("next_attempt_at") + `, last_error, ` + boundedResult + `, job_id, ` + readTime("created_at") + `,
+var notificationColumns = columnsWith(boundedPayload, boundedResult)
+
+// bodilessColumns are notificationColumns with the payload and result left
+// unread (NULL): what a read falls back to when one row's data failed the
+// whole statement (readRows).
+var bodilessColumns = columnsWith(`NULL::text`, `NULL::text`)
+
+func columnsWith(payload, result string) string {
+	return `id, channel, recipient, ` + payload + `, idempotency_key, status, attempts, ` + readTime("due_at") + `,
+       ` + readTime("next_attempt_at") + `, last_error, ` + result + `, job_id, ` + readTime("created_at") + `,
        ` + readTime("updated_at") + `, ` + readTime("sent_at")
+}
 
 // readTime reads the timestamptz expression col clamped to the years 1 to
 // 9999, NULL staying NULL. An application's SQL may write any timestamptz:
@@ -116,7 +127,7 @@ var _ = [1]struct{}{}[MaxResultBytes-4194304]
 
 // Get returns notification id with its attempt log, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*Notification, error) {
-	n, err := s.getOne(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE id = $1`, id)
+	n, err := s.getOne(ctx, `FROM notifications WHERE id = $1`, id)
 	if err != nil {
 		return nil, fmt.Errorf("get notification %d: %w", id, err)
 	}
@@ -129,19 +140,16 @@ func (s *Store) GetByIdempotencyKey(ctx context.Context, key string) (*Notificat
 	if key == "" {
 		return nil, fmt.Errorf("get notification by idempotency key: key is empty")
 	}
-	n, err := s.getOne(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE idempotency_key = $1`, key)
+	n, err := s.getOne(ctx, `FROM notifications WHERE idempotency_key = $1`, key)
 	if err != nil {
 		return nil, fmt.Errorf("get notification by idempotency key %q: %w", key, err)
 	}
 	return n, nil
 }
 
-func (s *Store) getOne(ctx context.Context, sql string, arg any) (*Notification, error) {
-	rows, err := s.pool.Query(ctx, sql, arg)
-	if err != nil {
-		return nil, err
-	}
-	ns, err := scanNotifications(rows)
+// getOne reads the notification `SELECT notificationColumns <from>` finds.
+func (s *Store) getOne(ctx context.Context, from string, arg any) (*Notification, error) {
+	ns, _, err := s.readRows(ctx, func(cols string) string { return `SELECT ` + cols + ` ` + from }, arg)
 	if err != nil {
 		return nil, err
 	}
@@ -209,19 +217,80 @@ func (s *Store) ListFailed(ctx context.Context, channel string, after int64, lim
 	}
 	// Two statements rather than ($1 = '' OR channel = $1), so each plan has
 	// its own index: notifications_failed_channel or notifications_failed_id.
-	sql := `SELECT ` + notificationColumns + ` FROM notifications
+	sql := func(cols string) string {
+		return `SELECT ` + cols + ` FROM notifications
  WHERE phase = 3 AND channel = $1 AND id > $2 ORDER BY channel, id LIMIT $3`
+	}
 	args := []any{channel, after, limit}
 	if channel == "" {
-		sql = `SELECT ` + notificationColumns + ` FROM notifications
+		sql = func(cols string) string {
+			return `SELECT ` + cols + ` FROM notifications
  WHERE phase = 3 AND id > $1 ORDER BY id LIMIT $2`
+		}
 		args = []any{after, limit}
 	}
-	ns, cut, err := s.readPage(ctx, sql, args...)
+	ns, cut, err := s.readRows(ctx, sql, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list failed of channel %q after id %d: %w", channel, after, err)
 	}
 	return ns, cut, nil
+}
+
+// readRows reads the notifications query(notificationColumns) selects, as
+// readPage does. When Postgres refuses the statement for one row's data
+// (IsRowError: a payload nested deeper than the read-back bound's jsonpath
+// walk can recurse within max_stack_depth, 54001, which jsonb stores all the
+// same), that row must not hide the others: the rows are read again with
+// their payloads and results left out (query(bodilessColumns)), then each
+// one's alone (readBodies), a body that fails alone reading as a note that
+// says why. The fallback costs nothing until a statement fails.
+func (s *Store) readRows(ctx context.Context, query func(cols string) string, args ...any) (ns []Notification, cut bool, err error) {
+	ns, cut, err = s.readPage(ctx, query(notificationColumns), args...)
+	if err == nil || !IsRowError(err) {
+		return ns, cut, err
+	}
+	if ns, cut, err = s.readPage(ctx, query(bodilessColumns), args...); err != nil {
+		return nil, false, err
+	}
+	size := 0
+	for i := range ns {
+		if size >= MaxPageBytes {
+			return ns[:i], true, nil
+		}
+		if err := s.readBodies(ctx, &ns[i]); err != nil {
+			return nil, false, err
+		}
+		size += ns[i].size()
+	}
+	return ns, cut, nil
+}
+
+// readBodies reads n's payload and result, each within its bound and in a
+// statement of its own; one that Postgres refuses to read back (IsRowError)
+// reads as a note naming the refusal.
+func (s *Store) readBodies(ctx context.Context, n *Notification) error {
+	for _, b := range []struct {
+		what, col string
+		into      *json.RawMessage
+	}{{"the payload", boundedPayload, &n.Payload}, {"the result", boundedResult, &n.Result}} {
+		var text []byte
+		err := s.pool.QueryRow(ctx, `SELECT `+b.col+` FROM notifications WHERE id = $1`, n.ID).Scan(&text)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows): // gone since (a purge, retention): the page keeps what it read
+		case IsRowError(err):
+			var pg *pgconn.PgError
+			msg := err.Error()
+			if errors.As(err, &pg) {
+				msg = pg.Message + " (SQLSTATE " + pg.Code + ")"
+			}
+			*b.into, _ = json.Marshal(map[string]string{"notifyd_omitted": b.what + " cannot be read back: Postgres refused it: " + msg})
+		case err != nil:
+			return fmt.Errorf("read %s of notification %d: %w", b.what, n.ID, err)
+		case text != nil:
+			*b.into = text
+		}
+	}
+	return nil
 }
 
 // readPage reads the notifications sql selects (notificationColumns), at

@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -133,4 +134,80 @@ func TestStore_Claim_payloadReadBackBound(t *testing.T) {
 			t.Errorf("Get(%d) = %.200s, %v; want a note: %q", id, n.Payload, err, want)
 		}
 	}
+}
+
+// A payload nested deeper than Postgres' jsonpath walk can go (the read-back
+// bound's walk for expanding numbers recurses once a level, within
+// max_stack_depth: about 10,500 levels at the default 2 MB) yet shallow
+// enough for jsonb to store (its parser goes deeper): 24 KB of 12,000 arrays,
+// written by an application's SQL. Every read that printed it failed with
+// "stack depth limit exceeded" (54001) — and with it the whole dead-letter
+// page it was on, of its channel and of every channel, and the recipient's
+// lookup page: one row hid every dead letter beside it. The row's own
+// payload now reads as a note naming why; the rest of the page as stored.
+func TestStore_ReadsAPayloadTooDeepToWalk(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	deep := deepestUnwalkable(t, b)
+	ok := b.insert(t, outbox.NewNotification{Channel: "ch", Recipient: "r", Payload: json.RawMessage(`{"n": 1}`), IdempotencyKey: "ok"})[0]
+	var bad int64
+	if err := b.db.Pool.QueryRow(b.ctx, `INSERT INTO notifications (channel, recipient, payload, idempotency_key)
+		VALUES ('ch', 'r', $1::jsonb, 'bad') RETURNING id`, deep).Scan(&bad); err != nil {
+		t.Fatal(err)
+	}
+	later := b.insert(t, outbox.NewNotification{Channel: "ch", Recipient: "r", Payload: json.RawMessage(`{"n": 3}`)})[0]
+	b.force(t, outbox.StatusFailed, 1, time.Now(), ok, bad, later)
+
+	check := func(what string, ns []outbox.Notification, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		got := map[int64]string{}
+		for _, n := range ns {
+			got[n.ID] = string(n.Payload)
+		}
+		if len(got) != 3 || got[ok] != `{"n": 1}` || got[later] != `{"n": 3}` {
+			t.Errorf("%s: %d rows, the others' payloads %.100q and %.100q; want all 3, theirs as stored", what, len(got), got[ok], got[later])
+		}
+		if p := got[bad]; len(p) > 1000 || !strings.Contains(p, "notifyd_omitted") || !strings.Contains(p, "stack depth") {
+			t.Errorf("%s: the deep row's payload reads %.200q; want a note naming why it was not read", what, p)
+		}
+	}
+	ns, _, err := b.store.ListFailed(b.ctx, "ch", 0, 10)
+	check("ListFailed(ch)", ns, err)
+	ns, _, err = b.store.ListFailed(b.ctx, "", 0, 10)
+	check("ListFailed(every channel)", ns, err)
+	ns, _, err = b.store.ListByRecipient(b.ctx, "r", 0, 10)
+	check("ListByRecipient", ns, err)
+	one, err := b.store.Get(b.ctx, bad)
+	if err == nil {
+		check("Get", []outbox.Notification{*one, {ID: ok, Payload: json.RawMessage(`{"n": 1}`)}, {ID: later, Payload: json.RawMessage(`{"n": 3}`)}}, nil)
+	} else {
+		t.Errorf("Get(%d): %v", bad, err)
+	}
+	if _, err := b.store.GetByIdempotencyKey(b.ctx, "bad"); err != nil {
+		t.Errorf("GetByIdempotencyKey: %v", err)
+	}
+}
+
+// deepestUnwalkable is a JSON document of nested arrays that jsonb stores
+// but jsonb_path_exists cannot walk within this server's max_stack_depth.
+func deepestUnwalkable(t *testing.T, b *bundle) string {
+	t.Helper()
+	for depth := 10_000; depth <= 100_000; depth += depth / 10 {
+		doc := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+		var n int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT octet_length($1::jsonb::text)`, doc).Scan(&n); err != nil {
+			break // past what the parser takes
+		}
+		var found bool
+		err := b.db.Pool.QueryRow(b.ctx, `SELECT jsonb_path_exists($1::jsonb, 'lax $.** ? (@.type() == "number")')`, doc).Scan(&found)
+		if outbox.IsRowError(err) {
+			return doc
+		}
+	}
+	t.Fatal("no nesting depth that jsonb stores and jsonpath cannot walk on this server: the test needs another way to build one")
+	return ""
 }
