@@ -61,8 +61,9 @@ func newCampaignCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.ErrOrStderr(), job)
-				return nil
+				// As `jobs ID` prints it: its text (a cursor from the
+				// audience's own table, an error) escaped.
+				return printJob(cmd.ErrOrStderr(), job)
 			})
 		},
 	}

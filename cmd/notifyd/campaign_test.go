@@ -130,3 +130,48 @@ func TestCampaign_PayloadAsTheAPIReadsIt(t *testing.T) {
 		t.Errorf("%d campaigns sent for a --payload refused", got)
 	}
 }
+
+// `campaign --config F --run` printed the finished job with fmt's %v: the
+// struct as Go writes it, its strings raw, so a cursor (the last member's key
+// column, from the audience's own table) or an error holding terminal
+// controls reached the operator's terminal as they were (the clipboard
+// written, the screen cleared). It prints the job as `jobs ID` does, every
+// text escaped.
+func TestCampaign_RunConfigJobEscaped(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	path := filepath.Join(t.TempDir(), "notifyd.yaml")
+	yaml := `postgres: {url: "` + db.URL + `"}
+redis: {url: "redis://127.0.0.1:6379/0"}
+log: {level: error}
+channels: {quiz: {plugin: webhook}}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if _, err := db.Pool.Exec(ctx, `CREATE TABLE members (addr text, k text)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO members VALUES ('a1', $1)`, "k"+hostileText); err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs([]string{"campaign", "-c", path, "--channel", "quiz", "--query", "SELECT addr AS recipient, k FROM members",
+		"--key", "k", "--payload", `{"text":"hi"}`, "--run"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("campaign --run: %v\n%s", err, errOut.String())
+	}
+	for what, text := range map[string]string{"stdout": out.String(), "stderr": errOut.String()} {
+		if hasControl(text) {
+			t.Errorf("campaign --run wrote the member's control characters raw to %s:\n%q", what, text)
+		}
+	}
+	if !strings.Contains(errOut.String(), `\x1b]52;c;`) {
+		t.Errorf("campaign --run does not show the job's cursor (escaped):\n%s", errOut.String())
+	}
+}
