@@ -113,11 +113,15 @@ func printJSON(w io.Writer, v any) error {
 // jsonControls escapes DEL and the C1 controls in JSON that encoding/json
 // wrote, which escapes the C0 ones only: a terminal acts on U+009B as it
 // does on ESC [. The JSON means the same (they are only ever in strings).
+// A byte that is not UTF-8 is written \ufffd, as encoding/json writes one in
+// a string it encodes: a payload or result (json.RawMessage) passes through
+// encoding/json as the server sent it, and a raw 0x9b is CSI on a terminal
+// that reads 8-bit controls.
 func jsonControls(b []byte) []byte {
 	var out []byte
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
-		if r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if r == 0x7f || (r >= 0x80 && r < 0xa0) || (r == utf8.RuneError && n == 1) {
 			if out == nil {
 				out = append(make([]byte, 0, len(b)+16), b[:i]...)
 			}
