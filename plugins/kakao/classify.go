@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -93,31 +94,13 @@ func untilQuotaReset(now time.Time, q quota) time.Duration {
 	return next.Sub(now)
 }
 
-// kakaoError is Kakao's error body. Code is a pointer so a body without one
-// is told apart from code 0.
-type kakaoError struct {
-	Msg  string `json:"msg"`
-	Code *int   `json:"code"`
-}
-
 // classifyCode turns a Kakao error code into a verdict.
 func classifyCode(now time.Time, status, code int, msg string) sdk.Verdict {
 	info, known := kakaoCodes[code]
 	var v sdk.Verdict
 	switch {
-	case !known && (status >= 500 || status == http.StatusTooManyRequests):
-		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
-	case !known && (status == http.StatusBadRequest || status/100 == 2):
-		// Kakao answers its temporary faults (-1, -7) with HTTP 400 too: a
-		// code new to this table may be one, and dead-lettering it would
-		// lose messages a retry delivers. A new final code costs the retry
-		// budget, bounded by retry.max_attempts, and then lands there.
-		// A code under a 2xx (failure_info, or an error object) is the same
-		// failure Kakao answers 400 for a request of one receiver: judged
-		// by the 200, it was final for the messages of batched requests.
-		v = sdk.Transient(fmt.Sprintf("Kakao error %d (HTTP %d, a code this plugin does not know: retried): %s", code, status, clean(msg)))
 	case !known:
-		v = sdk.Permanent(fmt.Sprintf("Kakao error %d (HTTP %d): %s", code, status, clean(msg)))
+		v = unknownCode(status, strconv.Itoa(code), msg)
 	case info.transient:
 		v = sdk.Transient(fmt.Sprintf("Kakao error %d: %s: %s", code, info.reason, clean(msg)))
 		if info.quota != quotaNone {
@@ -129,8 +112,100 @@ func classifyCode(now time.Time, status, code int, msg string) sdk.Verdict {
 	return v.WithCode(strconv.Itoa(code)).WithStatus(status)
 }
 
+// unknownCode is the verdict of a code this plugin does not know (code is
+// its text), by the status it came with.
+func unknownCode(status int, code, msg string) sdk.Verdict {
+	switch {
+	case status >= 500 || status == http.StatusTooManyRequests:
+		return sdk.Transient(fmt.Sprintf("Kakao error %s (HTTP %d): %s", code, status, clean(msg)))
+	case status == http.StatusBadRequest || status/100 == 2:
+		// Kakao answers its temporary faults (-1, -7) with HTTP 400 too: a
+		// code new to this table may be one, and dead-lettering it would
+		// lose messages a retry delivers. A new final code costs the retry
+		// budget, bounded by retry.max_attempts, and then lands there.
+		// A code under a 2xx (failure_info, or an error object) is the same
+		// failure Kakao answers 400 for a request of one receiver: judged
+		// by the 200, it was final for the messages of batched requests.
+		return sdk.Transient(fmt.Sprintf("Kakao error %s (HTTP %d, a code this plugin does not know: retried): %s", code, status, clean(msg)))
+	}
+	return sdk.Permanent(fmt.Sprintf("Kakao error %s (HTTP %d): %s", code, status, clean(msg)))
+}
+
+// kakaoCode is a code of Kakao's answers (code, result_code) read whatever
+// JSON it comes as: an integer as a number (-1, also -1.0 or -1e0) or in a
+// string ("-1"). Anything else (a word, a boolean, an object, a number past
+// int32) is kept as its text: a code this plugin cannot read, judged as one
+// it does not know. Its reading never fails the answer's: one field of
+// another type threw the whole body away (a -1 with an object for msg was
+// a bare 400, final; under a 200, a delivery).
+type kakaoCode struct {
+	n   int
+	ok  bool   // n is the code
+	raw string // the JSON value as given
+}
+
+func (c *kakaoCode) UnmarshalJSON(b []byte) error {
+	*c = kakaoCode{raw: string(b)}
+	s := string(b)
+	var str string
+	if json.Unmarshal(b, &str) == nil {
+		s = strings.TrimSpace(str)
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= math.MinInt32 && n <= math.MaxInt32 {
+		c.n, c.ok = n, true
+	} else if f, err := strconv.ParseFloat(s, 64); err == nil && f == math.Trunc(f) && f >= math.MinInt32 && f <= math.MaxInt32 {
+		c.n, c.ok = int(f), true
+	}
+	return nil
+}
+
+// text is the code as a detail quotes it.
+func (c *kakaoCode) text() string {
+	if c.ok {
+		return strconv.Itoa(c.n)
+	}
+	return clean(c.raw) + " (not an integer)"
+}
+
+// kakaoText is a text field of Kakao's answers (msg) read whatever JSON it
+// comes as: a string as itself, anything else as its JSON text (clean
+// bounds it in a detail). Its reading never fails the answer's.
+type kakaoText string
+
+func (t *kakaoText) UnmarshalJSON(b []byte) error {
+	var s string
+	switch {
+	case json.Unmarshal(b, &s) == nil:
+		*t = kakaoText(s)
+	case string(b) == "null":
+		*t = ""
+	default:
+		*t = kakaoText(b)
+	}
+	return nil
+}
+
+// kakaoError is Kakao's error body. Code is a pointer so a body without one
+// is told apart from code 0.
+type kakaoError struct {
+	Msg  kakaoText  `json:"msg"`
+	Code *kakaoCode `json:"code"`
+}
+
+// verdict is the error's verdict under status: by its code, or, for a code
+// that is no integer, as a code this plugin does not know.
+func (e kakaoError) verdict(now time.Time, status int) sdk.Verdict {
+	if e.Code.ok {
+		return classifyCode(now, status, e.Code.n, string(e.Msg))
+	}
+	return unknownCode(status, e.Code.text(), string(e.Msg)).WithStatus(status)
+}
+
+// invalidToken reports Kakao's -401.
+func (e kakaoError) invalidToken() bool { return e.Code.ok && e.Code.n == codeInvalidToken }
+
 // decodeKakaoError reads an error body; ok is false when the body has no
-// numeric code (garbage, HTML from a proxy, an empty body).
+// code (garbage, HTML from a proxy, an empty body, "code": null).
 func decodeKakaoError(body []byte) (e kakaoError, ok bool) {
 	if err := json.Unmarshal(body, &e); err != nil || e.Code == nil {
 		return kakaoError{}, false

@@ -193,7 +193,7 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 			// Kakao's error object under a 2xx is no send result: its code
 			// decides, as under an error status (a -1 or a -532 taken for a
 			// delivery lost the message).
-			return answer{failed: classifyCode(now, resp.StatusCode, *e.Code, e.Msg)}, *e.Code == codeInvalidToken
+			return answer{failed: e.verdict(now, resp.StatusCode)}, e.invalidToken()
 		}
 		if raw == nil {
 			raw = []byte{}
@@ -201,7 +201,7 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 		return answer{raw: raw, status: resp.StatusCode, at: now}, false
 	}
 	if e, ok := decodeKakaoError(raw); ok {
-		return answer{failed: classifyCode(now, resp.StatusCode, *e.Code, e.Msg)}, *e.Code == codeInvalidToken
+		return answer{failed: e.verdict(now, resp.StatusCode)}, e.invalidToken()
 	}
 	// No Kakao error code (a proxy's page, an empty body): judge by status.
 	resp.Body = io.NopCloser(bytes.NewReader(raw))
@@ -212,18 +212,63 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 
 // sendResult is a 2xx answer: memo gives result_code, friends gives the
 // receivers it reached and, when some failed, failure_info (the Kotlin SDK
-// spells it failure_infos; both are read).
+// spells it failure_infos; both are read). Each field is read on its own
+// (decodeSendResult), so one of another JSON type costs that field alone.
 type sendResult struct {
-	ResultCode   *int          `json:"result_code"`
-	Successful   []string      `json:"successful_receiver_uuids"`
-	FailureInfo  []failureInfo `json:"failure_info"`
-	FailureInfos []failureInfo `json:"failure_infos"`
+	ResultCode *kakaoCode
+	// Successful is nil when the answer has no successful_receiver_uuids.
+	Successful []string
+	Failures   []failureInfo
+	// hasFailures: failure_info or failure_infos is there.
+	hasFailures bool
+	// badSuccessful, badFailures: the field is there but is not a list of
+	// what it should hold, so it says nothing either way.
+	badSuccessful, badFailures bool
 }
 
 type failureInfo struct {
-	Code          int      `json:"code"`
-	Msg           string   `json:"msg"`
-	ReceiverUUIDs []string `json:"receiver_uuids"`
+	Code          *kakaoCode  `json:"code"`
+	Msg           kakaoText   `json:"msg"`
+	ReceiverUUIDs []kakaoText `json:"receiver_uuids"`
+}
+
+// names reports whether f names recipient.
+func (f failureInfo) names(recipient string) bool {
+	return slices.Contains(f.ReceiverUUIDs, kakaoText(recipient))
+}
+
+// decodeSendResult reads a 2xx body, each field on its own; err is for a
+// body that is not a JSON object.
+func decodeSendResult(raw []byte) (res sendResult, err error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return sendResult{}, err
+	}
+	if f, ok := fields["result_code"]; ok && string(f) != "null" {
+		res.ResultCode = new(kakaoCode)
+		_ = res.ResultCode.UnmarshalJSON(f)
+	}
+	if f, ok := fields["successful_receiver_uuids"]; ok && string(f) != "null" {
+		var ids []kakaoText
+		if json.Unmarshal(f, &ids) != nil {
+			res.badSuccessful = true
+		}
+		res.Successful = make([]string, 0, len(ids))
+		for _, id := range ids {
+			res.Successful = append(res.Successful, string(id))
+		}
+	}
+	for _, key := range []string{"failure_info", "failure_infos"} {
+		if f, ok := fields[key]; ok && string(f) != "null" {
+			res.hasFailures = true
+			var fs []failureInfo
+			if json.Unmarshal(f, &fs) != nil {
+				res.badFailures = true
+			}
+			res.Failures = append(res.Failures, fs...)
+		}
+	}
+	return res, nil
 }
 
 // errorIn2xx reports a 2xx body that is Kakao's error object: a non-zero
@@ -231,11 +276,11 @@ type failureInfo struct {
 // is read as a result; Kakao's error codes are negative, 0 is none).
 func errorIn2xx(raw []byte) (kakaoError, bool) {
 	e, ok := decodeKakaoError(raw)
-	if !ok || *e.Code == 0 {
+	if !ok || (e.Code.ok && e.Code.n == 0) {
 		return kakaoError{}, false
 	}
-	var res sendResult
-	if json.Unmarshal(raw, &res) != nil || res.ResultCode != nil || res.Successful != nil || res.FailureInfo != nil || res.FailureInfos != nil {
+	res, err := decodeSendResult(raw)
+	if err != nil || res.ResultCode != nil || res.Successful != nil || res.hasFailures {
 		return kakaoError{}, false
 	}
 	return e, true
@@ -247,38 +292,47 @@ func errorIn2xx(raw []byte) (kakaoError, bool) {
 // one is its own.
 func (s *sender) success(now time.Time, status int, raw []byte, recipient string, single bool) sdk.Verdict {
 	var compact bytes.Buffer
-	var res sendResult
-	if json.Compact(&compact, raw) != nil || json.Unmarshal(raw, &res) != nil {
+	res, err := decodeSendResult(raw)
+	if err != nil || json.Compact(&compact, raw) != nil {
 		// Not Kakao's JSON (a proxy's page?): the send may not have happened.
 		return sdk.Transient(fmt.Sprintf("Kakao answered HTTP %d with an unreadable body: %s", status, clean(string(raw)))).WithStatus(status)
 	}
 	result := json.RawMessage(compact.Bytes())
 
 	if s.cfg.mode == modeMemo {
-		if res.ResultCode != nil && *res.ResultCode != 0 {
-			return sdk.Permanent(fmt.Sprintf("Kakao answered HTTP %d with result_code %d", status, *res.ResultCode)).
+		switch rc := res.ResultCode; {
+		case rc != nil && !rc.ok:
+			return sdk.Transient(fmt.Sprintf("Kakao answered HTTP %d with result_code %s", status, rc.text())).
+				WithStatus(status).WithResult(result)
+		case rc != nil && rc.n != 0:
+			return sdk.Permanent(fmt.Sprintf("Kakao answered HTTP %d with result_code %d", status, rc.n)).
 				WithStatus(status).WithResult(result)
 		}
 		return sdk.Success(result).WithStatus(status)
 	}
 
-	failures := append(res.FailureInfo, res.FailureInfos...)
-	for _, f := range failures {
-		if slices.Contains(f.ReceiverUUIDs, recipient) {
+	for _, f := range res.Failures {
+		if f.names(recipient) {
 			return failureVerdict(now, status, f, result)
 		}
 	}
 	if slices.Contains(res.Successful, recipient) {
 		return sdk.Success(result).WithStatus(status)
 	}
-	for _, f := range failures {
+	if res.badFailures || res.badSuccessful {
+		// A list that cannot be read may name the recipient: the send may
+		// not have happened for it.
+		return sdk.Transient(fmt.Sprintf("Kakao answered HTTP %d with successful_receiver_uuids or failure_info that is not a list of receivers, and the rest does not name the recipient", status)).
+			WithStatus(status).WithResult(result)
+	}
+	for _, f := range res.Failures {
 		// A failure naming no one is every unlisted recipient's.
 		if len(f.ReceiverUUIDs) == 0 {
 			return failureVerdict(now, status, f, result)
 		}
 	}
-	if single && len(failures) > 0 {
-		return failureVerdict(now, status, failures[0], result)
+	if single && len(res.Failures) > 0 {
+		return failureVerdict(now, status, res.Failures[0], result)
 	}
 	if res.Successful == nil {
 		return sdk.Success(result).WithStatus(status)
@@ -288,7 +342,11 @@ func (s *sender) success(now time.Time, status int, raw []byte, recipient string
 }
 
 func failureVerdict(now time.Time, status int, f failureInfo, result json.RawMessage) sdk.Verdict {
-	v := classifyCode(now, status, f.Code, f.Msg)
+	e := kakaoError{Msg: f.Msg, Code: f.Code}
+	if e.Code == nil {
+		e.Code = &kakaoCode{ok: true} // no code: 0, one this plugin does not know
+	}
+	v := e.verdict(now, status)
 	v.Detail += fmt.Sprintf(" (failure_info of an HTTP %d answer)", status)
 	return v.WithResult(result)
 }

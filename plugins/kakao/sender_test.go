@@ -182,7 +182,9 @@ func TestSender_Send_ErrorCodes(t *testing.T) {
 		{"500 garbage", 500, `<html>Internal Server Error</html>`, sdk.OutcomeTransient, "", 0, "HTTP 500"},
 		{"502 empty", 502, ``, sdk.OutcomeTransient, "", 0, "HTTP 502"},
 		{"404 garbage", 404, `<html>not found</html>`, sdk.OutcomePermanent, "", 0, "HTTP 404"},
-		{"400 code not a number", 400, `{"msg":"x","code":"-1"}`, sdk.OutcomePermanent, "", 0, "HTTP 400"},
+		// A quoted code is read as the code it holds (it was a bare 400,
+		// final, though -1 is Kakao's temporary fault): TestSender_Send_ErrorBodyFieldTypes.
+		{"400 code quoted", 400, `{"msg":"x","code":"-1"}`, sdk.OutcomeTransient, "-1", 0, "internal error"},
 		{"200 garbage", 200, `<html>captive portal</html>`, sdk.OutcomeTransient, "", 0, "unreadable"},
 		{"200 empty", 200, ``, sdk.OutcomeTransient, "", 0, "unreadable"},
 		{"200 result_code non-zero", 200, `{"result_code":7}`, sdk.OutcomePermanent, "", 0, "result_code 7"},
@@ -523,4 +525,55 @@ func TestFriends_SendBatch_Isolate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSender_Send_ErrorBodyFieldTypes: Kakao's error object and send result
+// with a field of another JSON type than documented (a code as a string or
+// 1.0-style number, a msg that is an object or a number, a huge code). The
+// whole body was thrown away for one field: a -1 under a 400 lost its code
+// and was final (a bare 400), the same error object under a 200 was SUCCESS
+// (the message lost), and a friends answer whose failure_info had a quoted
+// code made every receiver TRANSIENT, the ones Kakao had delivered to
+// included (sent twice). Each field is read for what it holds now; a code
+// that is no integer is a code this plugin does not know.
+func TestSender_Send_ErrorBodyFieldTypes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		outcome    sdk.Outcome
+		code       string
+	}{
+		{"400, msg an object", `{"msg":{"ko":"내부 오류","en":"internal error"},"code":-1}`, 400, sdk.OutcomeTransient, "-1"},
+		{"400, msg a number", `{"msg":500,"code":-1}`, 400, sdk.OutcomeTransient, "-1"},
+		{"400, code quoted", `{"msg":"internal error","code":"-1"}`, 400, sdk.OutcomeTransient, "-1"},
+		{"400, code -1.0", `{"msg":"internal error","code":-1.0}`, 400, sdk.OutcomeTransient, "-1"},
+		{"400, code quoted final", `{"msg":"not allowed","code":"-6"}`, 400, sdk.OutcomePermanent, "-6"},
+		{"400, code not a number", `{"msg":"internal error","code":"E-1"}`, 400, sdk.OutcomeTransient, ""},
+		{"400, code past int64", `{"msg":"internal error","code":-99999999999999999999999}`, 400, sdk.OutcomeTransient, ""},
+		{"200, code quoted", `{"msg":"internal error","code":"-1"}`, 200, sdk.OutcomeTransient, "-1"},
+		{"200, code -1.0", `{"msg":"internal error","code":-1.0}`, 200, sdk.OutcomeTransient, "-1"},
+		{"200, msg an object", `{"msg":{"en":"daily limit exceeded"},"code":-532}`, 200, sdk.OutcomeTransient, "-532"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.answer(tc.status, tc.body)
+			v := b.send(b.sender, "", textPayload)
+			wantVerdict(t, v, tc.outcome, tc.status, tc.code)
+		})
+	}
+	t.Run("friends: failure_info with a quoted code", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]any{"mode": "friends"})
+		bs := b.sender.(sdk.BatchSender)
+		b.fake.answer(200, `{"successful_receiver_uuids":["friend-a"],"failure_info":[{"code":"-530","msg":["refuses messages"],"receiver_uuids":["friend-b"]}]}`)
+		ms := []sdk.Message{
+			{ID: 1, Recipient: "friend-a", Payload: json.RawMessage(textPayload), Attempt: 1},
+			{ID: 2, Recipient: "friend-b", Payload: json.RawMessage(textPayload), Attempt: 1},
+		}
+		vs := bs.SendBatch(t.Context(), ms)
+		wantVerdict(t, vs[0], sdk.OutcomeSuccess, 200, "")
+		wantVerdict(t, vs[1], sdk.OutcomePermanent, 200, "-530")
+	})
 }
