@@ -58,7 +58,8 @@ const (
 	// more (it was four), which the same webhook-id lets it ignore.
 	maxAttempts = 2
 	// readBufferSize bounds a response's status line and headers (16 KB, as
-	// Node's default); a bigger header block fails the send (TRANSIENT).
+	// Node's default) on both paths (net/http's own default is 10 MiB); a
+	// bigger header block fails the send (TRANSIENT).
 	readBufferSize = 16 << 10
 	dialTimeout    = 5 * time.Second // TCP connect and TLS handshake, each
 )
@@ -235,13 +236,14 @@ func (p *provider) client() *clients {
 						Timeout:   dialTimeout,
 						KeepAlive: 30 * time.Second,
 					}).DialContext,
-					TLSClientConfig:       p.tlsConfig,
-					ForceAttemptHTTP2:     true,
-					MaxIdleConns:          4 * maxConnsPerHost,
-					MaxIdleConnsPerHost:   maxConnsPerHost,
-					IdleConnTimeout:       90 * time.Second,
-					TLSHandshakeTimeout:   dialTimeout,
-					ExpectContinueTimeout: time.Second,
+					TLSClientConfig:        p.tlsConfig,
+					ForceAttemptHTTP2:      true,
+					MaxIdleConns:           4 * maxConnsPerHost,
+					MaxIdleConnsPerHost:    maxConnsPerHost,
+					IdleConnTimeout:        90 * time.Second,
+					TLSHandshakeTimeout:    dialTimeout,
+					ExpectContinueTimeout:  time.Second,
+					MaxResponseHeaderBytes: readBufferSize,
 				},
 				// A redirected POST would silently become a GET: the 3xx
 				// itself is the answer, classified like any other non-2xx.
