@@ -221,14 +221,14 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 
 	ts.mu.Lock()
 	if err == nil {
-		ts.secrets.Add(tok.AccessToken)
+		ts.secrets.Add(tok.access())
 		ts.secrets.Retire(ts.access)
-		ts.access = tok.AccessToken
-		rotated := tok.RefreshToken != "" && tok.RefreshToken != ts.refresh
-		if tok.RefreshToken != "" {
-			ts.secrets.Add(tok.RefreshToken)
+		ts.access = tok.access()
+		rotated := tok.refresh() != "" && tok.refresh() != ts.refresh
+		if tok.refresh() != "" {
+			ts.secrets.Add(tok.refresh())
 			ts.secrets.Retire(ts.refresh)
-			ts.refresh = tok.RefreshToken // Kakao expires the old one at once
+			ts.refresh = tok.refresh() // Kakao expires the old one at once
 		}
 		ts.gen++
 		ts.refreshed = ts.now()
@@ -275,11 +275,32 @@ func (ts *tokenSource) run(ctx context.Context, call *refreshCall, refreshToken 
 // lifetime from, or does not read, must not throw the answer away, since
 // Kakao expired the old refresh token when it issued the new one (an
 // "expires_in":"21599" once lost it, and the channel with it).
+//
+// The tokens are read each on its own too: one that is not a JSON string
+// (an access_token of 12345, an object) is no token, and the other is still
+// read (json.Unmarshal failed for the whole answer, and a rotated refresh
+// token beside such an access_token was lost with it).
 type tokenResponse struct {
-	AccessToken           string  `json:"access_token"`
-	RefreshToken          string  `json:"refresh_token"`
-	ExpiresIn             seconds `json:"expires_in"`
-	RefreshTokenExpiresIn seconds `json:"refresh_token_expires_in"`
+	AccessToken           tokenText `json:"access_token"`
+	RefreshToken          tokenText `json:"refresh_token"`
+	ExpiresIn             seconds   `json:"expires_in"`
+	RefreshTokenExpiresIn seconds   `json:"refresh_token_expires_in"`
+}
+
+func (t *tokenResponse) access() string  { return string(t.AccessToken) }
+func (t *tokenResponse) refresh() string { return string(t.RefreshToken) }
+
+// tokenText is a token field: a JSON string, or "" for any other value
+// (never an error, so the answer's other fields are still read).
+type tokenText string
+
+func (t *tokenText) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) != nil {
+		s = ""
+	}
+	*t = tokenText(s)
+	return nil
 }
 
 // seconds is a lifetime in seconds read leniently: a JSON number in any
@@ -346,14 +367,14 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 		var tok tokenResponse
 		decodeErr := json.Unmarshal(body, &tok)
 		rotated := ""
-		if decodeErr == nil && usableToken(tok.RefreshToken) {
-			rotated = tok.RefreshToken
+		if decodeErr == nil && usableToken(tok.refresh()) {
+			rotated = tok.refresh()
 		}
 		if decodeErr != nil || tok.AccessToken == "" {
 			return nil, &refreshError{transient: true, status: resp.StatusCode, rotated: rotated,
 				detail: fmt.Sprintf("token refresh answered HTTP %d without an access_token", resp.StatusCode)}
 		}
-		if !usableToken(tok.AccessToken) {
+		if !usableToken(tok.access()) {
 			// Adopted, it failed every send inside the client (an invalid
 			// header value) before Kakao could answer -401, so nothing ever
 			// refreshed it again. The value stays out of the detail.

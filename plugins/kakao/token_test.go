@@ -553,3 +553,53 @@ func TestTokenKeeper(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	waitRefreshes(2) // closed: no more
 }
+
+// TestSender_Send_RefreshTokenFieldTypes: a token answer that rotates the
+// refresh token but has another field of another JSON type than a string
+// where the plugin reads one (access_token a number, an object, a list;
+// token_type a number). json.Unmarshal failed for the whole answer and the
+// rotated refresh token went with it: Kakao had expired the old one when it
+// issued the new, so the next refresh was invalid_grant and the channel
+// dead for good. The tokens are read each on its own: the rotated refresh
+// token is kept, a usable access token is used.
+func TestSender_Send_RefreshTokenFieldTypes(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		answer string
+		sent   bool // the answer's access token is usable: the send goes out at once
+	}{
+		"access_token a number":  {`{"access_token":12345,"refresh_token":"%s","expires_in":21599}`, false},
+		"access_token an object": {`{"access_token":{"value":"x"},"refresh_token":"%s","expires_in":21599}`, false},
+		"access_token a list":    {`{"access_token":["ACCESS-in-a-list"],"refresh_token":"%s","expires_in":21599}`, false},
+		"token_type a number":    {`{"access_token":"ACCESS-typed","token_type":1,"refresh_token":"%s","expires_in":21599}`, true},
+		"scope an object":        {`{"access_token":"ACCESS-typed","scope":{"talk_message":true},"refresh_token":"%s","expires_in":21599}`, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.expireAccess(testAccess)
+			const refresh = "REFRESH-rotated-beside-a-typed-field"
+			b.fake.validAccess("ACCESS-typed")
+			b.fake.set(func(f *fakeKakao) {
+				delete(f.refresh, testRefresh) // rotated: the old one stops working at once
+				f.refresh[refresh] = true
+				f.refreshC = []cannedAnswer{{status: 200, body: fmt.Sprintf(tc.answer, refresh)}}
+			})
+			v := b.send(b.sender, "", textPayload)
+			if tc.sent {
+				wantVerdict(t, v, sdk.OutcomeSuccess, 200, "")
+			} else {
+				wantVerdict(t, v, sdk.OutcomeTransient, 200, "-401")
+				b.clock.Advance(refreshCooldown)
+				wantVerdict(t, b.send(b.sender, "", textPayload), sdk.OutcomeSuccess, 200, "")
+			}
+			ts := b.sender.(*sender).tokens
+			ts.mu.Lock()
+			got := ts.refresh
+			ts.mu.Unlock()
+			if got != refresh {
+				t.Errorf("the rotated refresh token was not kept (the channel's next refresh is invalid_grant)")
+			}
+		})
+	}
+}
