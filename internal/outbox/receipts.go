@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,11 @@ type ReceiptApplied struct {
 	Status         string // the notification's status, "" when unknown
 	Existing       string // with ReceiptHasOne: the outcome already recorded
 }
+
+// MaxReceiptDetail bounds a receipt's detail as it is read back: what a
+// callback can record (sdk.MaxReceiptDetail, which the plugin wire cuts
+// to). A receipt's provider code is read back within MaxProviderCodeLen.
+const MaxReceiptDetail = 1024
 
 // ErrReceiptBatch: more receipts than one statement takes.
 var ErrReceiptBatch = errors.New("too many receipts in one batch")
@@ -153,8 +159,14 @@ SELECT i.id, coalesce(k.status, ''), (i.ord = f.ord) AS first,
 func (s *Store) receipt(ctx context.Context, id int64) (*Receipt, error) {
 	r := Receipt{NotificationID: id}
 	var reported *time.Time
+	// The text is read back within its bounds: no CHECK holds it (an
+	// application's SQL may write any length), and left() has Postgres
+	// detoast and send only the characters asked for, one more than the
+	// bound so that a longer text is cut and marked below.
 	err := s.pool.QueryRow(ctx, `
-SELECT outcome, attempt, `+readTime("reported_at")+`, `+readTime("received_at")+`, coalesce(provider_code, ''), coalesce(detail, '')
+SELECT outcome, attempt, `+readTime("reported_at")+`, `+readTime("received_at")+`,
+       left(coalesce(provider_code, ''), `+strconv.Itoa(MaxProviderCodeLen+1)+`),
+       left(coalesce(detail, ''), `+strconv.Itoa(MaxReceiptDetail+1)+`)
   FROM notification_receipts WHERE notification_id = $1`, id).
 		Scan(&r.Outcome, &r.Attempt, &reported, &r.ReceivedAt, &r.ProviderCode, &r.Detail)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -163,6 +175,7 @@ SELECT outcome, attempt, `+readTime("reported_at")+`, `+readTime("received_at")+
 	if err != nil {
 		return nil, fmt.Errorf("receipt: %w", err)
 	}
+	r.ProviderCode, r.Detail = wire.Truncate(r.ProviderCode, MaxProviderCodeLen), wire.Truncate(r.Detail, MaxReceiptDetail)
 	if reported != nil {
 		r.ReportedAt = *reported
 	}

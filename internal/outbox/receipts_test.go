@@ -1,8 +1,10 @@
 package outbox_test
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/internal/outbox"
 )
@@ -93,5 +95,37 @@ func TestStore_ApplyReceipts_bounds(t *testing.T) {
 	}
 	if _, err := b.store.ApplyReceipts(b.ctx, "ch", make([]outbox.Receipt, outbox.MaxReceiptBatch+1)); err == nil {
 		t.Error("a batch over MaxReceiptBatch accepted")
+	}
+}
+
+// notification_receipts has no CHECK on its text (migration 00015 bounded
+// the other tables' columns): a receipt an application's SQL wrote with a
+// 64 MiB detail and a 1 MiB provider code was read whole by every GET of its
+// notification (the API, the dashboard, `notifyd status`). It reads back
+// within what a callback can record (sdk.MaxReceiptDetail, the provider
+// code's 256 bytes), cut and marked; Postgres sends no more than that.
+func TestStore_GetReceiptReadBackBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.insertN(t, 1)[0]
+	b.force(t, outbox.StatusSent, 1, time.Now(), id)
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO notification_receipts (notification_id, outcome, attempt, provider_code, detail)
+		VALUES ($1, 'DELIVERED', 1, repeat('c', 1 << 20), repeat('한', 22 << 20))`, id); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.store.Get(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.Receipt
+	switch {
+	case r == nil:
+		t.Fatal("no receipt read")
+	case len(r.Detail) > outbox.MaxReceiptDetail || !strings.HasSuffix(r.Detail, "[truncated]") || !strings.HasPrefix(r.Detail, "한한"):
+		t.Errorf("receipt detail read back as %d bytes (%.20q…), want at most %d, cut and marked", len(r.Detail), r.Detail, outbox.MaxReceiptDetail)
+	case len(r.ProviderCode) > outbox.MaxProviderCodeLen || !strings.HasSuffix(r.ProviderCode, "[truncated]"):
+		t.Errorf("receipt provider code read back as %d bytes, want at most %d, cut and marked", len(r.ProviderCode), outbox.MaxProviderCodeLen)
+	case !utf8.ValidString(r.Detail):
+		t.Errorf("receipt detail cut inside a character: %q", r.Detail[len(r.Detail)-20:])
 	}
 }
