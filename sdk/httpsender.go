@@ -19,6 +19,11 @@ const (
 	// for Parse when MaxAnswer is 0. A longer answer is not read past it: its
 	// messages are TRANSIENT.
 	DefaultMaxHTTPAnswer = 4 << 20
+	// MaxHTTPAnswerHeader bounds the bytes of an answer's status line and
+	// headers the helpers' default client reads (Client nil; net/http's own
+	// default is 10 MiB, held several times over while it is parsed). A
+	// longer head is TRANSIENT.
+	MaxHTTPAnswerHeader = 64 << 10
 	// HTTPBatchRequestsAtOnce bounds the requests one SendBatch call of an
 	// HTTPBatchSender has in flight.
 	HTTPBatchRequestsAtOnce = 4
@@ -60,7 +65,8 @@ type HTTPSender struct {
 	// reached the provider, so a retry may send twice but never loses the
 	// message. Without Parse a 2xx is SUCCESS with no Result.
 	Parse func(resp *http.Response, body []byte, m Message) (Verdict, error)
-	// Client sends the requests (nil: http.DefaultTransport's). Whatever
+	// Client sends the requests (nil: http.DefaultTransport's settings, an
+	// answer's head bounded by MaxHTTPAnswerHeader). Whatever
 	// its CheckRedirect, no redirect is followed (a 3xx is PERMANENT):
 	// following one would resend the message, with its credentials (an
 	// X-Api-Key, a body key), to a host the channel was not configured for,
@@ -187,7 +193,21 @@ func replayOnce(req *http.Request) *http.Request {
 // noRedirects is the helpers' default client. Following a redirect would
 // resend a POST as a GET, or to a host the channel was not configured for.
 var noRedirects = &http.Client{
+	Transport:     boundedTransport(),
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// boundedTransport is http.DefaultTransport's settings with an answer's head
+// bounded by MaxHTTPAnswerHeader (http.DefaultTransport itself when a
+// program replaced it by another RoundTripper before this package's init).
+func boundedTransport() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.MaxResponseHeaderBytes = MaxHTTPAnswerHeader
+	return t
 }
 
 // noFollow is client with CheckRedirect replaced by one that follows no

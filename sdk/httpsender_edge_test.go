@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/sdktest"
 )
 
 // warmThenDrop is a provider on 127.0.0.1 that answers the first request on
@@ -103,7 +105,8 @@ func (s *warmThenDrop) warm(t *testing.T, n int, send func(sdk.Message) sdk.Verd
 // replays a request that carries an Idempotency-Key (HTTPSender adds one)
 // when a reused connection fails before the answer's first byte — on every
 // idle connection in turn, then on a new one: one Send delivered the message
-// three times with http.DefaultTransport and nine times with a client
+// three times with the default client (http.DefaultTransport's settings)
+// and nine times with a client
 // keeping eight idle connections (up to MaxIdleConnsPerHost + 1). A stale
 // keep-alive connection needs one replay; the rest is the engine's retry,
 // later, under the same key.
@@ -113,7 +116,7 @@ func TestHTTPSender_droppedAfterTheRequest(t *testing.T) {
 	own := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(own.CloseIdleConnections)
 	for name, client := range map[string]*http.Client{
-		"http.DefaultTransport":                       nil,
+		"the default client":                          nil,
 		"a client keeping 64 idle connections a host": {Transport: own},
 	} {
 		for _, batch := range []bool{false, true} {
@@ -148,6 +151,26 @@ func TestHTTPSender_droppedAfterTheRequest(t *testing.T) {
 					t.Errorf("detail %q; want it to say the request failed", v.Detail)
 				}
 			})
+		}
+	}
+}
+
+// TestHTTPSender_hugeAnswerHeaders: the helpers' default client read an
+// answer's status line and headers up to net/http's default of 10 MiB, and
+// allocated several times that (about 67 MB for a 9 MiB header), per
+// request in flight. It reads at most MaxHTTPAnswerHeader; a longer head is
+// TRANSIENT, as any answer that cannot be read, naming the bound.
+func TestHTTPSender_hugeAnswerHeaders(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{32 << 10, 1 << 20} {
+		url := sdktest.RawServer(t, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("h", size)+"\r\nContent-Length: 0\r\n\r\n")
+		s := &sdk.HTTPSender{Build: postTo(url)}
+		v := s.Send(context.Background(), sdk.Message{ID: 1, Payload: json.RawMessage(`{}`)})
+		switch {
+		case size < sdk.MaxHTTPAnswerHeader && v.Outcome != sdk.OutcomeSuccess:
+			t.Errorf("a 200 with a %d-byte header: %v (%s); want SUCCESS", size, v.Outcome, v.Detail)
+		case size > sdk.MaxHTTPAnswerHeader && (v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, strconv.Itoa(sdk.MaxHTTPAnswerHeader))):
+			t.Errorf("a 200 with a %d-byte header: %v (%.200s); want TRANSIENT naming the %d-byte bound", size, v.Outcome, v.Detail, sdk.MaxHTTPAnswerHeader)
 		}
 	}
 }
