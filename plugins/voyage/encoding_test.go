@@ -80,3 +80,33 @@ func TestAppendFloat32(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalizeVector: JSON numbers from Voyage are written again as
+// output_dtype's type holds them, whatever form they came in, or refused
+// naming the value.
+func TestNormalizeVector(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		dtype, in, want, err string
+	}{
+		{"", `[0.10000000149011612, -0.029999999329447746, 1e-7, 0]`, `[0.1,-0.03,1e-7,0]`, ""},
+		{"float", `[ 1 , 2.0 ]`, `[1,2]`, ""},
+		{"float", `[0.` + strings.Repeat("0", 4000) + `1]`, `[0]`, ""},
+		{"float", `[1e39]`, "", "value 0 (1e39) is not a finite number"},
+		{"int8", `[-128, 127, 5.0]`, `[-128,127,5]`, ""},
+		{"int8", `[128]`, "", "value 0 (128) is not an integer from -128 to 127"},
+		{"binary", `[1.5]`, "", "is not an integer"},
+		{"uint8", `[0, 255]`, `[0,255]`, ""},
+		{"ubinary", `[-1]`, "", "is not an integer from 0 to 255"},
+		{"", `["1"]`, "", "value 0 is a string"},
+		{"", `[]`, "", "no values"},
+	} {
+		got, n, err := normalizeVector(json.RawMessage(tt.in), tt.dtype)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s %.40s: err = %v, want %q", tt.dtype, tt.in, err, tt.err)
+		case tt.err == "" && (err != nil || string(got) != tt.want || n != strings.Count(tt.want, ",")+1):
+			t.Errorf("%s %.40s = %s (%d values), %v; want %s", tt.dtype, tt.in, got, n, err, tt.want)
+		}
+	}
+}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // inputs is a payload of n texts ("text 0" …).
@@ -205,5 +209,65 @@ func TestSender_Send_answerSplit(t *testing.T) {
 	}
 	if len(v.Result) > smallResult {
 		t.Errorf("result is %d bytes; want it within max_result_bytes", len(v.Result))
+	}
+}
+
+// pythonFloats answers each input with dims float32 values (about ±0.03, a
+// unit vector's) written as Voyage's Python server writes JSON numbers
+// with encoding_format left out: the float64 repr of the float32, up to 17
+// significant digits ("-0.029999999329447746").
+func pythonFloats(dims int) func(http.ResponseWriter, voyageRequest) {
+	return func(w http.ResponseWriter, r voyageRequest) {
+		inputs, _ := r.body["input"].([]any)
+		var b strings.Builder
+		b.WriteString(`{"object":"list","data":[`)
+		for i := range inputs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, `{"object": "embedding", "embedding": [`)
+			for j := range dims {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				v := float32((i*7919+j*104729)%2001-1000) / 33333
+				b.WriteString(strconv.FormatFloat(float64(v), 'g', -1, 64))
+			}
+			fmt.Fprintf(&b, `], "index": %d}`, i)
+		}
+		fmt.Fprintf(&b, `], "model": "voyage-3.5", "usage": {"total_tokens": %d}}`, len(inputs))
+		io.WriteString(w, b.String())
+	}
+}
+
+// TestSender_Send_floatAnswerStoredAsFloat32: with encoding_format float,
+// Voyage writes each value as Python's float64 repr of the float32 (up to
+// 17 significant digits, 20–23 bytes), and the plugin stored that text as
+// it came. The result-size estimate counts the float32's shortest form (18
+// bytes with its comma, the README's "Floats are written in their shortest
+// exact float32 form"): at the default 4 MiB, the 226 inputs that the plan
+// says fit at 1024 dimensions came to 4.9 MB, past what the host stores, so
+// the embeddings — paid for — were replaced by a note. Values are now
+// written in the float32's shortest form whatever form Voyage used.
+func TestSender_Send_floatAnswerStoredAsFloat32(t *testing.T) {
+	t.Parallel()
+	f := newFakeVoyage(t)
+	f.respond = pythonFloats(1024)
+	s := configure(t, map[string]any{"api_key": testKey, "base_url": f.URL, "model": "voyage-3.5", "encoding_format": "float"})
+	z := newSizing(params{Model: "voyage-3.5"}, EncodingFloat, wire.MaxResultBytes)
+	n := z.fitStored()
+	v := s.Send(context.Background(), message(inputs(n, "")))
+	if v.Outcome != sdk.OutcomeSuccess {
+		t.Fatalf("%d inputs: verdict = %v %q", n, v.Outcome, v.Detail)
+	}
+	if len(v.Result) > wire.MaxResultBytes {
+		t.Errorf("%d inputs at 1024 dimensions: result is %d bytes, past the %d the host stores (the estimate said %d)", n, len(v.Result), wire.MaxResultBytes, z.stored(n))
+	}
+	r := decodeResult(t, v.Result)
+	if len(r.Data) != n || len(r.Data[1].Embedding) != 1024 {
+		t.Fatalf("result: %d embeddings, want %d of 1024 values", len(r.Data), n)
+	}
+	if got, want := float32(r.Data[1].Embedding[3]), float32((1*7919+3*104729)%2001-1000)/33333; got != want {
+		t.Errorf("value = %v, want the float32 %v", got, want)
 	}
 }

@@ -255,10 +255,22 @@ func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, erro
 		if e.Index < 0 || e.Index >= inputs || seen[e.Index] {
 			return nil, fmt.Errorf("embedding index %d is out of range or repeated", e.Index)
 		}
+		var n int
 		switch {
 		case len(e.Embedding) > 0 && e.Embedding[0] == '[':
 			// JSON numbers already (encoding_format float, or a model that
-			// answers base64 requests with numbers, as Voyage's client allows).
+			// answers base64 requests with numbers, as Voyage's client
+			// allows): what is stored must be what Voyage's answer is, a
+			// list of finite numbers, and in the form the result's size
+			// was estimated for (a float32's shortest form, as the base64
+			// path writes it): Voyage writes Python's float64 repr of each
+			// float32 (up to 17 digits), and stored as it came, a result
+			// estimated to fit the host's 4 MiB was 4.9 MB and dropped.
+			numbers, count, err := normalizeVector(e.Embedding, dtype)
+			if err != nil {
+				return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
+			}
+			e.Embedding, n = numbers, count
 		case len(e.Embedding) > 0 && e.Embedding[0] == '"':
 			var b64 string
 			if err := json.Unmarshal(e.Embedding, &b64); err != nil {
@@ -268,16 +280,15 @@ func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, erro
 			if err != nil {
 				return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
 			}
+			if n, err = vectorLen(numbers); err != nil {
+				return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
+			}
 			e.Embedding = numbers
 		default:
 			return nil, fmt.Errorf("embedding %d is not a vector", e.Index)
 		}
-		// What is stored must be what Voyage's answer is: a list of finite
-		// numbers, every embedding as long as the others.
-		n, err := vectorLen(e.Embedding)
+		// Every embedding as long as the others.
 		switch {
-		case err != nil:
-			return nil, fmt.Errorf("embedding %d: %v", e.Index, err)
 		case dims == 0:
 			dims = n
 		case n != dims:
@@ -290,20 +301,37 @@ func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, erro
 	return &r, nil
 }
 
-// vectorLen is the number of values in a JSON array of finite numbers, and
-// an error naming the first value that is not one (a string, null, an
-// object, a nested array, a number past float64's range) or the array's
-// emptiness. raw is valid JSON (it came out of the answer's Unmarshal), so
-// a value is a number when its first byte says so; only a number with an
-// exponent, or of over 300 characters, can be past float64's range, and
-// only those are parsed. One pass over the bytes, no allocation for the
-// rest (json.Decoder's tokens cost 4× the answer's own Unmarshal).
+// vectorLen is the number of values in a JSON array of numbers written by
+// decodeBase64Embedding, and an error for an empty one.
 func vectorLen(raw json.RawMessage) (int, error) {
 	b := bytes.TrimSpace(raw)
 	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
 		return 0, errors.New("not a vector")
 	}
+	if len(bytes.TrimSpace(b[1:len(b)-1])) == 0 {
+		return 0, errors.New("no values")
+	}
+	return bytes.Count(b, []byte(",")) + 1, nil
+}
+
+// normalizeVector checks a JSON array of numbers from Voyage's answer and
+// writes it again in the form the stored result's size was estimated for:
+// each value as output_dtype's type holds it (a float32 in its shortest
+// form, as encoding/json writes one; int8 and binary -128 to 127, uint8
+// and ubinary 0 to 255). The error names the first value that is not one
+// (a string, null, an object, a nested array, a number past the type's
+// range, a fraction for an integer type) or the array's emptiness. raw is
+// valid JSON (it came out of the answer's Unmarshal), so a value is a number
+// when its first byte says so. One pass over the bytes; the output is at
+// most 18 bytes a value whatever the input's form.
+func normalizeVector(raw json.RawMessage, dtype string) (json.RawMessage, int, error) {
+	b := bytes.TrimSpace(raw)
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, 0, errors.New("not a vector")
+	}
 	b = b[1 : len(b)-1]
+	out := make([]byte, 0, len(b)+2)
+	out = append(out, '[')
 	n := 0
 	for {
 		b = bytes.TrimLeft(b, " \t\r\n")
@@ -318,18 +346,20 @@ func vectorLen(raw json.RawMessage) (int, error) {
 		switch c := v[0]; {
 		case c == '-' || c >= '0' && c <= '9':
 		case c == '"':
-			return 0, fmt.Errorf("value %d is a string, not a number", n)
+			return nil, 0, fmt.Errorf("value %d is a string, not a number", n)
 		case c == 'n':
-			return 0, fmt.Errorf("value %d is null, not a number", n)
+			return nil, 0, fmt.Errorf("value %d is null, not a number", n)
 		case c == 't' || c == 'f':
-			return 0, fmt.Errorf("value %d is a boolean, not a number", n)
+			return nil, 0, fmt.Errorf("value %d is a boolean, not a number", n)
 		default:
-			return 0, fmt.Errorf("value %d is an array or object, not a number", n)
+			return nil, 0, fmt.Errorf("value %d is an array or object, not a number", n)
 		}
-		if len(v) > 300 || bytes.IndexAny(v, "eE") >= 0 {
-			if f, err := strconv.ParseFloat(string(v), 64); err != nil || math.IsInf(f, 0) {
-				return 0, fmt.Errorf("value %d (%.32s) is not a finite number", n, v)
-			}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = appendValue(out, v, dtype); err != nil {
+			return nil, 0, fmt.Errorf("value %d (%.32s) %v", n, v, err)
 		}
 		n++
 		if end == len(b) {
@@ -338,9 +368,31 @@ func vectorLen(raw json.RawMessage) (int, error) {
 		b = b[end+1:]
 	}
 	if n == 0 {
-		return 0, errors.New("no values")
+		return nil, 0, errors.New("no values")
 	}
-	return n, nil
+	return append(out, ']'), n, nil
+}
+
+// appendValue appends the JSON number v as dtype's type holds it.
+func appendValue(out, v []byte, dtype string) ([]byte, error) {
+	lo, hi := 0.0, 0.0
+	switch dtype {
+	case "int8", "binary":
+		lo, hi = math.MinInt8, math.MaxInt8
+	case "uint8", "ubinary":
+		lo, hi = 0, math.MaxUint8
+	default:
+		f, err := strconv.ParseFloat(string(v), 32)
+		if err != nil || math.IsInf(f, 0) {
+			return out, errors.New("is not a finite number (a float32)")
+		}
+		return appendFloat32(out, float32(f)), nil
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != math.Trunc(f) || f < lo || f > hi {
+		return out, fmt.Errorf("is not an integer from %v to %v (%s)", lo, hi, dtype)
+	}
+	return strconv.AppendInt(out, int64(f), 10), nil
 }
 
 // errorDetail is Voyage's `detail` from an error body, or the body's start
