@@ -186,17 +186,19 @@ func (p *payloadTemplate) render(buf []byte, vars map[string]any, limit int) ([]
 			buf = append(buf, s.literal...)
 			continue
 		}
+		left := limit - (len(buf) - start)
 		b.out.Reset()
-		b.outLeft = limit - (len(buf) - start)
-		if !s.renderFast(&b.out, vars) {
+		b.outLeft = left
+		fast, err := s.renderFast(b, vars)
+		if err == nil && !fast {
 			b.out.Reset()
-			err := s.tmpl.Execute(b, vars)
-			if err == nil {
+			b.outLeft = left
+			if err = s.tmpl.Execute(b, vars); err == nil {
 				err = b.err // a bound a range stopped at
 			}
-			if err != nil {
-				return buf[:start], fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
-			}
+		}
+		if err != nil {
+			return buf[:start], fmt.Errorf("render payload %s for %q: %w", s.path, vars[varRecipient], err)
 		}
 		if strings.IndexByte(b.out.String(), 0) >= 0 { // the fast path writes data as it is
 			return buf[:start], fmt.Errorf("render payload %s for %q: the rendered payload contains a NUL character, which notifyd cannot store: %w",
@@ -240,40 +242,43 @@ func fastParts(t *template.Template) []fastPart {
 	return parts
 }
 
-// renderFast evaluates a text-and-fields template by map lookups. It handles
+// renderFast evaluates a text-and-fields template by map lookups into b's
+// output, held to its bound as it writes (an error past it). It handles
 // only the plain case — every step a map, every value a string or a JSON
 // number — and reports false for anything else (a missing key, a method, a
 // nil), which text/template then executes with its own rules and errors, so
 // both paths print the same.
-func (s *segment) renderFast(out *strings.Builder, vars map[string]any) bool {
+func (s *segment) renderFast(b *renderBudget, vars map[string]any) (bool, error) {
 	if s.fast == nil {
-		return false
+		return false, nil
 	}
 	for _, p := range s.fast {
-		if p.field == nil {
-			out.WriteString(p.text)
-			continue
-		}
-		var v any = vars
-		for _, name := range p.field {
-			m, ok := v.(map[string]any)
-			if !ok {
-				return false
+		out := p.text
+		if p.field != nil {
+			var v any = vars
+			for _, name := range p.field {
+				m, ok := v.(map[string]any)
+				if !ok {
+					return false, nil
+				}
+				if v, ok = m[name]; !ok {
+					return false, nil
+				}
 			}
-			if v, ok = m[name]; !ok {
-				return false
+			switch v := v.(type) {
+			case string:
+				out = v
+			case json.Number:
+				out = string(v)
+			default:
+				return false, nil
 			}
 		}
-		switch v := v.(type) {
-		case string:
-			out.WriteString(v)
-		case json.Number:
-			out.WriteString(string(v))
-		default:
-			return false
+		if err := b.writeString(out); err != nil {
+			return false, err
 		}
 	}
-	return true
+	return true, nil
 }
 
 // mentionsData reports whether a template may read .data. It is
