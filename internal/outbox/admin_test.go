@@ -377,6 +377,46 @@ func TestStore_CountByStatus(t *testing.T) {
 	}
 }
 
+// notification_count_deltas has no CHECK on its text (migration 00015
+// bounded notifications.channel, so no notification can carry a longer
+// one): a delta an application's SQL wrote with a 6,400-byte channel that
+// does not compress failed every fold for good ("index row size … exceeds
+// btree version 4 maximum 2704", on notification_counts' key), so every
+// later statement's deltas piled up unfolded and every count read them all.
+// A delta no notification can have made — a channel past MaxChannelLen, a
+// status past the longest — is dropped by the fold, which goes on.
+func TestStore_CompactCounts_deltaNoRowCanHave(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.insertN(t, 3) // ch PENDING +3
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO notification_count_deltas (channel, status, d) VALUES
+		((SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) AS i), 'SENT', 5),
+		('app', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) AS i), 7),
+		('app', 'SENT', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := b.store.CompactCounts(b.ctx); err != nil {
+			t.Errorf("CompactCounts: %v", err)
+		}
+		b.insertN(t, 1) // more deltas: the fold must go on past the bad one
+	}
+	if _, err := b.store.CompactCounts(b.ctx); err != nil {
+		t.Errorf("CompactCounts: %v", err)
+	}
+	if left := b.count(t, `SELECT count(*) FROM notification_count_deltas`); left != 0 {
+		t.Errorf("%d deltas left unfolded; want 0", left)
+	}
+	counts, err := b.store.CountByStatus(b.ctx)
+	if err != nil {
+		t.Fatalf("CountByStatus: %v", err)
+	}
+	if len(counts) != 2 || counts["ch"]["PENDING"] != 5 || counts["app"]["SENT"] != 2 || len(counts["app"]) != 1 {
+		t.Errorf("CountByStatus: %d channels, ch PENDING %d, app SENT %d and %d statuses; want ch PENDING 5 and app SENT 2 alone",
+			len(counts), counts["ch"]["PENDING"], counts["app"]["SENT"], len(counts["app"]))
+	}
+}
+
 // A dead-letter page holds at most MaxPageBytes past its first row however
 // large a limit it is asked for: 40 rows of 800 KB (within every row bound)
 // come in pages of about 21, each saying it was cut, and paging on reads
