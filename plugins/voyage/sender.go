@@ -216,7 +216,7 @@ func (s *sender) embed(ctx context.Context, r *request, from, to int) (*embedRes
 		return nil, sdk.Transient(fmt.Sprintf("voyage: %s with an answer over max_result_bytes (%d), which Voyage's answer to this request does not reach: not read further",
 			resp.Status, s.maxResultBytes)).WithStatus(resp.StatusCode)
 	}
-	got, err := parseEmbeddings(raw, to-from, r.params.OutputDtype)
+	got, err := parseEmbeddings(raw, to-from, r.params)
 	if err != nil {
 		// A 2xx we cannot read is most likely a proxy or a glitch, not an
 		// answer to this input: retrying is safe (embedding is idempotent).
@@ -238,9 +238,18 @@ func (s *sender) wireEncoding() string {
 }
 
 // parseEmbeddings checks Voyage's 2xx body (one embedding per input, each
-// index once), decodes base64 embeddings into JSON numbers of dtype's kind,
-// and orders the entries by index.
-func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, error) {
+// index once, each of the dimension p asks for when it is known), decodes
+// base64 embeddings into JSON numbers of p's dtype, and orders the entries
+// by index.
+func parseEmbeddings(raw []byte, inputs int, p params) (*embedResponse, error) {
+	dtype := p.OutputDtype
+	// want is the values each embedding has: known when the request names
+	// its dimension or the model is in the table; 0 for a model the plugin
+	// does not know (its dimension is Voyage's to say).
+	want := 0
+	if _, known := models[p.Model]; known || p.OutputDimension != 0 {
+		want, _, _, _ = dtypeInfo(dtype, p.dimension())
+	}
 	var r embedResponse
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("not an embeddings response: %s", strings.TrimPrefix(err.Error(), "json: "))
@@ -296,6 +305,12 @@ func parseEmbeddings(raw []byte, inputs int, dtype string) (*embedResponse, erro
 		}
 		seen[e.Index] = true
 		ordered[e.Index] = e
+	}
+	if want != 0 && dims != want {
+		// And as long as the request asked: stored, they were vectors a
+		// store of the asked dimension refuses, and more values than the
+		// result's size was planned for.
+		return nil, fmt.Errorf("the embeddings have %d values; %s at %d dimensions (%s) has %d", dims, p.Model, p.dimension(), dtypeName(dtype), want)
 	}
 	r.Data = ordered
 	return &r, nil

@@ -90,7 +90,10 @@ func (f *fakeVoyage) serve(w http.ResponseWriter, req *http.Request) {
 		io.WriteString(w, `{"detail":"input must be a string or a list of strings"}`)
 		return
 	}
-	dims := 4
+	// The dimension asked for, else the model's (params.dimension: the
+	// table of Voyage's documented ones).
+	model, _ := r.body["model"].(string)
+	dims := params{Model: model}.dimension()
 	if d, ok := r.body["output_dimension"].(float64); ok {
 		dims = int(d)
 	}
@@ -271,8 +274,8 @@ func TestSender_Send(t *testing.T) {
 		if got := f.next(t); string(got.raw) != `{"input":["x"],"model":"voyage-4"}` {
 			t.Errorf("body = %s; want only input and model", got.raw)
 		}
-		if r := decodeResult(t, v.Result); len(r.Data) != 1 || len(r.Data[0].Embedding) != 4 || r.Data[0].Embedding[1] != 0.1 {
-			t.Errorf("result = %s; want Voyage's numbers as they came", v.Result)
+		if r := decodeResult(t, v.Result); len(r.Data) != 1 || len(r.Data[0].Embedding) != 1024 || r.Data[0].Embedding[1] != 0.1 {
+			t.Errorf("result = %.300s; want Voyage's numbers, voyage-4's 1024 of them", v.Result)
 		}
 	})
 }
@@ -731,5 +734,64 @@ func TestEstimateTokens(t *testing.T) {
 	}
 	if got := tokenLimit("voyage-99-experimental"); got != defaultTokenLimit {
 		t.Errorf("tokenLimit(unknown) = %d; want the smallest documented cap %d", got, defaultTokenLimit)
+	}
+}
+
+// answerDims answers each input with a dims-dimension embedding of dtype,
+// whatever the request asked for.
+func answerDims(dims int) func(http.ResponseWriter, voyageRequest) {
+	return func(w http.ResponseWriter, r voyageRequest) {
+		inputs, _ := r.body["input"].([]any)
+		dtype, _ := r.body["output_dtype"].(string)
+		data := make([]map[string]any, len(inputs))
+		for i := range inputs {
+			data[i] = map[string]any{"object": "embedding", "embedding": fakeEmbedding(i, dims, dtype, r.body["encoding_format"] == "base64"), "index": i}
+		}
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": r.body["model"], "usage": map[string]any{"total_tokens": len(inputs)}})
+	}
+}
+
+// TestSender_Send_wrongDimension: Voyage (or what answers for it) sends
+// embeddings of another dimension than the request asked for (the
+// output_dimension, or the model's documented one). They were stored as
+// the result, SENT: vectors a store of the asked dimension refuses, and
+// (300 inputs at 256 dimensions answered at 2048) 8× the values the
+// result's size was planned for, so the plan's bound on it no longer held
+// (past 4 MiB the host replaces a result by a note). An answer of the wrong
+// dimension is now unusable, retried, as one of the wrong count. A model
+// not in the plugin's table, with no output_dimension, is not checked.
+func TestSender_Send_wrongDimension(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		config map[string]any
+		answer int
+		n      int
+		want   sdk.Outcome
+	}{
+		{"256 asked, 2048 answered", map[string]any{"output_dimension": 256}, 2048, 300, sdk.OutcomeTransient},
+		{"256 asked, 255 answered", map[string]any{"output_dimension": 256}, 255, 2, sdk.OutcomeTransient},
+		{"the model's 1024, 512 answered", nil, 512, 2, sdk.OutcomeTransient},
+		{"binary at 1024 (128 bytes), 2048 answered", map[string]any{"output_dtype": "binary"}, 2048, 2, sdk.OutcomeTransient},
+		{"the model's 1024, float on the wire, 1536 answered", map[string]any{"encoding_format": "float"}, 1536, 2, sdk.OutcomeTransient},
+		{"the model's 1024 answered", nil, 1024, 2, sdk.OutcomeSuccess},
+		{"a model not in the table answers 3072", map[string]any{"model": "voyage-next"}, 3072, 2, sdk.OutcomeSuccess},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeVoyage(t)
+			f.respond = answerDims(tt.answer)
+			cfg := map[string]any{"api_key": testKey, "base_url": f.URL, "model": "voyage-3.5"}
+			for k, v := range tt.config {
+				cfg[k] = v
+			}
+			v := configure(t, cfg).Send(context.Background(), message(inputs(tt.n, "")))
+			if v.Outcome != tt.want {
+				t.Errorf("verdict = %v %q (result %d bytes); want %v", v.Outcome, v.Detail, len(v.Result), tt.want)
+			}
+			if tt.want == sdk.OutcomeTransient && !strings.Contains(v.Detail, "values") {
+				t.Errorf("detail = %q, want it to name the values it has and the ones asked for", v.Detail)
+			}
+		})
 	}
 }
