@@ -116,14 +116,14 @@ func BoundedJSON(col, what string, limit int, note func(reason string) string) s
 	         OFFSET 0) x)`
 }
 
-const (
-	boundedResult = `(SELECT CASE WHEN x.t IS NULL OR octet_length(x.t) <= 4194304 THEN x.t
-	        ELSE json_build_object('notifyd_omitted', format('the result reads back as %s bytes, over the 4194304-byte bound', octet_length(x.t)))::text END
-	   FROM (SELECT result::text AS t OFFSET 0) x)`
-)
-
-// The literal above is MaxResultBytes.
-var _ = [1]struct{}{}[MaxResultBytes-4194304]
+// boundedResult is the result as text within MaxResultBytes, else a note:
+// read as the payload is, walked for a number that would print past 100
+// characters before it is printed. A provider's result is checked as it is
+// stored (cleanOutput), but the column is any jsonb an application's SQL
+// (or a restore) wrote: 12,000 × 1e100000, a few KB stored, printed past
+// 1 GB on every read of the row before its size could be measured.
+var boundedResult = BoundedJSON("result", "the result", MaxResultBytes,
+	func(reason string) string { return `json_build_object('notifyd_omitted', ` + reason + `)::text` })
 
 // Get returns notification id with its attempt log, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (*Notification, error) {

@@ -211,3 +211,37 @@ func deepestUnwalkable(t *testing.T, b *bundle) string {
 	t.Fatal("no nesting depth that jsonb stores and jsonpath cannot walk on this server: the test needs another way to build one")
 	return ""
 }
+
+// A result is read back within MaxResultBytes, as a payload is, but it was
+// measured by printing it: 12,000 × 1e100000, a few KB as jsonb (an
+// application's SQL, a restore), prints past 1 GB, so every read of its row
+// made Postgres build a gigabyte and fail "out of memory" (53200) — the
+// row's GET, and every dead-letter page and recipient page it was on. It is
+// walked for a number that would print past 100 characters first, as the
+// payload is (BoundedJSON), and reads as a note, never printed.
+func TestStore_ResultReadBackBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.insertN(t, 2)
+	b.force(t, outbox.StatusFailed, 1, time.Now(), ids...)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET result = (SELECT jsonb_agg('1e100000'::jsonb) FROM generate_series(1, 12000))
+		WHERE id = $1`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET result = '{"id": "m-1"}' WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	ns, _, err := b.store.ListFailed(b.ctx, "ch", 0, 10)
+	if err != nil || len(ns) != 2 {
+		t.Fatalf("ListFailed: %d rows, %v; want both", len(ns), err)
+	}
+	if r := string(ns[0].Result); len(r) > 200 || !strings.Contains(r, "has a number that reads back past 100 characters") {
+		t.Errorf("the expanding result reads %.200q; want a note saying why it was not printed", r)
+	}
+	if r := string(ns[1].Result); r != `{"id": "m-1"}` {
+		t.Errorf("the other row's result reads %.200q; want it as stored", r)
+	}
+	if n, err := b.store.Get(b.ctx, ids[0]); err != nil || len(n.Result) > 200 {
+		t.Errorf("Get: %v, result of %d bytes; want a note", err, len(n.Result))
+	}
+}
