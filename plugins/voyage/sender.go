@@ -44,21 +44,71 @@ type callback struct {
 }
 
 // embedResponse is Voyage's answer to POST /v1/embeddings, and the result.
+// Only data decides whether the answer is usable: the other fields are read
+// for what they hold (text, count), so one of another JSON type than
+// documented does not throw away embeddings that were paid for (a quoted
+// total_tokens made the answer unusable, retried and paid for again).
 type embedResponse struct {
-	Object string           `json:"object"`
+	Object text             `json:"object"`
 	Data   []embeddingEntry `json:"data"`
-	Model  string           `json:"model"`
+	Model  text             `json:"model"`
 	Usage  usage            `json:"usage"`
 }
 
 type embeddingEntry struct {
-	Object    string          `json:"object,omitempty"`
+	Object    text            `json:"object,omitempty"`
 	Embedding json.RawMessage `json:"embedding"`
 	Index     int             `json:"index"`
 }
 
 type usage struct {
-	TotalTokens int `json:"total_tokens"`
+	TotalTokens count `json:"total_tokens"`
+}
+
+// UnmarshalJSON reads usage from an object; anything else is no usage.
+func (u *usage) UnmarshalJSON(b []byte) error {
+	var o struct {
+		TotalTokens count `json:"total_tokens"`
+	}
+	if json.Unmarshal(b, &o) != nil {
+		o.TotalTokens = 0
+	}
+	u.TotalTokens = o.TotalTokens
+	return nil
+}
+
+// text is a string field of an answer: a JSON string as itself, anything
+// else as its JSON text (null as ""). It never fails the answer.
+type text string
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	var s string
+	switch {
+	case json.Unmarshal(b, &s) == nil:
+	case string(b) == "null":
+	default:
+		s = string(b)
+	}
+	*t = text(s)
+	return nil
+}
+
+// count is a count field of an answer (total_tokens): a whole number in any
+// JSON form (9, 9.0, "9") from 0 to 2^53; anything else is 0. It never
+// fails the answer.
+type count int
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	*c = 0
+	n := json.Number(b)
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		n = json.Number(strings.TrimSpace(s))
+	}
+	if f, err := n.Float64(); err == nil && f == math.Trunc(f) && f >= 0 && f <= 1<<53 {
+		*c = count(f)
+	}
+	return nil
 }
 
 // errorResponse is Voyage's error body.
@@ -140,7 +190,7 @@ func (s *sender) sendParts(ctx context.Context, m *sdk.Message, r *request, chun
 		if got, v = s.embed(ctx, r, from, min(from+chunk, len(r.texts))); v.Outcome != sdk.OutcomeSuccess {
 			return v
 		}
-		sum.Model = got.Model
+		sum.Model = string(got.Model)
 		sum.Usage.TotalTokens += got.Usage.TotalTokens
 		result, err := json.Marshal(got)
 		if err != nil {
@@ -222,7 +272,7 @@ func (s *sender) embed(ctx context.Context, r *request, from, to int) (*embedRes
 		// answer to this input: retrying is safe (embedding is idempotent).
 		return nil, sdk.Transient(fmt.Sprintf("voyage: %s with an unusable body: %v", resp.Status, err)).WithStatus(resp.StatusCode)
 	}
-	s.pace.charge(time.Now(), got.Usage.TotalTokens-tokens)
+	s.pace.charge(time.Now(), int(got.Usage.TotalTokens)-tokens)
 	for i := range got.Data {
 		got.Data[i].Index += from
 	}

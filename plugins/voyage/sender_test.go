@@ -795,3 +795,52 @@ func TestSender_Send_wrongDimension(t *testing.T) {
 		})
 	}
 }
+
+// TestSender_Send_answerFieldTypes: a 2xx whose embeddings are right but
+// whose other fields have another JSON type than documented (total_tokens
+// quoted, fractional or past int64; model or object a number). json.Unmarshal
+// failed for the whole answer: TRANSIENT "unusable body", so the same
+// embeddings were paid for again on every retry and then dead-lettered.
+// Those fields are read for what they hold (a count in any numeric form, 0
+// otherwise; a name as its text); only the embeddings decide.
+func TestSender_Send_answerFieldTypes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, tail string
+		tokens     int
+	}{
+		{"total_tokens quoted", `"model":"voyage-3.5","usage":{"total_tokens":"9"}`, 9},
+		{"total_tokens 9.0", `"model":"voyage-3.5","usage":{"total_tokens":9.0}`, 9},
+		{"total_tokens past int64", `"model":"voyage-3.5","usage":{"total_tokens":1e30}`, 0},
+		{"usage a list", `"model":"voyage-3.5","usage":[9]`, 0},
+		{"model a number", `"model":35,"usage":{"total_tokens":9}`, 9},
+		{"object an object", `"object":{"kind":"list"},"model":"voyage-3.5","usage":{"total_tokens":9}`, 9},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeVoyage(t)
+			f.respond = func(w http.ResponseWriter, _ voyageRequest) {
+				fmt.Fprintf(w, `{"data":[{"object":"embedding","embedding":%s,"index":0}],%s}`, string(mustJSON(fakeEmbedding(0, 256, "", false))), tt.tail)
+			}
+			s := configure(t, map[string]any{"api_key": testKey, "base_url": f.URL, "model": "voyage-3.5", "output_dimension": 256})
+			v := s.Send(context.Background(), message(`{"input":"a"}`))
+			if v.Outcome != sdk.OutcomeSuccess {
+				t.Fatalf("verdict = %v %q; want SUCCESS (the embeddings are right)", v.Outcome, v.Detail)
+			}
+			if r := decodeResult(t, v.Result); len(r.Data) != 1 || len(r.Data[0].Embedding) != 256 || r.Usage.TotalTokens != tt.tokens {
+				t.Errorf("result: %d embeddings, usage %d; want 1 of 256 values, usage %d", len(r.Data), r.Usage.TotalTokens, tt.tokens)
+			}
+			if f.hits.Load() != 1 {
+				t.Errorf("%d requests, want 1", f.hits.Load())
+			}
+		})
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
