@@ -707,3 +707,54 @@ func TestSENS_EntryWithoutStatusReconciled(t *testing.T) {
 		})
 	}
 }
+
+// TestSENS_ConfirmRepeatedMessageID: SENS gives two messages of a request
+// the same messageId (in its answer and in its result list). The delivery
+// poll went by messageId alone: the first list entry with it settled
+// whichever message held it last, so the undeliverable message (3019) took
+// its batch-mate's delivery and was SENT "delivered", or the delivered one
+// took the other's 3019 and was dead-lettered. A list entry settles a
+// message only with its number; a messageId two messages claim says
+// nothing of either.
+func TestSENS_ConfirmRepeatedMessageID(t *testing.T) {
+	t.Parallel()
+	for _, order := range []string{"as listed", "reversed"} {
+		t.Run(order, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSENS(t)
+			f.Undeliverable["01000000001"] = "3019"
+			front := rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+				if status/100 != 2 {
+					return body
+				}
+				var a map[string]any
+				if json.Unmarshal(body, &a) != nil {
+					return body
+				}
+				msgs, _ := a["messages"].([]any)
+				for _, m := range msgs {
+					if m := m.(map[string]any); m["messageId"] == "RAPI-00000001-001" {
+						m["messageId"] = "RAPI-00000001-000"
+					}
+				}
+				if r.Method == http.MethodGet && order == "reversed" {
+					slices.Reverse(msgs)
+				}
+				out, _ := json.Marshal(a)
+				return out
+			})
+			s, logs := atSetup(t, f, map[string]any{"api_url": front.URL, "confirm_wait": "2s"}, quizTemplate)
+			vs := s.SendBatch(t.Context(), quizMessages(3, phone))
+			if v := vs[1]; v.Outcome != sdk.OutcomePermanent || v.ProviderCode != "3019" {
+				t.Errorf("the undeliverable message: %v %q %s, want PERMANENT with its own 3019", v.Outcome, v.Detail, v.Result)
+			}
+			if v := vs[0]; v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), `"message_status_code":"0000"`) {
+				t.Errorf("the delivered message: %v %q %s, want SENT with its own delivery result", v.Outcome, v.Detail, v.Result)
+			}
+			if v := vs[2]; v.Outcome != sdk.OutcomeSuccess || !strings.Contains(string(v.Result), `"message_status_code":"0000"`) {
+				t.Errorf("message 2: %v %s, want SENT with its delivery result", v.Outcome, v.Result)
+			}
+			noSecrets(t, logs, vs)
+		})
+	}
+}

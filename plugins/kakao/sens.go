@@ -345,33 +345,64 @@ func failoverOutcome(status, name string) string {
 // still unknown when the wait ends stays SUCCESS — SENS accepted it, and
 // sending it again could deliver it twice — with "unconfirmed" in its
 // result.
+//
+// pending is by messageId, and an entry of the list settles a message only
+// with its number: with two messages given one messageId, the first list
+// entry with it settled whichever message held it last, so one took the
+// other's delivery result.
 func (p *sens) confirm(ctx context.Context, requestID string, ms []*atMessage, vs []sdk.Verdict) {
-	pending := map[string]int{} // messageId → index
+	pending := map[string][]int{} // messageId → indexes
 	for i, v := range vs {
 		var r struct {
 			MessageID string `json:"message_id"`
 		}
 		if v.Outcome == sdk.OutcomeSuccess && json.Unmarshal(v.Result, &r) == nil && r.MessageID != "" {
-			pending[r.MessageID] = i
+			pending[r.MessageID] = append(pending[r.MessageID], i)
 		}
 	}
 	if len(pending) == 0 || requestID == "" {
 		return
 	}
 	pollDelivery(ctx, p.now, p.c.confirmWait, p.pollEvery, func() bool { return len(pending) == 0 },
-		func() { p.poll(ctx, requestID, pending, vs) })
-	for _, i := range pending {
-		var r map[string]any
-		if json.Unmarshal(vs[i].Result, &r) == nil {
-			r["delivery"] = "unconfirmed"
-			vs[i].Result, _ = json.Marshal(r)
+		func() { p.poll(ctx, requestID, ms, pending, vs) })
+	for _, idxs := range pending {
+		for _, i := range idxs {
+			var r map[string]any
+			if json.Unmarshal(vs[i].Result, &r) == nil {
+				r["delivery"] = "unconfirmed"
+				vs[i].Result, _ = json.Marshal(r)
+			}
 		}
 	}
 }
 
+// claim takes from pending the message an entry of the list with messageId
+// id and number to is about: the one of id's with that number, or, when
+// the entry has no number, id's only one. -1 when there is none.
+func claim(pending map[string][]int, ms []*atMessage, id, to string) int {
+	idxs := pending[id]
+	at := -1
+	for k, i := range idxs {
+		if (to == "" && len(idxs) == 1) || (to != "" && echoedNumber(to, ms[i].country) == ms[i].to) {
+			at = k
+			break
+		}
+	}
+	if at < 0 {
+		return -1
+	}
+	i := idxs[at]
+	if idxs = slices.Delete(idxs, at, at+1); len(idxs) == 0 {
+		delete(pending, id)
+	} else {
+		pending[id] = idxs
+	}
+	return i
+}
+
 // poll reads every page of the request's results once and settles the
 // messages whose delivery Kakao has decided.
-func (p *sens) poll(ctx context.Context, requestID string, pending map[string]int, vs []sdk.Verdict) {
+func (p *sens) poll(ctx context.Context, requestID string, ms []*atMessage, pending map[string][]int, vs []sdk.Verdict) {
 	next := ""
 	for page := 0; page < 20; page++ {
 		q := url.Values{"requestId": {requestID}, "pageSize": {"100"}}
@@ -383,11 +414,13 @@ func (p *sens) poll(ctx context.Context, requestID string, pending map[string]in
 			return // an error or nothing yet: the next poll asks again
 		}
 		for _, r := range res.Messages {
-			i, ok := pending[r.MessageID]
-			if !ok || r.MessageStatusCode == "" || strings.EqualFold(r.MessageStatusName, "processing") {
+			if r.MessageStatusCode == "" || strings.EqualFold(r.MessageStatusName, "processing") {
 				continue
 			}
-			delete(pending, r.MessageID)
+			i := claim(pending, ms, r.MessageID, r.To)
+			if i < 0 {
+				continue // not a pending message's entry: never credit another's result
+			}
 			var result map[string]any
 			_ = json.Unmarshal(vs[i].Result, &result)
 			if result == nil {
