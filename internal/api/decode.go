@@ -23,8 +23,8 @@ import (
 // but a value is unacceptable; the message names the field.
 
 // decodeJSON reads one JSON object from r into v: unknown fields, trailing
-// data, a key given twice in any object (wire.RepeatedKey) and a top level other
-// than an object are refused. useNumber keeps
+// data, a key given twice in any object (wire.RepeatedKey), more values than
+// checkBodyValues allows and a top level other than an object are refused. useNumber keeps
 // numbers in free-form maps (attributes, payload templates) exact.
 func decodeJSON(r io.Reader, v any, useNumber bool) *Error {
 	b, err := io.ReadAll(r)
@@ -43,6 +43,9 @@ func decodeJSON(r io.Reader, v any, useNumber bool) *Error {
 			return jsonError(json.Unmarshal(trimmed, new(any)))
 		}
 		return badRequest("request body is %s; want a JSON object", jsonKind(trimmed[0]))
+	}
+	if e := checkBodyValues(b, reflect.TypeOf(v)); e != nil {
+		return e
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,4 +120,58 @@ func TestServer_ConnectionsCannotBeStarved(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Decoding builds Go values many times larger than the JSON naming them:
+// `{}` is 2 bytes and a notification of the request 88, so a 1 MiB body of
+// {"notifications":[{},{},…]} allocated 172 MiB (about 60 MB live) before
+// its 1,000-notification bound was checked, and 16 such requests from one
+// client, within its share of http.max_inflight_body_bytes, held 1 GiB.
+// The body's values are counted before it is decoded: each request here is
+// refused, naming where, within a small multiple of its own size, and a
+// request at its fields' bounds is still served. Not parallel: it reads the
+// process's allocation counter.
+func TestServer_BodyValuesBoundedBeforeDecode(t *testing.T) {
+	b := setup(t, setupOptions{})
+	list := func(item string, n int) string { return strings.TrimSuffix(strings.Repeat(item+",", n), ",") }
+	for _, tc := range []struct {
+		name, method, path, body, mention string
+	}{
+		{"a batch of empty notifications", "POST", "/v1/notifications",
+			`{"notifications":[` + list("{}", 340_000) + `]}`, "notifications"},
+		{"DLQ ids", "POST", "/v1/dlq/purge", `{"ids":[` + list("1", 500_000) + `]}`, "ids"},
+		{"a campaign template of empty objects", "POST", "/v1/campaigns",
+			`{"channel":"orders","audience":{"topic":"news"},"payload":{"a":[` + list("{}", 340_000) + `]}}`, "payload.a"},
+		{"attributes of small objects", "PUT", "/v1/subscribers/x",
+			`{"attributes":{"a":[` + list(`{"k":1}`, 120_000) + `]}}`, "attributes.a"},
+		{"subscriber topics", "PUT", "/v1/subscribers/x", `{"topics":[` + list(`""`, 300_000) + `]}`, "topics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.body) > int(b.cfg.HTTP.MaxBodyBytes) {
+				t.Fatalf("the body is %d bytes, past http.max_body_bytes: the test would not reach the decoder", len(tc.body))
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			a := b.do(tc.method, tc.path, tc.body)
+			runtime.ReadMemStats(&after)
+			if a.status/100 != 4 {
+				t.Fatalf("status %d, want 4xx: %.300s", a.status, a.body)
+			}
+			if msg := a.errBody(t).Message; !strings.Contains(msg, tc.mention) {
+				t.Errorf("message %q does not name %q", msg, tc.mention)
+			}
+			const bound = 16 << 20
+			if got := after.TotalAlloc - before.TotalAlloc; got > bound {
+				t.Errorf("a %d-byte request allocated %d MiB before it was refused (%d), want at most %d MiB: it was decoded before its values were counted",
+					len(tc.body), got>>20, a.status, bound>>20)
+			}
+		})
+	}
+	t.Run("attributes at their bound are served", func(t *testing.T) {
+		// 64 KiB of one-character values: the most values a request within
+		// its fields' bounds holds.
+		attrs := `{"a":[` + list("0", 32_700) + `]}`
+		wantStatus(t, b.do("PUT", "/v1/subscribers/dense", `{"attributes":`+attrs+`}`), 200)
+	})
 }
