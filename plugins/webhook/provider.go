@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -341,15 +342,73 @@ func retryStale(_ *fasthttp.Request, _ int, err error) (resetTimeout, retry bool
 // answer (a reused keep-alive connection) and has read nothing since this
 // request began. Any other error of a Read or Write is wrapped in
 // noReplay. fasthttp uses a connection from one goroutine at a time.
+//
+// It also hands fasthttp an answer's head with every bare LF line end made
+// CRLF (RFC 9112 §2.2 lets a recipient read a bare LF as a line end; net/http
+// does): fasthttp waits for a CRLF CRLF to end the head, and a head ended by
+// "\n\n" held the send to its deadline, TRANSIENT, however the receiver
+// answered. The body is left as it is.
 type replayConn struct {
 	net.Conn
 	read    int64 // bytes of answers read over the connection's life
 	atWrite int64 // read when the current request began (its first Write)
 	reading bool  // the last call was a Read: the next Write begins a request
-	// status reads the current answer's status lines as fasthttp does;
-	// failed, an error every later Read returns (the status code is 000).
+	// status reads the current answer's head as fasthttp does; failed, an
+	// error every later Read returns (the status code is 000).
 	status statusScan
 	failed error
+	last   byte // the head's last byte read: what a Read's first LF follows
+}
+
+// crlf makes each bare LF of the head among p's first n bytes (read raw
+// into at most half of p) a CRLF, in place, and returns the new count.
+// Only the head's bytes are changed: a copy of the status scanner finds
+// where the head ends.
+func (c *replayConn) crlf(p []byte, n int) int {
+	before := c.last
+	c.last = p[n-1]
+	if !bareLF(p[:n], before) { // most answers: CRLF throughout
+		return n
+	}
+	s, prev := c.status, before
+	end, bare := n, 0
+	for i, b := range p[:n] {
+		if !s.inHead() {
+			end = i
+			break
+		}
+		if b == '\n' && prev != '\r' {
+			bare++
+		}
+		prev = b
+		s.scan(p[i : i+1])
+	}
+	if bare == 0 || n+bare > len(p) { // no room only in a 1-byte Read
+		return n
+	}
+	// Right to left, so every byte is moved before it is overwritten.
+	for i, j := n-1, n+bare-1; i >= 0; i, j = i-1, j-1 {
+		p[j] = p[i]
+		if i < end && p[i] == '\n' && (i > 0 && p[i-1] != '\r' || i == 0 && before != '\r') {
+			j--
+			p[j] = '\r'
+		}
+	}
+	return n + bare
+}
+
+// bareLF reports whether p holds an LF that follows no CR (before is the
+// byte before p).
+func bareLF(p []byte, before byte) bool {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(p[i:], '\n')
+		if j < 0 {
+			return false
+		}
+		if i += j; i == 0 && before != '\r' || i > 0 && p[i-1] != '\r' {
+			return true
+		}
+	}
 }
 
 // errStatus000 is an answer whose status code is 000: fasthttp parses it as
@@ -375,7 +434,7 @@ func (c *replayConn) stale() bool { return c.atWrite > 0 && c.read == c.atWrite 
 
 func (c *replayConn) Write(p []byte) (int, error) {
 	if c.reading || c.read == 0 {
-		c.reading, c.atWrite, c.status = false, c.read, statusScan{}
+		c.reading, c.atWrite, c.status, c.last = false, c.read, statusScan{}, 0
 	}
 	n, err := c.Conn.Write(p)
 	if err != nil && !c.stale() {
@@ -389,10 +448,18 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	if c.failed != nil {
 		return 0, c.failed
 	}
-	n, err := c.Conn.Read(p)
+	head := c.status.inHead()
+	q := p
+	if head && len(p) >= 2 {
+		q = p[:len(p)/2] // room for a CR before each LF
+	}
+	n, err := c.Conn.Read(q)
 	c.read += int64(n)
 	if err != nil && n == 0 && !c.stale() {
 		return n, noReplay{err}
+	}
+	if head && n > 0 {
+		n = c.crlf(p, n)
 	}
 	// The answer's status code, read as fasthttp reads it, past any 1xx
 	// interim answers: only the head's bytes are looked at.
@@ -415,7 +482,8 @@ func (c *replayConn) Read(p []byte) (int, error) {
 // spaces, then the code (exactly three bytes, up to a space or the line's
 // end), and after an interim 1xx answer's header block the next status line
 // the same way. It keeps a few bytes of state, whatever the head's length,
-// and stops at the final status.
+// and follows the final answer's header block to its end (inHead), or
+// stops at a status line fasthttp refuses.
 type statusScan struct {
 	state   uint8
 	code    [3]byte
@@ -430,9 +498,13 @@ const (
 	scanSpaces           // spaces before the code
 	scanCode             // the code's bytes
 	scanLineRest         // the reason phrase, to the line's end
-	scanHeaders          // an interim answer's header lines, to the empty one
-	scanDone             // the final status read: nothing more to look at
+	scanHeaders          // an answer's header lines, to the empty one
+	scanDone             // the final head read: nothing more to look at
 )
+
+// inHead reports whether the bytes scanned so far end inside an answer's
+// head (its status lines and headers, interim answers' included).
+func (s *statusScan) inHead() bool { return s.state != scanDone }
 
 // scan reads the next bytes of the answer and returns the index of the byte
 // ending a code of 000 (the code's last byte's follower), or -1.
@@ -473,28 +545,39 @@ func (s *statusScan) scan(p []byte) int {
 			// answer's real status line.
 			s.interim = s.n == 3 && s.code[0] == '1' && s.code != [3]byte{'1', '0', '1'}
 			switch {
-			case !s.interim:
-				s.state = scanDone
+			case s.n != len(s.code):
+				s.state = scanDone // not three bytes: fasthttp refuses it
 			case b == '\n':
 				s.state, s.blank = scanHeaders, true
 			default:
 				s.state = scanLineRest
 			}
 		case scanLineRest:
-			if b == '\n' {
-				s.state, s.blank = scanHeaders, true
+			j := bytes.IndexByte(p[i:], '\n')
+			if j < 0 {
+				return -1
 			}
+			i += j
+			s.state, s.blank = scanHeaders, true
 		case scanHeaders:
-			switch b {
-			case '\n':
-				if s.blank {
-					s.state = scanLineStart
-				}
-				s.blank = true
-			case '\r':
-			default:
+			// A line at a time: blank when it holds nothing but CRs.
+			j := bytes.IndexByte(p[i:], '\n')
+			if j < 0 {
+				j = len(p) - i
+			}
+			if len(bytes.TrimLeft(p[i:i+j], "\r")) > 0 {
 				s.blank = false
 			}
+			if i += j; i == len(p) {
+				return -1
+			}
+			switch {
+			case s.blank && s.interim:
+				s.state = scanLineStart
+			case s.blank:
+				s.state = scanDone
+			}
+			s.blank = true
 		}
 	}
 	return -1
