@@ -31,8 +31,15 @@ func newSubscribersCmd() *cobra.Command {
 	return cmd
 }
 
-// importBatch is how many subscribers go into one upsert statement.
-const importBatch = 5000
+// importBatch is how many subscribers go into one upsert statement, and
+// importBatchBytes how much input at most: a line may be 4 MiB (what the
+// scanner takes), and the store checks a subscriber's bounds (64 KiB of
+// attributes…) only when the batch is written, so 5,000 lines were up to
+// 20 GiB held, decoded, before any check saw the first.
+const (
+	importBatch      = 5000
+	importBatchBytes = 16 << 20
+)
 
 func newSubscribersImportCmd() *cobra.Command {
 	var path string
@@ -77,11 +84,12 @@ func importSubscribers(ctx context.Context, d *notifyd.Daemon, r io.Reader, name
 		batch []wire.Subscriber
 		total int
 		line  int
+		size  int // input bytes in batch
 	)
 	flush := func() error {
 		n, err := d.ImportSubscribers(ctx, batch)
 		total += n
-		batch = batch[:0]
+		batch, size = batch[:0], 0
 		return err
 	}
 	for sc.Scan() {
@@ -95,8 +103,8 @@ func importSubscribers(ctx context.Context, d *notifyd.Daemon, r io.Reader, name
 		if err := dec.Decode(&s); err != nil {
 			return total, fmt.Errorf("%s line %d: %w", name, line, err)
 		}
-		batch = append(batch, s)
-		if len(batch) == importBatch {
+		batch, size = append(batch, s), size+len(sc.Bytes())
+		if len(batch) == importBatch || size >= importBatchBytes {
 			if err := flush(); err != nil {
 				return total, fmt.Errorf("%s up to line %d: %w", name, line, err)
 			}
