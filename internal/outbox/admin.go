@@ -118,6 +118,9 @@ SELECT count(*) FROM purged`, channel, ids).Scan(&n)
 // id after `after`, at most limit: rows that may have fallen out of Redis and
 // are pushed again (push is idempotent). With olderThan in the far future it
 // lists every non-terminal queued row, the resync after Redis lost its data.
+// A row changed further ahead of the database's clock than MaxClockAhead
+// (an application's SQL: 'infinity', year 3000) is listed too: no instance
+// wrote that, and waiting for it would leave the row in no queue for good.
 // QUEUED retries come back with their NextAttemptAt. It changes nothing.
 func (s *Store) Sweep(ctx context.Context, olderThan time.Time, after int64, limit int) ([]Queued, error) {
 	if limit <= 0 {
@@ -126,9 +129,9 @@ func (s *Store) Sweep(ctx context.Context, olderThan time.Time, after int64, lim
 	rows, err := s.pool.Query(ctx, `
 SELECT id, channel, CASE WHEN status = 'QUEUED' THEN next_attempt_at END
   FROM notifications
- WHERE phase = 1 AND updated_at < $1 AND id > $2
+ WHERE phase = 1 AND (updated_at < $1 OR updated_at > statement_timestamp() + $4::interval) AND id > $2
  ORDER BY id
- LIMIT $3`, olderThan, after, limit)
+ LIMIT $3`, olderThan, after, limit, MaxClockAhead.String())
 	if err != nil {
 		return nil, fmt.Errorf("sweep rows older than %s after id %d: %w", olderThan.Format(time.RFC3339), after, err)
 	}

@@ -135,6 +135,15 @@ type Claimed struct {
 	NotBefore time.Time // for ClaimDefer: when it may be claimed
 }
 
+// MaxClockAhead is the furthest ahead of the reader's clock that a row's
+// updated_at can be and still be a time some instance wrote: instances'
+// clocks agree to well within a lease TTL (at most an hour,
+// queue.MaxLeaseTTL), and an hour more is slack. An application's SQL may
+// write any timestamptz there; a PROCESSING row changed past it counts as
+// stale (its claim is no live instance's), and the sweep lists a row
+// changed past it as one that may have fallen out of Redis.
+const MaxClockAhead = 2 * time.Hour
+
 // Claim takes the given ids for sending, in one statement. QUEUED rows that
 // are due (next_attempt_at null or <= now) become PROCESSING with
 // attempts+1 (ClaimSend). A QUEUED row not yet due, or a PROCESSING row
@@ -179,11 +188,12 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
-	query := claimBatchSQL
+	horizon := now.Add(MaxClockAhead)
+	query, args := claimBatchSQL, []any{int8Array(distinct), now, staleBefore, staleAfter.String(), MaxPayloadBytes}
 	if takeover {
-		query = claimAloneSQL
+		query, args = claimAloneSQL, append(args, horizon)
 	}
-	rows, err := hot.Query(ctx, query, int8Array(distinct), now, staleBefore, staleAfter.String(), MaxPayloadBytes)
+	rows, err := hot.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d notifications: %w", len(distinct), err)
 	}
@@ -235,7 +245,8 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 			c.Payload, c.PayloadBytes = payloads.copy(payload), int(payloadLn.Int32)
 		case st == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, StatusQueued, nextAttempt.Time
-		case st == StatusProcessing && !updatedAt.Time.Before(staleBefore):
+		case st == StatusProcessing && updatedAt.InfinityModifier == pgtype.Finite &&
+			!updatedAt.Time.Before(staleBefore) && !updatedAt.Time.After(horizon):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, StatusProcessing, updatedAt.Time.Add(staleAfter)
 		case st == StatusProcessing && !takeover:
 			c.Kind, c.Status, c.Crashes = ClaimSuspect, StatusProcessing, int(crashes.Int32)
@@ -316,7 +327,7 @@ func (a *payloadArena) copy(b []byte) []byte {
 }
 
 // claimSQL: $1 ids, $2 now, $3 stale before, $4 stale after (text), $5 the
-// payload bound. The payload is walked and printed once per row (the lateral
+// payload bound; claimAloneSQL also $6, now + MaxClockAhead. The payload is walked and printed once per row (the lateral
 // p, kept a subquery of its own by OFFSET 0: flattened into the three places
 // that read p.t, as the planner does with a plain subquery, it was walked and
 // printed three times — 6 µs of a 26 µs claim a row, docs/performance.md) and
@@ -354,7 +365,7 @@ lost AS (
     INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
     SELECT c.id, c.attempts - 1, c.lost_at, $2, 'UNKNOWN',
            'outcome unknown: the instance that claimed it, or its plugin, stopped (or stalled) before recording the outcome; taken over after ' || $4::text
-      FROM claimed c WHERE c.lost_at < $3
+      FROM claimed c WHERE c.lost_at < $3 OR c.lost_at > $2 -- taken over: stale, or changed past any clock
 )
 SELECT c.id, 'PROCESSING', NULL::timestamptz, NULL::timestamptz,
        true, c.channel, c.recipient, c.idempotency_key,
@@ -378,7 +389,7 @@ const expandingNumber = `lax $.** ? (@.type() == "number" && (@ >= 1e100 || @ <=
 const (
 	claimBatchSQL = claimSQLHead + `n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2)` + claimSQLTail
 	claimAloneSQL = claimSQLHead + `((n.status = 'QUEUED' AND (n.next_attempt_at IS NULL OR n.next_attempt_at <= $2))
-         OR (n.status = 'PROCESSING' AND n.updated_at < $3))` + claimSQLTail
+         OR (n.status = 'PROCESSING' AND (n.updated_at < $3 OR n.updated_at > $6)))` + claimSQLTail
 )
 
 // distinctIDs keeps the first occurrence of each id, in order, and returns

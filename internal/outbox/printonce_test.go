@@ -19,13 +19,14 @@ func TestStore_PayloadWalkedAndPrintedOnce(t *testing.T) {
 	b := setup(t)
 	now := time.Now()
 	claimArgs := []any{[]int64{1, 2}, now, now.Add(-time.Minute), "1m0s", outbox.MaxPayloadBytes}
+	takeoverArgs := append(claimArgs[:len(claimArgs):len(claimArgs)], now.Add(outbox.MaxClockAhead))
 	for _, c := range []struct {
 		name, query, needle string
 		args                []any
 	}{
 		{"claim: the walk", outbox.ClaimBatchSQL, "jsonb_path_exists", claimArgs},
 		{"claim: the print", outbox.ClaimBatchSQL, "payload)::text", claimArgs},
-		{"takeover claim: the walk", outbox.ClaimAloneSQL, "jsonb_path_exists", claimArgs},
+		{"takeover claim: the walk", outbox.ClaimAloneSQL, "jsonb_path_exists", takeoverArgs},
 		{"get: the payload's walk", `SELECT ` + outbox.NotificationColumns + ` FROM notifications WHERE id = $1`, "jsonb_path_exists", []any{int64(1)}},
 		{"get: the payload's print", `SELECT ` + outbox.NotificationColumns + ` FROM notifications WHERE id = $1`, "payload)::text", []any{int64(1)}},
 		{"get: the result's print", `SELECT ` + outbox.NotificationColumns + ` FROM notifications WHERE id = $1`, "result)::text", []any{int64(1)}},
