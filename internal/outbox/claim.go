@@ -243,6 +243,11 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 			// json.RawMessage would run it through encoding/json again
 			// (≈2 µs a notification in notifyd-bench).
 			c.Payload, c.PayloadBytes = payloads.copy(payload), int(payloadLn.Int32)
+		case st == StatusQueued && nextAttempt.InfinityModifier == pgtype.Infinity:
+			// Not a time notifyd writes (an application's SQL): as late as
+			// a time goes, not the zero time pgx reads it as, which sent
+			// the row round Redis and the claim every staleAfter for good.
+			c.Kind, c.Status, c.NotBefore = ClaimDefer, StatusQueued, latestTime
 		case st == StatusQueued && nextAttempt.Valid && nextAttempt.Time.After(now):
 			c.Kind, c.Status, c.NotBefore = ClaimDefer, StatusQueued, nextAttempt.Time
 		case st == StatusProcessing && updatedAt.InfinityModifier == pgtype.Finite &&
@@ -265,6 +270,9 @@ func (s *Store) claim(ctx context.Context, ids []int64, now time.Time, staleAfte
 	}
 	return out, nil
 }
+
+// latestTime is the latest time a read gives (readTime's upper end).
+var latestTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // statusName is a status read as bytes, as a string: the constant when it is
 // one (no allocation).

@@ -75,3 +75,25 @@ func TestStore_InFlightUpdatedInTheFuture(t *testing.T) {
 		}
 	}
 }
+
+// A QUEUED row's next_attempt_at written as 'infinity' (pgx reads it as the
+// zero time) was deferred as a claim that lost a race: "look again in
+// staleAfter", so the row went round Redis and the claim every staleAfter
+// for good (a claim a minute per such row). It is deferred as the latest
+// time there is, which the queue parks queue.MaxDelay at a time.
+func TestStore_Claim_nextAttemptInfinity(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.queue(t, 1)[0]
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET next_attempt_at = 'infinity' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	cs, err := b.store.Claim(b.ctx, []int64{id}, now, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cs[0]; c.Kind != outbox.ClaimDefer || c.NotBefore.Before(now.Add(365*24*time.Hour)) {
+		t.Errorf("Claim of a row not due before infinity: %v until %v; want deferred as far as a time goes", c.Kind, c.NotBefore)
+	}
+}
