@@ -38,7 +38,7 @@ func Load(path string, environ []string) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
+		if err := k.Load(rawbytes.Provider(b), boundedYAML{yaml.Parser()}); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
@@ -115,6 +115,95 @@ func readFile(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// MaxKeyBytes bounds the config's keys as koanf spells them: every key in
+// full (channels.x.config.url) and, for each, every parent of it
+// (channels, channels.x, channels.x.config), as koanf builds them for every
+// key under them. A config of every channel and schedule an installation has
+// spells out tens of kilobytes; 64 levels of 1,000-byte keys over 1,000 keys
+// at the bottom (an 82 KB file) spelt out 4.5 GB, and a 16 MiB file of that
+// shape petabytes.
+const MaxKeyBytes = 16 << 20
+
+// boundedYAML is koanf's YAML parser with the document held to MaxKeyBytes
+// before koanf flattens it.
+type boundedYAML struct{ koanf.Parser }
+
+func (p boundedYAML) Unmarshal(b []byte) (map[string]any, error) {
+	m, err := p.Parser.Unmarshal(b)
+	if err != nil {
+		return nil, err
+	}
+	spelt := 0
+	for k, v := range m {
+		if err := keyBytes(v, []string{k}, len(k), len(k), &spelt); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// keyBytes adds to spelt what koanf spells for the key path, whose value
+// is v: a map's keys in turn, or for a value (an empty map too) its path in
+// full once more than its parents and itself (prefixes bytes, pathLen of
+// them its own), and fails past MaxKeyBytes naming the key. It counts
+// without spelling anything.
+func keyBytes(v any, path []string, pathLen, prefixes int, spelt *int) error {
+	child := func(k string, v any) error {
+		n := pathLen + 1 + len(k)
+		return keyBytes(v, append(path, k), n, prefixes+n, spelt)
+	}
+	switch m := v.(type) {
+	case map[string]any:
+		for k, v := range m {
+			if err := child(k, v); err != nil {
+				return err
+			}
+		}
+		if len(m) > 0 {
+			return nil
+		}
+	case map[any]any: // keys that are not strings: koanf prints them
+		for k, v := range m {
+			switch k.(type) {
+			case map[string]any, map[any]any, []any:
+				return &Error{Key: keyName(path), Reason: "has a key that is a list or a map; a key is a name"}
+			}
+			if err := child(fmt.Sprint(k), v); err != nil {
+				return err
+			}
+		}
+		if len(m) > 0 {
+			return nil
+		}
+	}
+	if *spelt += prefixes + pathLen; *spelt > MaxKeyBytes {
+		return &Error{Key: keyName(path), Reason: fmt.Sprintf(
+			"the config's keys spelt out in full, each with every parent (channels.x.config.url is 4 keys), pass %d bytes (config.MaxKeyBytes) here: "+
+				"a very long key, or keys nested very deep", MaxKeyBytes)}
+	}
+	return nil
+}
+
+// keyName is path as a key, cut at maxKeyShown bytes.
+func keyName(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if b.Len()+len(p) > maxKeyShown {
+			b.WriteString(p[:max(maxKeyShown-b.Len(), 0)])
+			b.WriteString("…")
+			break
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// maxKeyShown bounds a key as an error names it.
+const maxKeyShown = 256
 
 // envKey maps NOTIFYD_POSTGRES_URL to postgres.url. An underscore may stand for
 // ".", "_" or "-", so the name is matched against the keys the file already

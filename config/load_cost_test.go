@@ -1,0 +1,70 @@
+package config
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// allocated is what f allocated, in bytes (the process's: tests that call
+// it are not parallel).
+func allocated(f func()) uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	f()
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc - before
+}
+
+// TestLoad_KeysSpeltOutBounded: koanf spells every key of the file out in
+// full, and every parent of it again for each key under it, so a small file
+// of long keys nested deep with many keys at the bottom costs its size times
+// their length times the depth. 64 levels of 1,000-byte keys over 1,000
+// leaves (an 82 KB file, in a plugin's config, which no schema checks) made
+// Load allocate 4.5 GB; a 16 MiB file of that shape would be petabytes.
+// Load refuses it naming the key and the bound, before koanf flattens it.
+func TestLoad_KeysSpeltOutBounded(t *testing.T) {
+	deep := func(depth, keyLen, leaves int) string {
+		var b strings.Builder
+		b.WriteString(minimal + "channels:\n  x:\n    plugin: webhook\n    config:\n")
+		ind := "      "
+		for i := range depth {
+			fmt.Fprintf(&b, "%s? %s%d\n%s:\n", ind, strings.Repeat("k", keyLen), i, ind)
+			ind += "  "
+		}
+		b.WriteString(ind + "{")
+		for i := range leaves {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "l%d: 1", i)
+		}
+		b.WriteString("}\n")
+		return b.String()
+	}
+	var err error
+	grew := allocated(func() { _, err = Load(write(t, deep(64, 1000, 1000)), []string{}) })
+	if err == nil || !strings.Contains(err.Error(), `config key "channels.x.config.kkk`) || !strings.Contains(err.Error(), "MaxKeyBytes") {
+		t.Errorf("Load = %.300v; want an error naming the key under channels.x.config and config.MaxKeyBytes", err)
+	}
+	if err != nil && len(err.Error()) > 1024 {
+		t.Errorf("the error is %d bytes long; want the key quoted within its bound", len(err.Error()))
+	}
+	if grew > 64<<20 {
+		t.Errorf("Load allocated %d MiB for an 82 KB file; want under 64 MiB", grew>>20)
+	}
+	// Deep and long keys within the bound still load.
+	cfg, err := Load(write(t, deep(8, 100, 100)), []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := cfg.Channels["x"].Config
+	for i := range 8 {
+		v, _ = v[strings.Repeat("k", 100)+fmt.Sprint(i)].(map[string]any)
+	}
+	if v["l99"] != 1 {
+		t.Errorf("the deepest map = %v, want l0…l99", v)
+	}
+}
