@@ -390,6 +390,23 @@ func expandEnv(k *koanf.Koanf, environ []string) error {
 		}
 		return out, nil
 	}
+	// The values expanded are set on koanf together, one Set a top-level
+	// section: each Set flattens the whole config again, so a Set per value
+	// made 16,000 references take minutes.
+	changes := map[string]any{}
+	change := func(key string, v any) {
+		m := changes
+		parts := strings.Split(key, ".")
+		for _, p := range parts[:len(parts)-1] {
+			sub, ok := m[p].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[p] = sub
+			}
+			m = sub
+		}
+		m[parts[len(parts)-1]] = v
+	}
 	for _, key := range k.Keys() {
 		switch v := k.Get(key).(type) {
 		case string:
@@ -400,9 +417,7 @@ func expandEnv(k *koanf.Koanf, environ []string) error {
 			if err != nil {
 				return err
 			}
-			if err := k.Set(key, out); err != nil {
-				return err
-			}
+			change(key, out)
 		case []any:
 			changed := false
 			for i, e := range v {
@@ -415,10 +430,13 @@ func expandEnv(k *koanf.Koanf, environ []string) error {
 				}
 			}
 			if changed {
-				if err := k.Set(key, v); err != nil {
-					return err
-				}
+				change(key, v)
 			}
+		}
+	}
+	for section, v := range changes {
+		if err := k.Set(section, v); err != nil {
+			return err
 		}
 	}
 	return nil
