@@ -372,21 +372,36 @@ func expandEnv(k *koanf.Koanf, environ []string) error {
 			vars[name] = v
 		}
 	}
+	// added is what the references expanded so far add to the config:
+	// each is replaced by its variable's value however often it occurs, so
+	// a small file could otherwise become any size (a 69 KB file of
+	// references to a 128 KiB variable held 1.5 GB).
+	added := 0
 	expand := func(key, s string) (string, error) {
 		if ref := shellRef.FindString(s); ref != "" {
 			return "", &Error{Key: key, Reason: fmt.Sprintf("%q…: notifyd expands ${NAME} alone, with no default or check; set NAME, or write the value itself", ref)}
 		}
 		var missing string
+		over := false
 		out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
 			name := envRef.FindStringSubmatch(ref)[1]
 			v, ok := vars[name]
 			if !ok && missing == "" {
 				missing = name
 			}
+			if added += len(v) - len(ref); added > MaxFileBytes || over {
+				over = true
+				return "" // the whole is refused: build no more of it
+			}
 			return v
 		})
 		if missing != "" {
 			return "", &Error{Key: key, Reason: fmt.Sprintf("environment variable %s is not set", missing)}
+		}
+		if over {
+			return "", &Error{Key: key, Reason: fmt.Sprintf(
+				"the ${NAME} references expanded up to here add more than %d bytes to the config (config.MaxFileBytes, the file's own bound): is a large variable referenced many times?",
+				MaxFileBytes)}
 		}
 		return out, nil
 	}

@@ -110,3 +110,41 @@ func TestLoad_ReferencesExpandedInOnePass(t *testing.T) {
 		t.Errorf("postgres.url = %q, want the environment's reference expanded", cfg.Postgres.URL)
 	}
 }
+
+// TestLoad_ReferencesExpandWithinBound: a ${NAME} reference is replaced by
+// the variable's value however often it is referenced, so a small file
+// made the config as large as its references times the value: 2,000 values
+// of four references to a 128 KiB variable (a 69 KB file) held 1.5 GB
+// after Load and allocated 3.9 GB; a 16 MiB file of them, 250 GB. What the
+// references add is held to config.MaxFileBytes, as the file is.
+func TestLoad_ReferencesExpandWithinBound(t *testing.T) {
+	big := "BIG=" + strings.Repeat("x", 128<<10)
+	refs := func(n int) string {
+		var b strings.Builder
+		b.WriteString(minimal + "channels:\n  x:\n    plugin: webhook\n    config: {")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "k%d: \"${BIG}${BIG}${BIG}${BIG}\"", i)
+		}
+		b.WriteString("}\n")
+		return b.String()
+	}
+	var err error
+	grew := allocated(func() { _, err = Load(write(t, refs(200)), []string{big}) }) // 100 MiB expanded
+	if err == nil || !strings.Contains(err.Error(), `config key "channels.x.config.k`) || !strings.Contains(err.Error(), "MaxFileBytes") {
+		t.Errorf("Load = %.300v; want an error naming a key under channels.x.config and config.MaxFileBytes", err)
+	}
+	if grew > 64<<20 {
+		t.Errorf("Load allocated %d MiB; want under 64 MiB", grew>>20)
+	}
+	// Within the bound: 30 × 512 KiB.
+	cfg, err := Load(write(t, refs(30)), []string{big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Channels["x"].Config["k29"].(string); len(got) != 4*128<<10 {
+		t.Errorf("k29 is %d bytes, want %d", len(got), 4*128<<10)
+	}
+}
