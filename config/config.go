@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -550,5 +551,22 @@ type Error struct {
 // Error never prints a URL's credentials: a Reason that quotes a value (a
 // URL put under the wrong key, say) has them masked.
 func (e *Error) Error() string {
-	return fmt.Sprintf("config key %q: %s", e.Key, sdk.RedactURLs(e.Reason))
+	return fmt.Sprintf("config key %q: %s", cutKey(e.Key), sdk.RedactURLs(e.Reason))
+}
+
+// maxKeyShown bounds a key as an error names it: a key is as long as the
+// file makes it (a 1 MiB key made a 2 MiB error, quoted twice).
+const maxKeyShown = 256
+
+// cutKey is key within maxKeyShown bytes, cut on a UTF-8 boundary and
+// marked with "…".
+func cutKey(key string) string {
+	if len(key) <= maxKeyShown {
+		return key
+	}
+	n := maxKeyShown
+	for n > 0 && !utf8.RuneStart(key[n]) {
+		n--
+	}
+	return key[:n] + "…"
 }

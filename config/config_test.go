@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,6 +268,26 @@ func TestChannel_Slots(t *testing.T) {
 		ch := Channel{Concurrency: tc.concurrency, BatchSize: tc.batch}
 		if got := ch.Slots(tc.batches); got != tc.want {
 			t.Errorf("concurrency %d, batch_size %d, batching %v: Slots %d, want %d", tc.concurrency, tc.batch, tc.batches, got, tc.want)
+		}
+	}
+}
+
+// TestLoad_LongKeyNamedWithinBound: an error quotes a bad value within 64
+// bytes, but named the key whole, twice for an unknown one: a 1 MiB key
+// (unknown, or a channel or schedule name) made a 2 MiB error for the
+// terminal and the log. The key is named within 256 bytes, cut with "…".
+func TestLoad_LongKeyNamedWithinBound(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", 1<<20)
+	for name, yaml := range map[string]string{ // explicit keys (? k): a plain one is at most 1,024 characters
+		"unknown key":   minimal + "? " + long + "\n: 1\n",
+		"unknown field": minimal + "channels:\n  a:\n    plugin: w\n    ? " + long + "\n    : 1\n",
+		"channel name":  minimal + "channels:\n  ? \"a " + long + "\"\n  : {plugin: w}\n",
+		"schedule name": minimal + "channels: {a: {plugin: w}}\nschedules:\n  ? \"s " + long + "\"\n  : {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}}\n",
+	} {
+		err := loadErr(t, yaml, nil)
+		if err == nil || len(err.Error()) > 1024 || !strings.Contains(err.Error(), "kkkk…") {
+			t.Errorf("%s: Load = %d bytes of error (%.200v); want the key named within its bound, cut with …", name, len(fmt.Sprint(err)), err)
 		}
 	}
 }

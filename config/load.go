@@ -185,7 +185,7 @@ func keyBytes(v any, path []string, pathLen, prefixes int, spelt *int) error {
 	return nil
 }
 
-// keyName is path as a key, cut at maxKeyShown bytes.
+// keyName is path as a key, cut past what an error shows of it.
 func keyName(path []string) string {
 	var b strings.Builder
 	for i, p := range path {
@@ -193,17 +193,13 @@ func keyName(path []string) string {
 			b.WriteByte('.')
 		}
 		if b.Len()+len(p) > maxKeyShown {
-			b.WriteString(p[:max(maxKeyShown-b.Len(), 0)])
-			b.WriteString("…")
+			b.WriteString(p[:maxKeyShown-b.Len()+1]) // Error cuts it, marked
 			break
 		}
 		b.WriteString(p)
 	}
 	return b.String()
 }
-
-// maxKeyShown bounds a key as an error names it.
-const maxKeyShown = 256
 
 // envKey maps NOTIFYD_POSTGRES_URL to postgres.url. An underscore may stand for
 // ".", "_" or "-", so the name is matched against the keys the file already
@@ -294,7 +290,7 @@ func checkKnown(key string, value any) error {
 		case reflect.Struct:
 			f, ok := fieldByTag(t, parts[i])
 			if !ok {
-				return &Error{Key: key, Reason: fmt.Sprintf("unknown key %q%s", parts[i], suggest(t))}
+				return &Error{Key: key, Reason: fmt.Sprintf("unknown key %q%s", cutKey(parts[i]), suggest(t))}
 			}
 			t = f.Type
 		case reflect.Map:
