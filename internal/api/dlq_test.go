@@ -1,12 +1,14 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/client"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -257,4 +259,43 @@ func TestServer_DLQPurge(t *testing.T) {
 	t.Run("neither ids nor channel is 422", func(t *testing.T) {
 		wantError(t, b.do("POST", "/v1/dlq/purge", `{}`), 422, wire.CodeInvalid, "ids", "channel")
 	})
+}
+
+// A dead-letter page stops 16 MiB past its first row as the rows read back
+// (outbox.MaxPageBytes), and sdk/client reads an answer within 64 MiB
+// (client.MaxAnswerBytes) to leave room for JSON's escapes. The answer
+// escaped every <, > and & as \u003c (six bytes for one), so 65 dead
+// letters of `<>` within http.max_payload_bytes (the default 256 KiB) made
+// a 96 MiB page that `notifyd dlq list` and every client refused: those
+// dead letters could not be listed at all. An answer is JSON for a program,
+// never HTML: it escapes only what JSON must.
+func TestServer_DLQList_markupWithinClientBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	markup := json.RawMessage(`{"html":"` + strings.Repeat("<>", (256<<10-20)/2) + `"}`)
+	ns := rows("orders", slices.Repeat([]string{"r"}, 70)...)
+	for i := range ns {
+		ns[i].Payload = markup
+	}
+	want := b.deadLetterRows("orders", ns)
+	var got []int64
+	for after, pages := int64(0), 0; ; pages++ {
+		if pages > len(want) {
+			t.Fatalf("%d pages and still not at the end", pages)
+		}
+		page, err := b.c.DLQ(b.ctx, client.DLQQuery{Channel: "orders", After: after, Limit: 1000})
+		if err != nil {
+			t.Fatalf("page after %d: %v", after, err)
+		}
+		for _, n := range page.Notifications {
+			got = append(got, n.ID)
+		}
+		if page.NextAfter == 0 {
+			break
+		}
+		after = page.NextAfter
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %d dead letters, want all %d", len(got), len(want))
+	}
 }

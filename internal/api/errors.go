@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -83,18 +84,25 @@ func refusal(se *service.Error) *Error {
 	return invalid("%s", se.Message)
 }
 
-// writeJSON answers status with v as JSON.
+// writeJSON answers status with v as JSON. It escapes only what JSON must:
+// json.Marshal's HTML escapes wrote each <, > and & as six bytes, so a page
+// of dead letters within its 16 MiB (outbox.MaxPageBytes) answered up to six
+// times that, past what sdk/client reads (client.MaxAnswerBytes). An answer
+// is application/json with nosniff, never HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		// Only a bug gets here (every answer type encodes); say so plainly.
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeInternal, Message: "encode answer: " + err.Error()}})
+		b.Reset()
+		_ = enc.Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeInternal, Message: "encode answer: " + err.Error()}})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = b.WriteTo(w)
 }
 
 // writeError answers e as {"error": {"code", "message"}}.

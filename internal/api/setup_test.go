@@ -318,10 +318,21 @@ func wantError(t *testing.T, a answer, status int, code string, mention ...strin
 // insert writes notifications on channel straight into the outbox.
 func (b *bundle) insert(channel string, recipients ...string) []int64 {
 	b.t.Helper()
+	return b.insertRows(rows(channel, recipients...))
+}
+
+// rows are notifications on channel to recipients, with a small payload.
+func rows(channel string, recipients ...string) []outbox.NewNotification {
 	ns := make([]outbox.NewNotification, len(recipients))
 	for i, r := range recipients {
 		ns[i] = outbox.NewNotification{Channel: channel, Recipient: r, Payload: json.RawMessage(`{"n":1}`)}
 	}
+	return ns
+}
+
+// insertRows writes ns straight into the outbox.
+func (b *bundle) insertRows(ns []outbox.NewNotification) []int64 {
+	b.t.Helper()
 	res, err := b.store.Insert(b.ctx, ns)
 	if err != nil {
 		b.t.Fatal(err)
@@ -337,7 +348,13 @@ func (b *bundle) insert(channel string, recipients ...string) []int64 {
 // steps to FAILED, in Postgres and in Redis' dead list, as the engine would.
 func (b *bundle) deadLetter(channel string, recipients ...string) []int64 {
 	b.t.Helper()
-	ids := b.insert(channel, recipients...)
+	return b.deadLetterRows(channel, rows(channel, recipients...))
+}
+
+// deadLetterRows is deadLetter for notifications ns, all on channel.
+func (b *bundle) deadLetterRows(channel string, ns []outbox.NewNotification) []int64 {
+	b.t.Helper()
+	ids := b.insertRows(ns)
 	ctx, now := b.ctx, time.Now()
 	if _, err := b.store.Relay(ctx, now.Add(time.Minute), 10_000); err != nil {
 		b.t.Fatal(err)
