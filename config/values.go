@@ -68,6 +68,14 @@ func valueProblem(v any, t reflect.Type) string {
 	switch {
 	case t == durationType:
 		if !isString {
+			// A bare number is nanoseconds to the decoder: `timeout: 30`
+			// meant seconds and sent nothing in time.
+			switch v.(type) {
+			case int, int64, float64:
+				if n := fmt.Sprint(v); n != "0" {
+					return fmt.Sprintf("%s has no unit: write a duration with one, such as %ss or %sms (a bare number would be %s nanoseconds)", n, n, n, n)
+				}
+			}
 			return ""
 		}
 		if _, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {

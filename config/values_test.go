@@ -77,3 +77,36 @@ func loadErr(t *testing.T, yaml string, env []string) error {
 	_, err := Load(write(t, yaml), env)
 	return err
 }
+
+// TestLoad_DurationWithoutUnit: a duration written as a bare number in the
+// file was read as nanoseconds: `soft_timeout: 10` (meaning seconds) loaded
+// as 10ns, `lease_ttl: 15` as 15ns (every instance's lease lapsing at
+// once), `timeout: 30` as 30ns (every send timed out). As a string ("10",
+// or NOTIFYD_…=10) it was already refused. A bare number other than 0 (the
+// default) is refused naming the key and the form.
+func TestLoad_DurationWithoutUnit(t *testing.T) {
+	t.Parallel()
+	for yaml, key := range map[string]string{
+		"shutdown: {soft_timeout: 10}\n":                   "shutdown.soft_timeout",
+		"delivery: {lease_ttl: 15}\n":                      "delivery.lease_ttl",
+		"channels: {a: {plugin: w, timeout: 30}}\n":        "channels.a.timeout",
+		"channels: {a: {plugin: w, retry: {base: 1.5}}}\n": "channels.a.retry.base",
+		"channels: {a: {plugin: w, retry: {max: -5}}}\n":   "channels.a.retry.max",
+		"retention: {sent: 168}\n":                         "retention.sent",
+	} {
+		err := loadErr(t, minimal+yaml, nil)
+		if err == nil || !strings.Contains(err.Error(), `config key "`+key+`"`) || !strings.Contains(err.Error(), "unit") {
+			t.Errorf("%s: Load = %v; want an error naming %s and its missing unit", strings.TrimSpace(yaml), err, key)
+		}
+	}
+	// 0 needs no unit (as "0" did not): what it means is the key's own rule.
+	if err := loadErr(t, minimal+"channels: {a: {plugin: w, retry: {max_retry_after: 0}}}\n", nil); err != nil {
+		t.Errorf("max_retry_after: 0: %v; want the default", err)
+	}
+	if err := loadErr(t, minimal+"shutdown: {soft_timeout: 10}\n", []string{"NOTIFYD_SHUTDOWN_SOFT_TIMEOUT=10s"}); err != nil {
+		t.Errorf("soft_timeout: 10 overridden by 10s: %v", err)
+	}
+	if err := loadErr(t, minimal, []string{"NOTIFYD_SHUTDOWN_SOFT_TIMEOUT=10"}); err == nil || !strings.Contains(err.Error(), "unit") {
+		t.Errorf("NOTIFYD_SHUTDOWN_SOFT_TIMEOUT=10: %v; want an error naming the missing unit", err)
+	}
+}
