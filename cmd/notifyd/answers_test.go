@@ -261,6 +261,34 @@ func TestCLI_DLQAllNextAfterMustMoveOn(t *testing.T) {
 	}
 }
 
+// The same with a next_after that does move on but names no row of its page:
+// an empty page with next_after one past the last (or a page whose
+// next_after skips ahead) had --all ask page after page for ever, printing
+// nothing: the repeat was the one shape refused. The API's next_after is its
+// page's last id (service.Dead), and --all holds it to that.
+func TestCLI_DLQAllNextAfterIsThePagesLastID(t *testing.T) {
+	t.Parallel()
+	for name, page := range map[string]func(after int64) string{
+		"empty pages": func(after int64) string {
+			return fmt.Sprintf(`{"notifications":[],"next_after":%d}`, after+1)
+		},
+		"skips ahead": func(after int64) string {
+			return fmt.Sprintf(`{"notifications":[{"id":%d,"channel":"quiz","recipient":"r","status":"FAILED"}],"next_after":%d}`, after+1, after+1000)
+		},
+	} {
+		addr, n := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+			after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+			_, _ = io.WriteString(w, page(after))
+		})
+		ctx, cancel := context.WithTimeout(testenv.Context(t), 5*time.Second)
+		_, _, err := runAt(ctx, addr, "dlq", "list", "--all")
+		cancel()
+		if got := n.Load(); got != 1 || err == nil || !strings.Contains(err.Error(), "next_after") {
+			t.Errorf("dlq list --all, %s: %d requests, %v; want 1 and an error naming next_after", name, got, err)
+		}
+	}
+}
+
 // Over the API only a 404 or a 409 is one id's own refusal. A wrong token
 // (401) or a throttled client (429) fails every id alike: the multi-id
 // commands asked once per id and ended "5 of 5 notification(s) not found".

@@ -58,9 +58,15 @@ func newDLQListCmd(af *apiFlags) *cobra.Command {
 					break
 				}
 				// Ids only grow: a next_after that does not would have
-				// --all ask for the same page for ever.
+				// --all ask for the same page for ever. And the API's
+				// next_after is its page's last id: one that names no row
+				// of the page (an empty page's, one that skips ahead) is
+				// not paging through rows, and could go on for ever too.
 				if next <= q.After {
 					return fmt.Errorf("the API answered next_after %d for the page after %d: it does not move on, so --all stops here", next, q.After)
+				}
+				if rows := page.Notifications; len(rows) == 0 || rows[len(rows)-1].ID != next {
+					return fmt.Errorf("the API answered next_after %d for a page of %d notification(s) that does not end with it: not a page of dead letters, so --all stops here", next, len(rows))
 				}
 				q.After = next
 			}
