@@ -6,8 +6,11 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Redaction bounds.
@@ -82,6 +85,11 @@ func (r *Redactor) Retire(secrets ...string) {
 // Redact replaces every secret known to r, and every one of extra (secrets
 // of this one call, such as a recipient URL's credentials), with Redacted.
 //
+// A secret is found as it is, and escaped inside a string literal by
+// whatever encoder echoed it (JSON's escapes in any of their spellings —
+// PHP's "\/", Python's "\u00e4" — and "\xHH"): the span that spells it is
+// replaced.
+//
 // Text cut short and marked so with a trailing "…" (as ClassifyHTTP quotes a
 // body) may end in the first part of a secret; that part, when it is at
 // least minPartial bytes, is replaced too.
@@ -109,11 +117,32 @@ func (r *Redactor) Redact(text string, extra ...string) string {
 	for _, s := range found {
 		text = strings.ReplaceAll(text, s, Redacted)
 	}
+	var plain *unescaped
+	if strings.IndexByte(text, '\\') >= 0 {
+		// Echoed inside a string literal, a secret may come back escaped
+		// by the provider's encoder, whichever it is: found in the
+		// decoded text. Only Go's JSON form was known (variants), and a
+		// Basic credential with a "/" came back from PHP's json_encode
+		// whole but for a backslash.
+		plain = unescape(text)
+		text = plain.redact(text, all)
+		if plain.changed {
+			plain = unescape(text)
+		}
+	}
 	if head, cut := strings.CutSuffix(text, "…"); cut {
 		at := len(head)
 		for _, s := range all {
 			if i, ok := partialAt(head, s); ok && i < at {
 				at = i
+			}
+			if plain == nil {
+				continue
+			}
+			// The start of an escaped secret: plain.b ends with head's
+			// decoding, then the "…".
+			if i, ok := partialAt(string(plain.b[:len(plain.b)-len("…")]), s); ok && plain.from[i] < at {
+				at = plain.from[i]
 			}
 		}
 		if at < len(head) {
@@ -121,6 +150,99 @@ func (r *Redactor) Redact(text string, extra ...string) string {
 		}
 	}
 	return text
+}
+
+// unescaped is a text with its string-literal escapes decoded — JSON's
+// (\", \\, \/, \b, \f, \n, \r, \t, \uXXXX and surrogate pairs) and \xHH,
+// \' — and, for each byte of the result, the span of the text it came
+// from.
+type unescaped struct {
+	b        []byte
+	from, to []int
+	changed  bool // set by redact
+}
+
+func unescape(text string) *unescaped {
+	u := &unescaped{b: make([]byte, 0, len(text)), from: make([]int, 0, len(text)), to: make([]int, 0, len(text))}
+	hex := func(s string) (rune, bool) {
+		v, err := strconv.ParseUint(s, 16, 32)
+		return rune(v), err == nil
+	}
+	var buf [utf8.UTFMax]byte
+	for i := 0; i < len(text); {
+		out, n := buf[:1], 0 // what text[i:i+n] decodes to; n 0: a plain byte
+		switch c := text[min(i+1, len(text)-1)]; {
+		case text[i] != '\\' || i+1 == len(text):
+		case c == '"' || c == '\\' || c == '/' || c == '\'':
+			out[0], n = c, 2
+		case strings.IndexByte("bfnrt", c) >= 0:
+			out[0], n = "\b\f\n\r\t"[strings.IndexByte("bfnrt", c)], 2
+		case c == 'x' && i+4 <= len(text):
+			if v, ok := hex(text[i+2 : i+4]); ok {
+				out[0], n = byte(v), 4
+			}
+		case c == 'u' && i+6 <= len(text):
+			r, ok := hex(text[i+2 : i+6])
+			if !ok {
+				break
+			}
+			n = 6
+			if utf16.IsSurrogate(r) && i+12 <= len(text) && text[i+6:i+8] == `\u` {
+				if lo, ok := hex(text[i+8 : i+12]); ok && utf16.DecodeRune(r, lo) != utf8.RuneError {
+					r, n = utf16.DecodeRune(r, lo), 12
+				}
+			}
+			out = utf8.AppendRune(buf[:0], r)
+		}
+		if n == 0 {
+			out[0], n = text[i], 1
+		}
+		for _, c := range out {
+			u.b, u.from, u.to = append(u.b, c), append(u.from, i), append(u.to, i+n)
+		}
+		i += n
+	}
+	return u
+}
+
+// redact replaces in text (the text u decodes) every span whose decoding is
+// one of secrets.
+func (u *unescaped) redact(text string, secrets []string) string {
+	type span struct{ from, to int }
+	var spans []span
+	plain := string(u.b)
+	for _, s := range secrets {
+		for at := 0; s != ""; {
+			i := strings.Index(plain[at:], s)
+			if i < 0 {
+				break
+			}
+			i += at
+			spans = append(spans, span{u.from[i], u.to[i+len(s)-1]})
+			at = i + len(s)
+		}
+	}
+	if len(spans) == 0 {
+		return text
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var sb strings.Builder
+	last := 0
+	for _, sp := range spans {
+		switch {
+		case sp.to <= last: // inside the one replaced last
+			continue
+		case sp.from < last: // overlapping it: the two become one
+			last = sp.to
+			continue
+		}
+		sb.WriteString(text[last:sp.from])
+		sb.WriteString(Redacted)
+		last = sp.to
+	}
+	sb.WriteString(text[last:])
+	u.changed = true
+	return sb.String()
 }
 
 // minPartial is the shortest start of a secret that Redact removes from the

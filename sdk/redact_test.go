@@ -151,3 +151,48 @@ func TestRedactURLs(t *testing.T) {
 		}
 	}
 }
+
+// A provider echoing the request inside a JSON or string literal escapes a
+// secret its own way: PHP's json_encode writes "/" as "\/", Python's
+// json.dumps writes every non-ASCII character (and a surrogate pair for one
+// past U+FFFF) as \uXXXX, JavaScript's JSON.stringify leaves "<", ">" and
+// "&" alone where Go's encoder writes \u003c. Only Go's own form was known:
+// a Basic credential with a "/" (one base64 character in 64) came back in
+// the detail whole, a backslash inside it.
+func TestRedactor_Redact_escapedEcho(t *testing.T) {
+	t.Parallel()
+	for secret, echo := range map[string]string{
+		"aG9vazpwYXNzPz4/":          `{"HTTP_AUTHORIZATION":"Basic aG9vazpwYXNzPz4\/"}`,
+		"dTo/Pz4+Pz8=":              `{"h":"dTo\/Pz4+Pz8="}`,
+		"pässwort-123":              `{"pw":"p\u00e4sswort-123"}`,
+		"PÄSSWORT-123":              `{"pw":"P\u00C4SSWORT-123"}`,
+		"tok-😀-123456":              `{"k":"tok-\ud83d\ude00-123456"}`,
+		`key&value"<x>`:             `{"k":"key&value\"<x>"}`,
+		`back\slash-secret`:         `["back\\slash-secret"]`,
+		"tab\tsecret-value":         `"tab\tsecret-value"`,
+		"api-key/with/slash-s3cr3t": `repr: 'api-key\/with\/slash-s3cr3t', again \x61pi-key/with/slash-s3cr3t`,
+	} {
+		var r sdk.Redactor
+		r.Add(secret)
+		got := r.Redact("answer: " + echo + " end")
+		if !strings.Contains(got, sdk.Redacted) || !strings.HasPrefix(got, "answer: ") || !strings.HasSuffix(got, " end") {
+			t.Errorf("secret %q: Redact(%q) = %q; want the escaped secret redacted, the rest kept", secret, echo, got)
+		}
+		for _, part := range []string{"aG9vazpw", "dTo", "sswort", "SSWORT", "tok-", "key&", "slash-se", "secret-value", "api-key"} {
+			if strings.Contains(got, part) {
+				t.Errorf("secret %q: Redact(%q) = %q; it still holds %q", secret, echo, got, part)
+			}
+		}
+	}
+	// Escapes that spell no secret are left as they are.
+	var r sdk.Redactor
+	r.Add("aG9vazpwYXNzPz4/")
+	if in := `{"path":"\/v1\/send","x":"\u00e4\\"}`; r.Redact(in) != in {
+		t.Errorf("Redact(%q) = %q; want it unchanged", in, r.Redact(in))
+	}
+	// A quote cut inside an escaped secret loses its start too.
+	r.Add("dTo/Pz4+Pz8=")
+	if in, want := `{"h":"dTo\/Pz4…`, `{"h":"`+sdk.Redacted+"…"; r.Redact(in) != want {
+		t.Errorf("Redact(%q) = %q; want %q", in, r.Redact(in), want)
+	}
+}

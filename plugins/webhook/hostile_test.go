@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -225,6 +226,41 @@ func TestSender_Send_echoedSecrets(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSender_Send_echoedSecretsEscaped: a PHP receiver's error body
+// echoing the request's headers through json_encode writes every "/" as
+// "\/": a Basic credential or an API key with a "/" (base64 has one in 64
+// characters) reached the detail whole but for a backslash, since only the
+// secret's own form and Go's JSON form were redacted.
+func TestSender_Send_echoedSecretsEscaped(t *testing.T) {
+	t.Parallel()
+	const (
+		basic  = "aG9vazpwYXNzPz4/" // base64 of "hook:pass?>?"
+		apiKey = "key/with/slash-0987654321"
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		echo, _ := json.Marshal(map[string]any{"error": "unauthorized", "headers": r.Header})
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write(bytes.ReplaceAll(echo, []byte("/"), []byte(`\/`))) // as PHP's json_encode
+	}))
+	t.Cleanup(srv.Close)
+	s := configure(t, &provider{}, map[string]any{
+		"url":     srv.URL + "/hook",
+		"headers": map[string]string{"Authorization": "Basic " + basic, "X-Api-Key": apiKey},
+	})
+	v := s.Send(context.Background(), testMessage())
+	if v.Outcome != sdk.OutcomePermanent || v.ProviderStatus != http.StatusUnauthorized {
+		t.Fatalf("verdict = %v %d (%s); want PERMANENT 401", v.Outcome, v.ProviderStatus, v.Detail)
+	}
+	for _, secret := range []string{basic, apiKey, "hook:pass"} {
+		if leak := longestLeak(strings.ReplaceAll(v.Detail, `\/`, "/"), secret); leak != "" {
+			t.Errorf("detail holds %q of a secret: %q", leak, v.Detail)
+		}
+	}
+	if !strings.Contains(v.Detail, "unauthorized") {
+		t.Errorf("detail = %q; want the rest of the answer kept", v.Detail)
+	}
 }
 
 // longestLeak is the longest start of secret (at least 8 bytes) that text
