@@ -263,6 +263,33 @@ func TestSender_Send_echoedSecretsEscaped(t *testing.T) {
 	}
 }
 
+// TestSender_Send_unusableRecipientURL: a recipient URL no request can be
+// sent to as written is PERMANENT at once, naming what is wrong, and nothing
+// is sent. A port past 65535 was TRANSIENT on every attempt ("invalid
+// port"); an empty port went to port 0 directly (refused, TRANSIENT) and to
+// port 80 behind a proxy; a space in the query split the request line, and
+// the receiver's 400 said nothing of why.
+func TestSender_Send_unusableRecipientURL(t *testing.T) {
+	t.Parallel()
+	r := newReceiver(t, nil)
+	host := strings.TrimPrefix(r.URL, "http://")
+	s := configure(t, &provider{}, map[string]any{"allow_recipient_url": true})
+	for recipient, why := range map[string]string{
+		"http://127.0.0.1:99999/in":    "port",
+		"http://127.0.0.1:0/in":        "port",
+		"http://127.0.0.1:/in":         "port",
+		"http://" + host + "/in?a=b c": "space",
+	} {
+		m := testMessage()
+		m.Recipient = recipient
+		v := s.Send(context.Background(), m)
+		if v.Outcome != sdk.OutcomePermanent || !strings.Contains(v.Detail, why) {
+			t.Errorf("recipient %q: %v %d (%s); want PERMANENT naming the %s", recipient, v.Outcome, v.ProviderStatus, v.Detail, why)
+		}
+	}
+	r.none(t)
+}
+
 // longestLeak is the longest start of secret (at least 8 bytes) that text
 // holds, or "".
 func longestLeak(text, secret string) string {

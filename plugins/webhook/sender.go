@@ -401,6 +401,9 @@ func (s *sender) target(recipient string) (u *url.URL, configured bool, err erro
 		if err != nil || u.Host == "" {
 			return nil, false, fmt.Errorf("recipient is not a usable URL: %s", redactString(recipient))
 		}
+		if err := requestable(u); err != nil {
+			return nil, false, fmt.Errorf("recipient URL %s %v", redactURL(u), err)
+		}
 		return u, s.url != nil && sameEndpoint(u, s.url), nil
 	}
 	if s.url == nil {
@@ -430,6 +433,24 @@ func sameEndpoint(a, b *url.URL) bool {
 	}
 	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) &&
 		port(a) == port(b) && path(a) == path(b)
+}
+
+// requestable checks what url.Parse lets through and no request can be
+// sent to as written: a port outside 1-65535 or empty (fasthttp then dials
+// port 0, net/http port 80), and a space in the query, which the request
+// line carries as it is and which splits it.
+func requestable(u *url.URL) error {
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("has port %s, not one of 1-65535", p)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return errors.New(`has an empty port (a ":" with no number after it)`)
+	}
+	if strings.Contains(u.RawQuery, " ") {
+		return errors.New("has a space in its query, which would split the request line: write it as %20")
+	}
+	return nil
 }
 
 func isHTTPURL(s string) bool {
