@@ -315,8 +315,7 @@ func validate(v Verdict) Verdict {
 	if len(v.Result) > wire.MaxResultBytes {
 		// What the host would store instead (outbox cleanOutput), made
 		// here: a result it does not store is not worth sending.
-		v.Result = fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes, over the %d-byte bound; not stored"}`,
-			len(v.Result), wire.MaxResultBytes)
+		v.Result = wire.OverResultNote(len(v.Result))
 	}
 	if len(v.Result) > 0 && !jsonValid(v.Result) {
 		v.Result = nil

@@ -226,7 +226,9 @@ func toProto(w *providerv1.Message, m *sdk.Message) {
 // the detail and provider code are cut to what the outbox stores
 // (wire.MaxErrorLen, wire.MaxProviderCodeLen) here at the wire, so a plugin
 // answering megabytes of them costs the engine no more than that on the way
-// to the settle (the protocol's message bound is 64 MB a call).
+// to the settle (the protocol's message bound is 64 MB a call); a result
+// past what the outbox stores (wire.MaxResultBytes) is the outbox's note of
+// its size already.
 func fromProto(v *providerv1.Verdict) sdk.Verdict {
 	out := sdk.Verdict{
 		Outcome:        sdk.Outcome(v.Outcome),
@@ -249,6 +251,11 @@ func fromProto(v *providerv1.Verdict) sdk.Verdict {
 	}
 	if len(out.Result) == 0 {
 		out.Result = nil
+	}
+	if len(out.Result) > wire.MaxResultBytes {
+		// What the outbox would store, made here: the verdict no longer
+		// holds the result on its way to the settle.
+		out.Result = wire.OverResultNote(len(out.Result))
 	}
 	return out
 }

@@ -47,6 +47,13 @@ const (
 	MaxResultBytes = 4 << 20
 )
 
+// OverResultNote is the result stored, in its place, for a provider's
+// result of n bytes, past MaxResultBytes.
+func OverResultNote(n int) []byte {
+	return fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes, over the %d-byte bound; not stored"}`,
+		n, MaxResultBytes)
+}
+
 // NameRE is what a channel, schedule or instance name must match.
 var NameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 

@@ -14,6 +14,7 @@
 //	             metadata
 //	bighealth:   Health (not the liveness check) answers 40 channels with
 //	             a 1 MiB error each
+//	bigresult:   Send answers its one message SUCCESS with a 40 MiB result
 package main
 
 import (
@@ -87,7 +88,11 @@ func (server) Send(ctx context.Context, req *providerv1.SendRequest) (*providerv
 	}
 	resp := &providerv1.SendResponse{}
 	for range req.Messages {
-		resp.Verdicts = append(resp.Verdicts, &providerv1.Verdict{Outcome: providerv1.Outcome_OUTCOME_SUCCESS})
+		v := &providerv1.Verdict{Outcome: providerv1.Outcome_OUTCOME_SUCCESS}
+		if mode == "bigresult" {
+			v.Result = []byte(`"` + strings.Repeat("r", 40<<20) + `"`)
+		}
+		resp.Verdicts = append(resp.Verdicts, v)
 	}
 	return resp, nil
 }
