@@ -44,16 +44,25 @@ func final(err error) bool {
 	return errors.As(err, &se) && se.final
 }
 
-// finalPostgres: Postgres answered and refused for good — class 28
-// (authentication failed, no such role, no pg_hba entry), 3D000 (no such
-// database), 42501 (no CONNECT privilege). 57P03 (starting up), 53300 (too
-// many connections) and every network error are waited on.
+// finalPostgres: Postgres answered and refused the connection for good. At
+// connect the server judges what postgres.url asks for — the role and its
+// password (class 28), the database (3D000), the CONNECT privilege (42501),
+// and its query parameters as session settings (one it does not know,
+// 42704; a value it refuses, 22023; one it cannot set, 55P02, 25001) — and
+// asking again asks for the same. What passes by itself is waited on: the
+// server's state (class 57: starting up, shutting down), its resources (53:
+// too many connections, out of memory or disk), its own failures (58, XX),
+// the connection (08), and every network error.
 func finalPostgres(err error) bool {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	if !errors.As(err, &pe) || len(pe.Code) != 5 {
 		return false
 	}
-	return strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000" || pe.Code == "42501"
+	switch pe.Code[:2] {
+	case "08", "53", "57", "58", "XX":
+		return false
+	}
+	return true
 }
 
 // finalRedis: Redis answered and refused the credentials or the database

@@ -24,6 +24,12 @@ func TestFinal(t *testing.T) {
 	for code, want := range map[string]bool{
 		"28P01": true, "28000": true, "3D000": true, "42501": true,
 		"57P03": false, "57P01": false, "53300": false, "08006": false,
+		// postgres.url's session settings the server refuses at connect:
+		// unknown (statment_timeout=5s), a bad value (TimeZone=Nowhere),
+		// one that needs a restart (shared_buffers), one no session sets.
+		"42704": true, "22023": true, "55P02": true, "25001": true,
+		// What passes by itself: resources, the server's own trouble.
+		"53200": false, "53100": false, "58000": false, "XX000": false, "08P01": false,
 	} {
 		err := fmt.Errorf("connect: %w", &pgconn.PgError{Severity: "FATAL", Code: code, Message: "m"})
 		if got := finalPostgres(err); got != want {

@@ -37,6 +37,19 @@ func withDB(t *testing.T, user, db string) string {
 	return u.String()
 }
 
+// withParam is the test database's URL with one more query parameter.
+func withParam(t *testing.T, name, value string) string {
+	t.Helper()
+	u, err := url.Parse(testenv.DatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(name, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // passwordRedis is a Redis of its own that wants a password (testenv's
 // waits for a PING that would be refused).
 func passwordRedis(t *testing.T, password string) string {
@@ -87,6 +100,13 @@ func TestStart_refusedForGood(t *testing.T) {
 			[]string{"postgres.url", `database "` + missingDB + `" does not exist`, "3D000", "waiting will not change this"}},
 		{"a role that does not exist", withDB(t, "nosuchrole", ""), rds.URL,
 			[]string{"postgres.url", `role "nosuchrole" does not exist`, "28000"}},
+		// postgres.url's other query parameters are session settings: one
+		// the server does not know, or whose value it refuses, was waited
+		// on for ever (/readyz: waiting).
+		{"a session setting Postgres does not know", withParam(t, "statment_timeout", "5s"), rds.URL,
+			[]string{"postgres.url", `unrecognized configuration parameter "statment_timeout"`, "42704", "waiting will not change this"}},
+		{"a session setting's value Postgres refuses", withParam(t, "TimeZone", "Nowhere"), rds.URL,
+			[]string{"postgres.url", `invalid value for parameter "TimeZone"`, "22023", "waiting will not change this"}},
 		{"Redis DB 99", testenv.DatabaseURL(), strings.TrimSuffix(strings.TrimSuffix(rds.URL, "/0"), "/") + "/99",
 			[]string{"redis.url", "ERR DB index is out of range"}},
 		{"a Redis password missing", testenv.DatabaseURL(), "redis://" + locked + "/0",
