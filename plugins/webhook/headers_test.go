@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // TestSender_Send_hugeAnswerHeaders: the direct path reads at most
@@ -150,5 +151,29 @@ func TestReplayConn_bareLF(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSender_Send_garbledHeadDetail: fasthttp's error for a status line it
+// cannot parse quotes the answer's head whole, twice: a 16 KB head of
+// control bytes and backslashes made a 49 KB detail, made printable and
+// then searched for every secret in its raw and decoded forms (1.4 MB
+// allocated a send). It is cut to wire.MaxErrorLen (what last_error holds)
+// first; a secret the cut splits is still redacted.
+func TestSender_Send_garbledHeadDetail(t *testing.T) {
+	t.Parallel()
+	const apiKey = "api-key-0987654321"
+	answer := "HTTP/1.1 2x0 " + strings.Repeat("\x01\\", 100) + apiKey + strings.Repeat("\x01\\", 8000) + "\r\n\r\n"
+	u, _ := rawReceiver(t, func(c net.Conn) bool {
+		_, _ = io.WriteString(c, answer)
+		return true
+	})
+	s := configure(t, &provider{}, map[string]any{"url": u, "headers": map[string]string{"X-Api-Key": apiKey}})
+	v := s.Send(context.Background(), testMessage())
+	if v.Outcome != sdk.OutcomeTransient || len(v.Detail) > wire.MaxErrorLen {
+		t.Errorf("verdict %v, detail of %d bytes; want TRANSIENT, at most %d", v.Outcome, len(v.Detail), wire.MaxErrorLen)
+	}
+	if strings.Contains(v.Detail, "api-key-09") || !strings.Contains(v.Detail, "invalid response status code") {
+		t.Errorf("detail %.300q…; want the parse error, the key redacted", v.Detail)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // sender delivers one channel's notifications. It is immutable after
@@ -357,7 +358,11 @@ func (s *sender) failed(p *post, err error) sdk.Verdict {
 		err = &timeoutError{timeout: s.timeout, message: p.ctxBounded}
 	}
 	v := sdk.ClassifyHTTP(nil, &url.Error{Op: "Post", URL: redactURL(p.target), Err: err})
-	v.Detail = s.redact(p, printable(v.Detail))
+	// fasthttp's parse errors quote the answer's head whole, twice (49 KB
+	// for a garbled 16 KB head): cut to what last_error holds before it is
+	// made printable and redacted (Redact drops a secret's start at the
+	// cut), so the cost of a detail does not grow with the answer.
+	v.Detail = s.redact(p, printable(sdk.CutText(v.Detail, wire.MaxErrorLen)))
 	return v
 }
 
