@@ -24,6 +24,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -375,12 +376,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		}
 		rd = bytes.NewReader(b)
 	}
-	// DefaultTimeout bounds the call when neither the caller's context nor
-	// its *http.Client (WithHTTPClient, for TLS or a proxy) does: a server
-	// trickling its answer must not hold the caller for ever.
-	if _, ok := ctx.Deadline(); !ok && c.http.Timeout == 0 {
+	// The call has a deadline: the caller's context's, else its
+	// *http.Client's Timeout (WithHTTPClient, for TLS or a proxy), else
+	// DefaultTimeout. A server trickling its answer must not hold the
+	// caller for ever.
+	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		ctx, cancel = context.WithTimeout(ctx, cmp.Or(c.http.Timeout, DefaultTimeout))
 		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
@@ -399,8 +401,19 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("notifyd client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
+	// Every read of the answer ends at the call's deadline, whatever the
+	// body is: net/http stops reading a normal one when the request's
+	// context ends, but neither that nor the *http.Client's Timeout stops
+	// a connection it handed over (a 101's), nor a body a RoundTripper of
+	// the caller's returns.
+	defer context.AfterFunc(ctx, func() { _ = resp.Body.Close() })()
 	// The status line's text is the server's: only the code is quoted.
 	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	if resp.StatusCode < 200 {
+		// An interim answer as the final one (101 Switching Protocols to a
+		// request that asked for no upgrade): its body is the connection.
+		return fmt.Errorf("notifyd client: %s %s: answered %s, which is not an answer of the API", method, path, status)
+	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		if loc := resp.Header.Get("Location"); loc != "" {

@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -263,3 +266,84 @@ func TestDuration_JSON(t *testing.T) {
 		t.Error("a number was accepted as a duration")
 	}
 }
+
+// A server (or a proxy) answering `101 Switching Protocols` to a request
+// that asked for no upgrade, then saying nothing: net/http hands the
+// connection itself back as the body, which neither the call's context nor
+// the *http.Client's Timeout covers, so the client read it for ever (past a
+// 1 s deadline, and past DefaultTimeout). The same for a silent body from a
+// RoundTripper of the caller's that ignores the context. Every call ends
+// at its deadline, and a 1xx answer is an error at once.
+func TestClient_SwitchingProtocolsThenSilence(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+			go func() {
+				br := bufio.NewReader(conn)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				_, _ = conn.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"))
+			}()
+		}
+	}()
+	addr := "http://" + ln.Addr().String()
+	// A body that says nothing until it is closed, blind to any context.
+	silent := roundTripper(func(r *http.Request) (*http.Response, error) {
+		body, _ := io.Pipe()
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: body, Request: r}, nil
+	})
+	for _, tc := range []struct {
+		name, addr string
+		opts       []client.Option
+		deadline   bool
+	}{
+		{"101, default client", addr, nil, false},
+		{"101, the caller's client and a deadline", addr, []client.Option{client.WithHTTPClient(&http.Client{Transport: &http.Transport{}})}, true},
+		{"a silent body from the caller's RoundTripper", "http://127.0.0.1:9", []client.Option{client.WithHTTPClient(&http.Client{Transport: silent})}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := client.New(tc.addr, "t", tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if tc.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Second)
+				defer cancel()
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Channels(ctx)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "/v1/channels") {
+					t.Errorf("Channels = %v, want an error naming the call", err)
+				}
+			case <-time.After(client.DefaultTimeout + time.Minute):
+				t.Fatalf("Channels still reading %v past DefaultTimeout", time.Minute)
+			}
+		})
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
