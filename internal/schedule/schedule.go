@@ -129,10 +129,16 @@ func checkContentKey(k string) (string, error) {
 	return k, nil
 }
 
-// prev is the latest fire time at or before t (zero if none within about a
-// year): the run an operator means by "the last one".
+// maxCronGap is the longest a five-field cron may go between two fire
+// times: 29 February, eight years apart across a century that is not a leap
+// year (2096 to 2104), with a day to spare for the zone. robfig/cron looks
+// five years ahead.
+const maxCronGap = (8*366 + 1) * 24 * time.Hour
+
+// prev is the latest fire time at or before t (zero if none within
+// maxCronGap): the run an operator means by "the last one".
 func (c *compiledSchedule) prev(t time.Time) time.Time {
-	for window := time.Minute; window <= 400*24*time.Hour; window *= 2 {
+	for window := time.Minute; window < 2*maxCronGap; window *= 2 {
 		var last time.Time
 		n := 0
 		for f := c.next(t.Add(-window)); !f.IsZero() && !f.After(t) && n < maxMissedScan; f = c.next(f) {
@@ -166,8 +172,13 @@ func (c *compiledSchedule) next(t time.Time) time.Time {
 	// past them at once (stepping through them one fire time at a time took
 	// up to 60 steps for an every-minute cron).
 	for range 8 {
-		wall = spec.Next(wall)
-		if wall.IsZero() {
+		w := spec.Next(wall)
+		if w.IsZero() && wall.Year() < 9000 {
+			// robfig/cron looks through the fifth year after wall's; the
+			// next 29 February may be in the eighth.
+			w = spec.Next(time.Date(wall.Year()+6, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Nanosecond))
+		}
+		if wall = w; wall.IsZero() {
 			return time.Time{}
 		}
 		r := instantOf(wall, c.loc)

@@ -67,6 +67,11 @@ func TestCompiledSchedule_Next(t *testing.T) {
 		// Lord Howe falls back half an hour: 02:00 +11 to 01:30 +10:30.
 		{"half-hour overlap, second occurrence", "* * * * *", "Australia/Lord_Howe", "2024-04-06T15:01:00Z", "2024-04-06T15:30:00Z"},
 		{"leap day is still a date", "0 0 29 2 *", "UTC", "2025-03-01T00:00:00Z", "2028-02-29T00:00:00Z"},
+		// 2100 is no leap year: eight years from one 29 February to the
+		// next, past robfig/cron's five, which returned no fire time: the
+		// schedule never fired again, and said nothing.
+		{"leap day across 2100", "0 0 29 2 *", "UTC", "2096-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},
+		{"leap day across 2100, Seoul", "0 9 29 2 *", "Asia/Seoul", "2097-06-01T00:00:00Z", "2104-02-29T00:00:00Z"},
 		{"every whole seconds", "@every 20s", "UTC", "2025-03-01T00:00:00Z", "2025-03-01T00:00:20Z"},
 		{"cron_tz prefix wins", "CRON_TZ=Asia/Seoul 0 8 * * *", "UTC", "2024-03-09T23:00:00Z", "2024-03-10T23:00:00Z"},
 		{"every is a real duration", "@every 90m", "America/New_York", "2024-03-10T06:30:00Z", "2024-03-10T08:00:00Z"},
@@ -79,6 +84,25 @@ func TestCompiledSchedule_Next(t *testing.T) {
 				t.Errorf("next(%s) = %s (%s), want %s", tt.after, got.UTC().Format(time.RFC3339), got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCompiledSchedule_Prev: "run the last fire time" finds it however
+// far back the cron's longest gap puts it. It looked back about a year, so
+// for a leap-day schedule it answered "it has no fire time at or before
+// now" three years in four.
+func TestCompiledSchedule_Prev(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ cron, at, want string }{
+		{"0 0 29 2 *", "2026-06-01T00:00:00Z", "2024-02-29T00:00:00Z"},
+		{"0 0 29 2 *", "2104-02-28T00:00:00Z", "2096-02-29T00:00:00Z"},
+		{"0 8 * * *", "2026-06-01T07:00:00Z", "2026-05-31T08:00:00Z"},
+		{"0 0 1 1 *", "2026-06-01T00:00:00Z", "2026-01-01T00:00:00Z"},
+	} {
+		c := mustCompile(t, tt.cron, "UTC", 10*time.Minute, time.Hour)
+		if got := c.prev(utc(tt.at)); !got.Equal(utc(tt.want)) {
+			t.Errorf("%s: prev(%s) = %s, want %s", tt.cron, tt.at, got.UTC().Format(time.RFC3339), tt.want)
+		}
 	}
 }
 
