@@ -26,7 +26,8 @@ const MaxRetryAfter = time.Hour
 //     never got an answer, so TRANSIENT — the message is not at fault. The
 //     exceptions are errors no retry can fix, which are PERMANENT: a TLS
 //     certificate the client does not accept (untrusted, expired, for another
-//     host), and a receiver that does not speak TLS on an https:// URL.
+//     host), a receiver that does not speak TLS on an https:// URL, and one
+//     that speaks only TLS versions the client refuses (1.0, 1.1).
 //   - 2xx: SUCCESS. The body is left unread for the caller to parse.
 //   - 501 Not Implemented and 505 HTTP Version Not Supported: PERMANENT (the
 //     receiver will not do this, however often it is asked).

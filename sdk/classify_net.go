@@ -45,6 +45,12 @@ func finalTransportError(err error) string {
 	case strings.Contains(msg, http.ErrSchemeMismatch.Error()),
 		strings.Contains(msg, "tls: first record does not look like a TLS handshake"):
 		return "the receiver does not speak TLS on this https:// URL (plain HTTP?)"
+	case strings.Contains(msg, "tls: protocol version not supported"), // its alert, or ours
+		strings.Contains(msg, "tls: server selected unsupported protocol version"):
+		// crypto/tls's remote alert type is unexported: its text is all
+		// there is. A receiver on TLS 1.0 or 1.1 stays there until its
+		// operator upgrades it.
+		return "the receiver and this host share no TLS version (it offers only ones this host refuses, such as TLS 1.0 or 1.1)"
 	}
 	return ""
 }

@@ -84,6 +84,14 @@ func TestClassifyHTTP_transportErrors(t *testing.T) {
 		}
 	}()
 
+	// A receiver speaking only TLS 1.0 and 1.1, which Go refuses.
+	oldTLS := httptest.NewUnstartedServer(ok)
+	oldTLS.TLS = &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}
+	oldTLS.StartTLS()
+	t.Cleanup(oldTLS.Close)
+	oldPool := x509.NewCertPool()
+	oldPool.AddCert(oldTLS.Certificate())
+
 	trusting := func(pool *x509.CertPool) *http.Client {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	}
@@ -104,6 +112,7 @@ func TestClassifyHTTP_transportErrors(t *testing.T) {
 		{"expired certificate", trusting(expiredPool), expiredSrv.URL, sdk.OutcomePermanent, "expired"},
 		{"plain HTTP server on an https URL", &http.Client{Timeout: 5 * time.Second}, strings.Replace(plainSrv.URL, "http://", "https://", 1), sdk.OutcomePermanent, "does not speak TLS"},
 		{"not TLS at all", &http.Client{Timeout: 5 * time.Second}, "https://" + garbage.Addr().String(), sdk.OutcomePermanent, "does not speak TLS"},
+		{"only TLS 1.0 and 1.1", trusting(oldPool), oldTLS.URL, sdk.OutcomePermanent, "no TLS version"},
 		{"trusted certificate", trusting(tlsPool), tlsSrv.URL, sdk.OutcomeSuccess, ""},
 	}
 	for _, tt := range tests {

@@ -86,8 +86,10 @@ func expiredCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
 
-// TestSender_Send_finalTLS: a receiver whose TLS cannot be trusted, or that
-// speaks plain HTTP on an https:// URL, gets a PERMANENT verdict saying so,
+// TestSender_Send_finalTLS: a receiver whose TLS cannot be trusted, that
+// speaks plain HTTP on an https:// URL, or only TLS versions this host
+// refuses (1.0, 1.1: TRANSIENT on every attempt until stop 44), gets a
+// PERMANENT verdict saying so,
 // whether fasthttp reaches it directly or net/http through a proxy.
 func TestSender_Send_finalTLS(t *testing.T) {
 	t.Parallel()
@@ -102,8 +104,14 @@ func TestSender_Send_finalTLS(t *testing.T) {
 	expiredSrv.StartTLS()
 	t.Cleanup(expiredSrv.Close)
 
+	oldTLS := httptest.NewUnstartedServer(ok) // TLS 1.0 and 1.1 only, which Go refuses
+	oldTLS.TLS = &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}
+	oldTLS.StartTLS()
+	t.Cleanup(oldTLS.Close)
+
 	trustTest := x509.NewCertPool()
 	trustTest.AddCert(tlsSrv.Certificate())
+	trustTest.AddCert(oldTLS.Certificate())
 	_, tlsPort, _ := net.SplitHostPort(tlsSrv.Listener.Addr().String())
 	proxyURL := connectProxy(t)
 
@@ -118,6 +126,7 @@ func TestSender_Send_finalTLS(t *testing.T) {
 		{"certificate for another host", trustTest, "https://localhost:" + tlsPort + "/hook", "not valid for this host name"},
 		{"expired certificate", expiredPool, expiredSrv.URL + "/hook", "expired"},
 		{"plain HTTP on an https URL", nil, strings.Replace(plainSrv.URL, "http://", "https://", 1) + "/hook", "does not speak TLS"},
+		{"only TLS 1.0 and 1.1", trustTest, oldTLS.URL + "/hook", "no TLS version"},
 	}
 	for _, tt := range tests {
 		for _, proxied := range []bool{false, true} {
