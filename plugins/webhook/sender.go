@@ -41,7 +41,7 @@ type sender struct {
 	// secret is rotated); nil when unsigned.
 	macs []*sync.Pool
 	// gone remembers the endpoints that answered 410, to warn once each.
-	gone sync.Map
+	gone goneSet
 	log  interface{ Warn(string, ...any) }
 	// redactor knows the channel's credentials (url's user info and query
 	// values, header values, the secret): a receiver's answer quoted in a
@@ -329,7 +329,7 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 		// never helps. Final, and said once per endpoint in the log.
 		v.Outcome = sdk.OutcomePermanent
 		v.Detail = "endpoint gone (410): disable this endpoint; " + v.Detail
-		if _, seen := s.gone.LoadOrStore(p.rawURL, true); !seen && s.log != nil {
+		if s.gone.add(p.rawURL) && s.log != nil {
 			s.log.Warn("webhook endpoint answered 410 Gone: it asks to be disabled; fix the channel's url (or the recipients) and replay the dead letters",
 				"url", redactURL(p.target))
 		}
@@ -341,6 +341,38 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 		v.Outcome = sdk.OutcomeTransient
 	}
 	return v
+}
+
+// maxGoneRemembered bounds the endpoints a channel remembers having
+// answered 410: with allow_recipient_url the API's callers name them, and
+// every distinct URL stayed for the life of the process. Past the bound the
+// set starts again, so an endpoint may be warned about once more.
+const maxGoneRemembered = 1024
+
+// goneSet is the endpoints that answered 410, at most maxGoneRemembered.
+type goneSet struct {
+	mu   sync.Mutex
+	urls map[string]struct{}
+}
+
+// add remembers url and reports whether it was new.
+func (g *goneSet) add(url string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, seen := g.urls[url]; seen {
+		return false
+	}
+	if g.urls == nil || len(g.urls) >= maxGoneRemembered {
+		g.urls = make(map[string]struct{})
+	}
+	g.urls[url] = struct{}{}
+	return true
+}
+
+func (g *goneSet) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.urls)
 }
 
 // drain reads and drops at most n bytes of body (nil is an empty body).

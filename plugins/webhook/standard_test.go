@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,29 @@ func TestStandardWebhooks(t *testing.T) {
 			t.Errorf("default timeout %s, want 15–30 s", s.timeout)
 		}
 	})
+}
+
+// TestSender_Send_goneEndpointsBounded: the plugin remembers the endpoints
+// that answered 410, to warn once each. With allow_recipient_url the API's
+// callers name the endpoints: every distinct URL answering 410 (a query
+// token each, or one per deleted customer endpoint) stayed in memory for
+// the life of the process. At most maxGoneRemembered are kept.
+func TestSender_Send_goneEndpointsBounded(t *testing.T) {
+	t.Parallel()
+	r := newReceiver(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusGone) })
+	go func() { // the receiver's record of requests is not needed here
+		for range r.got {
+		}
+	}()
+	s := configure(t, &provider{}, map[string]any{"allow_recipient_url": true}).(*sender)
+	for i := range maxGoneRemembered + 100 {
+		m := testMessage()
+		m.Recipient = r.URL + "/hook?endpoint=" + strconv.Itoa(i)
+		if v := s.Send(context.Background(), m); v.Outcome != sdk.OutcomePermanent {
+			t.Fatalf("send %d: %v (%s); want PERMANENT 410", i, v.Outcome, v.Detail)
+		}
+	}
+	if n := s.gone.len(); n > maxGoneRemembered {
+		t.Errorf("%d endpoints remembered; want at most %d", n, maxGoneRemembered)
+	}
 }
