@@ -32,6 +32,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -48,11 +49,13 @@ const maxErrorBody = 64 << 10
 
 // MaxAnswerBytes bounds a 2xx answer's body: past it the answer is not read
 // further and the call fails, so a hostile or broken server (or a proxy)
-// cannot make the client hold any amount in memory. The API's largest
-// answer is a page of dead letters or jobs, which stops 16 MiB past its
-// first row, a row reading back within 5 MiB (a 1 MiB payload, a 4 MiB
-// result); 64 MiB leaves room for JSON's escapes of that text. A call that
-// meets it pages with a smaller limit.
+// cannot make the client hold any amount in memory. It bounds what
+// decoding the answer would build for its structure, too, counted before
+// anything is decoded (`{}` is 2 bytes and a NotificationInfo 328). The
+// API's largest answer is a page of dead letters or jobs, which stops
+// 16 MiB past its first row, a row reading back within 5 MiB (a 1 MiB
+// payload, a 4 MiB result); 64 MiB leaves room for JSON's escapes of that
+// text. A call that meets it pages with a smaller limit.
 const MaxAnswerBytes = 64 << 20
 
 // Client calls one notifyd API. It is safe for concurrent use.
@@ -467,6 +470,11 @@ func decodeAnswer(body io.Reader, out any) error {
 	}
 	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("not a JSON object: %q", wire.Truncate(string(t), 64))
+	}
+	if json.Valid(raw) { // else Unmarshal says where, building nothing
+		if n := decodedSize(raw, reflect.TypeOf(out), MaxAnswerBytes); n > MaxAnswerBytes {
+			return fmt.Errorf("would decode into more than %d bytes of values (client.MaxAnswerBytes), not decoded: ask for a smaller page", MaxAnswerBytes)
+		}
 	}
 	var eb ErrorBody
 	if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {

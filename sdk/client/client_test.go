@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -347,3 +348,75 @@ func TestClient_SwitchingProtocolsThenSilence(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// An answer within MaxAnswerBytes still decodes into Go values many times
+// its size: `{}` is 2 bytes and a NotificationInfo 328, so a server (or a
+// proxy) answering a DLQ page of 1 MiB of `{},` made the client allocate
+// 567 MiB, and one of 60 MiB took 23 GB before the kernel killed it. What
+// decoding would build is counted first, and an answer past
+// MaxAnswerBytes of it is an error, decoded not at all. Not parallel: it
+// reads the process's allocation counter.
+func TestClient_AnswerDecodeBounded(t *testing.T) {
+	many := func(item string, n int) string { return strings.TrimSuffix(strings.Repeat(item+",", n), ",") }
+	for _, tc := range []struct {
+		name, answer string
+		call         func(*client.Client) error
+	}{
+		{"a DLQ page of empty rows", `{"notifications":[` + many("{}", 350_000) + `],"next_after":0}`,
+			func(c *client.Client) error { _, err := c.DLQ(t.Context(), client.DLQQuery{}); return err }},
+		{"rows of empty attempts", `{"notifications":[` + many(`{"history":[`+many("{}", 1000)+`]}`, 700) + `],"next_after":0}`,
+			func(c *client.Client) error { _, err := c.DLQ(t.Context(), client.DLQQuery{}); return err }},
+		{"a job whose template is empty objects", `{"jobs":[{"id":1,"payload":{"a":[` + many("{}", 1_400_000) + `]}}]}`,
+			func(c *client.Client) error { _, err := c.Jobs(t.Context(), client.JobQuery{}); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tc.answer)
+			}))
+			defer srv.Close()
+			c, err := client.New(srv.URL, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			err = tc.call(c)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), "client.MaxAnswerBytes") {
+				t.Errorf("call = %v, want an error naming client.MaxAnswerBytes", err)
+			}
+			bound := uint64(3*len(tc.answer) + 16<<20)
+			if got := after.TotalAlloc - before.TotalAlloc; got > bound {
+				t.Errorf("a %d-byte answer allocated %d MiB, want at most %d MiB", len(tc.answer), got>>20, bound>>20)
+			}
+		})
+	}
+	t.Run("the API's largest pages are decoded", func(t *testing.T) {
+		row := `{"id":7,"channel":"orders","recipient":"user-7","payload":{"text":"hi"},"status":"FAILED","attempts":5,` +
+			`"due_at":"2026-01-02T08:00:00Z","last_error":"HTTP 400","created_at":"2026-01-02T08:00:00Z","updated_at":"2026-01-02T08:00:00Z"}`
+		job := `{"id":7,"kind":"campaign","channel":"orders","audience":{"topic":"news"},"state":"DONE","total":5,` +
+			`"payload":{"text":"hi {{.recipient}}","items":[` + many(`{"k":1,"v":"x"}`, 100) + `]},"created_at":"2026-01-02T08:00:00Z"}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/v1/dlq":
+				_, _ = io.WriteString(w, `{"notifications":[`+many(row, 1000)+`],"next_after":0}`)
+			case "/v1/jobs":
+				_, _ = io.WriteString(w, `{"jobs":[`+many(job, 1000)+`]}`)
+			}
+		}))
+		defer srv.Close()
+		c, err := client.New(srv.URL, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page, err := c.DLQ(t.Context(), client.DLQQuery{Limit: 1000}); err != nil || len(page.Notifications) != 1000 {
+			t.Errorf("DLQ: %v", err)
+		}
+		if jobs, err := c.Jobs(t.Context(), client.JobQuery{Limit: 1000}); err != nil || len(jobs) != 1000 {
+			t.Errorf("Jobs: %v", err)
+		}
+	})
+}
