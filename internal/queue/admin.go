@@ -2,7 +2,11 @@ package queue
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,6 +67,8 @@ func (q *Queue) DeadList(ctx context.Context, channel string, offset, limit int6
 	if err != nil {
 		return nil, fmt.Errorf("queue: list dead of %s: %w", channel, err)
 	}
+	// A filter's marker (DeadRemove of many ids) is no dead letter.
+	vals = slices.DeleteFunc(vals, func(v string) bool { return strings.HasPrefix(v, deadSentinel) })
 	ids, err := parseStrings(vals)
 	if err != nil {
 		return nil, fmt.Errorf("queue: list dead of %s: %w", channel, err)
@@ -107,23 +113,93 @@ func (q *Queue) DeadReplay(ctx context.Context, channel string, ids []int64) (in
 	}
 }
 
+// deadRemoveBudget bounds the elements of a dead list one DeadRemove script
+// may read (an LREM of the whole list per id): past it the list is
+// filtered in steps of maxPerCall instead. The dead list is never trimmed
+// but by replays and purges, so it may hold millions: 1,000 ids against a
+// million was one script of 10^9 elements, Redis serving nobody else for
+// longer than the client's 10 s timeout.
+const deadRemoveBudget = 64 * maxPerCall
+
+// deadSentinel begins the marker a dead-list filter pushes where the list
+// began (deadFilter), followed by when (Unix ms) and a token: one left by
+// a filter that died is dropped by a later filter once it is an hour old.
+const deadSentinel = "notifyd:filter:"
+
+// deadFilterTTL is how long a filter's drop hash lives, and after which a
+// sentinel it left is taken for a dead filter's.
+const deadFilterTTL = time.Hour
+
 // DeadRemove drops ids (all when ids is empty) from channel's dead list, e.g.
-// after a replay or purge in Postgres, and returns how many it dropped.
+// after a replay or purge in Postgres, and returns how many it dropped. No
+// script reads more than deadRemoveBudget elements of the list (filtering a
+// long one takes a step per maxPerCall of its ids).
 func (q *Queue) DeadRemove(ctx context.Context, channel string, ids []int64) (int, error) {
 	if err := checkChannel(channel); err != nil {
 		return 0, fmt.Errorf("queue: remove dead: %w", err)
 	}
-	keys := []string{q.keys(channel).dead()}
+	k := q.keys(channel)
+	keys := []string{k.dead()}
 	if len(ids) == 0 {
-		n, err := q.eval(ctx, scriptDeadRemove, keys).Int()
+		n, err := q.eval(ctx, scriptDeadRemove, keys, deadRemoveBudget).Int()
 		if err != nil {
 			return 0, fmt.Errorf("queue: remove all dead ids of %s: %w", channel, err)
 		}
 		return n, nil
 	}
-	n, err := q.runChunks(ctx, scriptDeadRemove, keys, nil, idArgs(ids), 1)
-	if err != nil {
-		return n, fmt.Errorf("queue: remove %d dead ids of %s: %w", len(ids), channel, err)
+	total := 0
+	for start := 0; start < len(ids); start += maxPerCall {
+		chunk := ids[start:min(start+maxPerCall, len(ids))]
+		n, err := q.eval(ctx, scriptDeadRemove, keys, append([]any{deadRemoveBudget}, idArgs(chunk)...)...).Int()
+		if err == nil && n < 0 {
+			n, err = q.deadFilter(ctx, k, chunk)
+		}
+		if err != nil {
+			return total, fmt.Errorf("queue: remove %d dead ids of %s: %w", len(ids), channel, err)
+		}
+		total += n
 	}
-	return n, nil
+	return total, nil
+}
+
+// deadFilter drops ids from the long dead list of k in bounded steps
+// (scriptDeadFilter), the ids to drop held in a hash beside it (removed
+// after, and expiring should this process die first).
+func (q *Queue) deadFilter(ctx context.Context, k keys, ids []int64) (int, error) {
+	now := time.Now()
+	token := rand.Text()
+	sentinel := deadSentinel + strconv.FormatInt(unixMs(now), 10) + ":" + token
+	drop := k.base + "deadfilter:" + token
+	args := make([]any, 0, 2*len(ids))
+	for _, id := range ids {
+		args = append(args, id, "0")
+	}
+	pipe := q.c.TxPipeline()
+	pipe.HSet(ctx, drop, args...)
+	pipe.Expire(ctx, drop, deadFilterTTL)
+	length := pipe.LLen(ctx, k.dead())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	defer q.c.Del(context.WithoutCancel(ctx), drop)
+	dropped, taken, first := 0, int64(0), "1"
+	for {
+		res, err := q.eval(ctx, scriptDeadFilter, []string{k.dead(), drop}, sentinel, maxPerCall, first,
+			unixMs(now.Add(-deadFilterTTL))).Int64Slice()
+		if err != nil {
+			return dropped, err
+		}
+		if len(res) != 3 {
+			return dropped, fmt.Errorf("unexpected script reply %v", res)
+		}
+		first = "0"
+		dropped += int(res[0])
+		taken += res[1]
+		// Done when the sentinel came off; or the list went away (its
+		// sentinel with it: UNLINKed by a purge of all) and more came off
+		// than it held: nothing left to look at.
+		if res[2] == 1 || taken > length.Val()+maxPerCall {
+			return dropped, nil
+		}
+	}
 }

@@ -330,17 +330,70 @@ bulk('LPUSH', KEYS[3], fresh)
 return #ids
 `)
 
-// scriptDeadRemove: KEYS dead; ARGV ids; no ids = all. Returns how many
-// ids were dropped.
+// scriptDeadRemove: KEYS dead; ARGV budget, then ids; no ids = all.
+// Returns how many ids were dropped, or -1 when dropping them here would
+// read more than budget elements of the list (each id an LREM of the whole
+// list): Queue.DeadRemove then filters the list in bounded steps
+// (scriptDeadFilter) instead.
 var scriptDeadRemove = redis.NewScript(luaLib + `
 local bad = wrong_type('list')
 if bad then return bad end
-if #ARGV == 0 then
+if #ARGV == 1 then
   local n = redis.call('LLEN', KEYS[1])
   redis.call('UNLINK', KEYS[1])
   return n
 end
-return #remove_ids(KEYS[1], ARGV, 0)
+local ids = {}
+for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+local len = redis.call('LLEN', KEYS[1])
+if len > 32 * #ids and len * #ids > tonumber(ARGV[1]) then return -1 end
+return #remove_ids(KEYS[1], ids, 0)
+`)
+
+// scriptDeadFilter: KEYS dead, drop (a hash: id -> '0', '1' once dropped);
+// ARGV sentinel, count, first ('1' on the first step), stale (ms). One
+// bounded step of filtering the dead list: the first step marks where the
+// list began (LPUSH sentinel); each step takes count ids off the old end,
+// drops those in drop and puts the others back at the new end, in order,
+// so once the sentinel comes off every id that was in the list has been
+// looked at once and the survivors are where they were, oldest last. Ids
+// popped past the sentinel (put back by this filter, or dead-lettered
+// since) go back to the old end as they were. Another filter's sentinel
+// stays, unless it was written before stale (its filter died: deadSentinel
+// names the time). Returns {ids dropped for the first time, elements
+// taken, done}.
+var scriptDeadFilter = redis.NewScript(luaLib + `
+local bad = wrong_type('list', 'hash')
+if bad then return bad end
+local sentinel, prefix = ARGV[1], '` + deadSentinel + `'
+if ARGV[3] == '1' then redis.call('LPUSH', KEYS[1], sentinel) end
+local got = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
+if not got then return {0, 0, 1} end
+local dropped, done, keep, back = 0, 0, {}, {}
+local stale = tonumber(ARGV[4])
+for _, v in ipairs(got) do
+  if done == 1 then
+    back[#back + 1] = v
+  elseif v == sentinel then
+    done = 1
+  elseif string.sub(v, 1, #prefix) == prefix then
+    local at = tonumber(string.match(v, '^[^:]*:[^:]*:(%d+):'))
+    if not at or at >= stale then keep[#keep + 1] = v end
+  else
+    local f = redis.call('HGET', KEYS[2], v)
+    if not f then
+      keep[#keep + 1] = v
+    elseif f == '0' then
+      redis.call('HSET', KEYS[2], v, '1')
+      dropped = dropped + 1
+    end
+  end
+end
+bulk('LPUSH', KEYS[1], keep)
+local rev = {}
+for i = #back, 1, -1 do rev[#rev + 1] = back[i] end
+bulk('RPUSH', KEYS[1], rev)
+return {dropped, #got, done}
 `)
 
 // scriptEpoch: KEYS epoch; ARGV fresh id. Returns the epoch, creating it;
