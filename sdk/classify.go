@@ -34,10 +34,10 @@ const MaxRetryAfter = time.Hour
 //   - 408, 421 (Misdirected Request: "the client MAY retry the request …
 //     over a different connection", RFC 9110 §15.5.20), 423, 425, 429, 499
 //     (a proxy's "client closed request": most often our own timeout seen
-//     through it), a 413 that gives a Retry-After (RFC 9110 §15.5.14: the
-//     condition is temporary) and every other 5xx: TRANSIENT, with
-//     Retry-After (seconds or an HTTP date, at most MaxRetryAfter) as the
-//     retry hint.
+//     through it), a 413 that gives a Retry-After, even 0 or a date past
+//     (RFC 9110 §15.5.14: the condition is temporary) and every other 5xx:
+//     TRANSIENT, with Retry-After (seconds or an HTTP date, at most
+//     MaxRetryAfter) as the retry hint.
 //   - a status outside 200-599: TRANSIENT — the answer says nothing of the
 //     message, and nothing about a broken receiver makes the message final.
 //     Below 100 or past 599 it is a garbled status line; a 1xx is interim
@@ -82,7 +82,7 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 	if body := peekBody(resp); body != "" {
 		detail += ": " + body
 	}
-	retryAfter := RetryAfter(resp.Header, time.Now())
+	retryAfter, hinted := retryAfterHint(resp.Header, time.Now())
 	switch {
 	case code < 100 || code > 599:
 		return Transient(detail).WithStatus(code).WithRetryAfter(retryAfter)
@@ -100,7 +100,7 @@ func ClassifyHTTP(resp *http.Response, err error) Verdict {
 			WithStatus(code).WithRetryAfter(retryAfter)
 	case code == http.StatusRequestTimeout, code == http.StatusMisdirectedRequest, code == http.StatusTooEarly,
 		code == http.StatusTooManyRequests, code == http.StatusLocked, code == statusClientClosedRequest,
-		code == http.StatusRequestEntityTooLarge && retryAfter > 0,
+		code == http.StatusRequestEntityTooLarge && hinted,
 		code >= 500:
 		return Transient(detail).WithStatus(code).WithRetryAfter(retryAfter)
 	default:
@@ -117,17 +117,29 @@ const statusClientClosedRequest = 499
 // the header is absent or malformed (a sign, a fraction, garbage) and when
 // the date is past.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
+	d, _ := retryAfterHint(h, now)
+	return d
+}
+
+// retryAfterHint is RetryAfter, and whether the header is there and well
+// formed: "Retry-After: 0" and a date past are a hint given (a 413 with
+// one is temporary) whose delay is 0.
+func retryAfterHint(h http.Header, now time.Time) (time.Duration, bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
-		return 0
+		return 0, false
 	}
 	if secs, ok := delaySeconds(v); ok {
-		return secs
+		return secs, true
 	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now).Round(time.Second), MaxRetryAfter)
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
 	}
-	return 0
+	if t.After(now) {
+		return min(t.Sub(now).Round(time.Second), MaxRetryAfter), true
+	}
+	return 0, true
 }
 
 // delaySeconds reads 1*DIGIT as a duration capped at MaxRetryAfter. It never

@@ -69,6 +69,11 @@ func TestClassifyHTTP(t *testing.T) {
 		{"code=421", sdk.OutcomeTransient, 0, "HTTP 421 Misdirected Request"},
 		{"code=413&retry_after=30", sdk.OutcomeTransient, 30 * time.Second, "HTTP 413"},
 		{"code=413", sdk.OutcomePermanent, 0, "HTTP 413 Request Entity Too Large"},
+		// "Retry-After: 0" or a date past is a Retry-After given, the
+		// condition as temporary as with 30 (it was final: no delay parsed).
+		{"code=413&retry_after=0", sdk.OutcomeTransient, 0, "HTTP 413"},
+		{"code=413&retry_after=Sun, 06 Nov 1994 08:49:37 GMT", sdk.OutcomeTransient, 0, "HTTP 413"},
+		{"code=413&retry_after=soon", sdk.OutcomePermanent, 0, "HTTP 413"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
