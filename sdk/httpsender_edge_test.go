@@ -105,11 +105,10 @@ func (s *warmThenDrop) warm(t *testing.T, n int, send func(sdk.Message) sdk.Verd
 // replays a request that carries an Idempotency-Key (HTTPSender adds one)
 // when a reused connection fails before the answer's first byte — on every
 // idle connection in turn, then on a new one: one Send delivered the message
-// three times with the default client (http.DefaultTransport's settings)
-// and nine times with a client
-// keeping eight idle connections (up to MaxIdleConnsPerHost + 1). A stale
-// keep-alive connection needs one replay; the rest is the engine's retry,
-// later, under the same key.
+// three times with the default client (http.DefaultTransport's settings) and
+// nine times with a client keeping eight idle connections (up to
+// MaxIdleConnsPerHost + 1). A stale keep-alive connection needs one replay;
+// the rest is the engine's retry, later, under the same key.
 func TestHTTPSender_droppedAfterTheRequest(t *testing.T) {
 	t.Parallel()
 	const warm = 8
