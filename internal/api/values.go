@@ -41,7 +41,7 @@ const (
 // decoded. A body that is not valid JSON is left to the decoder, which says
 // where, and builds nothing before it has read the whole text.
 func checkBodyValues(b []byte, t reflect.Type) *Error {
-	s := valueCount{dec: jsontext.NewDecoder(bytes.NewReader(b),
+	s := valueCount{fields: map[reflect.Type][]jsonField{}, dec: jsontext.NewDecoder(bytes.NewReader(b),
 		jsontext.AllowDuplicateNames(true), // wire.RepeatedKey names a repeat, after the decode
 		jsontext.AllowInvalidUTF8(true))}   // checkBodyText refused it already
 	err := s.value(t)
@@ -55,6 +55,13 @@ func checkBodyValues(b []byte, t reflect.Type) *Error {
 type valueCount struct {
 	dec    *jsontext.Decoder
 	values int
+	fields map[reflect.Type][]jsonField // each struct's, as encoding/json fills them
+}
+
+// jsonField is a struct field as encoding/json fills it: by its json name.
+type jsonField struct {
+	name string
+	typ  reflect.Type
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
@@ -116,8 +123,8 @@ func (s *valueCount) object(t reflect.Type) error {
 		case t.Kind() == reflect.Map:
 			child = t.Elem()
 		case t.Kind() == reflect.Struct:
-			f, ok := jsonField(t, name.String())
-			if !ok { // refused by the decoder (an unknown field), which skips it
+			f := s.field(t, name.String())
+			if f == nil { // refused by the decoder (an unknown field), which skips it
 				if err := s.dec.SkipValue(); err != nil {
 					return err
 				}
@@ -214,28 +221,35 @@ func (s *valueCount) where(drop int) string {
 	return wire.Truncate(b.String(), maxQuotedPath)
 }
 
-// jsonField is the type of the field of struct t that encoding/json fills
-// with the member name: its json name exactly, else the first that matches
-// it whatever the case.
-func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
+// field is the type of the field of struct t that encoding/json fills with
+// the member name: its json name exactly, else one that matches it
+// whatever the case; nil for none.
+func (s *valueCount) field(t reflect.Type, name string) reflect.Type {
+	fs, ok := s.fields[t]
+	if !ok {
+		for _, f := range reflect.VisibleFields(t) {
+			if !f.IsExported() || (f.Anonymous && f.Type.Kind() == reflect.Struct) {
+				continue
+			}
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case tag == "-":
+				continue
+			case tag == "":
+				tag = f.Name
+			}
+			fs = append(fs, jsonField{tag, f.Type})
+		}
+		s.fields[t] = fs
+	}
 	var folded reflect.Type
-	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() || (f.Anonymous && f.Type.Kind() == reflect.Struct) {
-			continue
+	for _, f := range fs {
+		if f.name == name {
+			return f.typ
 		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case tag == "-":
-			continue
-		case tag == "":
-			tag = f.Name
-		}
-		if tag == name {
-			return f.Type, true
-		}
-		if folded == nil && strings.EqualFold(tag, name) {
-			folded = f.Type
+		if folded == nil && strings.EqualFold(f.name, name) {
+			folded = f.typ
 		}
 	}
-	return folded, folded != nil
+	return folded
 }
