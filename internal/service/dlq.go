@@ -116,6 +116,14 @@ func (s *Service) Replay(ctx context.Context, sel Selector) (out wire.Replayed, 
 		channels = []string{sel.Channel}
 	}
 	for _, ch := range channels {
+		// The pass replays every dead letter of ch, so its Redis dead list
+		// (statistics: the dead letters are FAILED rows) goes first, whole:
+		// dropping each chunk's ids from it (Revive) read the whole list
+		// again for every 1,000, O(n²/1,000) over n dead letters. A row
+		// that fails again during the pass is listed again by its failure.
+		if err := s.engine.DeadRemove(ctx, ch, nil); err != nil {
+			s.log.Warn("replay: drop the channel's Redis dead list", "channel", ch, "error", err)
+		}
 		// A keyset pass: a row replayed and failed again while the pass
 		// runs is behind it, so the pass visits each row once and ends.
 		for after := int64(0); ; {
@@ -141,7 +149,8 @@ func (s *Service) Replay(ctx context.Context, sel Selector) (out wire.Replayed, 
 // By ids, it deletes those that are FAILED (on Channel, when set) and
 // reports the others in Skipped. By channel — configured or not: purging is
 // how an operator clears a channel that is gone — every FAILED row of it,
-// in transactions of ChunkRows. Purging every channel at once is refused.
+// in transactions of ChunkRows, then its Redis dead list whole. Purging
+// every channel at once is refused.
 func (s *Service) Purge(ctx context.Context, sel Selector) (wire.Purged, error) {
 	var out wire.Purged
 	if err := s.needEngine(); err != nil {
@@ -187,16 +196,21 @@ func (s *Service) Purge(ctx context.Context, sel Selector) (wire.Purged, error) 
 	}
 	for after := int64(0); ; {
 		ids, err := s.store.FailedIDs(ctx, sel.Channel, after, ChunkRows)
-		if err != nil || len(ids) == 0 {
-			return out, err
-		}
-		n, err := s.store.PurgeFailed(ctx, sel.Channel, ids)
-		out.Purged += n
 		if err != nil {
 			return out, err
 		}
-		dropDead(sel.Channel, ids)
+		if len(ids) > 0 {
+			n, err := s.store.PurgeFailed(ctx, sel.Channel, ids)
+			out.Purged += n
+			if err != nil {
+				return out, err
+			}
+		}
 		if len(ids) < ChunkRows {
+			// Every dead letter of the channel is gone: its Redis dead list
+			// (statistics) goes whole, once. Dropping each chunk's ids read
+			// the whole list again for every 1,000, O(n²/1,000).
+			dropDead(sel.Channel, nil)
 			return out, nil
 		}
 		after = ids[len(ids)-1]
