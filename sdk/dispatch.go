@@ -39,9 +39,107 @@ const maxProviderCode = 256
 // deadline, whatever the provider does: a Send that overruns, hangs or panics
 // costs only its own message (TRANSIENT), never the batch or the process.
 func (s *server) Send(ctx context.Context, req *providerv1.SendRequest) (*providerv1.SendResponse, error) {
-	b := newBatch(ctx, req.Messages)
+	b := newBatch(ctx, req.Messages, false)
 	defer b.release()
+	s.dispatch(b)
+	b.wait()
+	// The verdicts in one block: one allocation a batch, not one a message.
+	block := make([]providerv1.Verdict, len(b.vs))
+	resp := &providerv1.SendResponse{Verdicts: make([]*providerv1.Verdict, len(b.vs))}
+	for i, v := range b.vs {
+		toProto(&block[i], v)
+		resp.Verdicts[i] = &block[i]
+	}
+	fitAnswer(resp)
+	return resp, nil
+}
 
+// SendStream is Send answering each verdict as it is known, a few at a
+// time: a message its provider holds until its deadline no longer holds the
+// verdicts of the messages sent with it — nor, in the host, their send
+// slots, which a slow recipient in every batch kept for a timeout each.
+// Verdicts known within answerLinger of each other go in one answer, so a
+// call whose messages all answer at once is answered once, as Send is.
+func (s *server) SendStream(req *providerv1.SendRequest, out providerv1.Provider_SendStreamServer) error {
+	b := newBatch(out.Context(), req.Messages, true)
+	defer b.release()
+	// Dispatched beside the answers: fanOut waits for a free slot a message,
+	// and the verdicts of those sent first go out meanwhile.
+	go s.dispatch(b)
+	a := answers{out: out, budget: maxAnswer}
+	var ready []int
+	timer := time.NewTimer(answerLinger)
+	defer timer.Stop()
+	for sent := 0; sent < len(b.ms); sent += len(ready) {
+		ready = ready[:0]
+		select {
+		case i := <-b.settled:
+			ready = append(ready, i)
+		case <-out.Context().Done():
+			return out.Context().Err()
+		}
+		timer.Reset(answerLinger)
+	linger:
+		for sent+len(ready) < len(b.ms) {
+			select {
+			case i := <-b.settled:
+				ready = append(ready, i)
+			case <-timer.C:
+				break linger
+			}
+		}
+		if err := a.send(b, ready); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// answerLinger is how long SendStream holds a known verdict for the others
+// of its call, so that they go in one answer: what a slow message can add to
+// its batch-mates' wait, and, at worst, one answer a call for each.
+const answerLinger = 20 * time.Millisecond
+
+// answers sends a SendStream call's verdicts, each answer within maxAnswer,
+// and the results of the whole call within budget too, as Send's answer
+// is (fitAnswer): a result past it goes as a note saying so, its outcome
+// unchanged. The host holds a call's results until they are stored, and
+// takes no more of them than that either.
+type answers struct {
+	out    providerv1.Provider_SendStreamServer
+	budget int // result bytes left for the call
+}
+
+func (a *answers) send(b *batch, idx []int) error {
+	block := make([]providerv1.Verdict, len(idx))
+	ivs := make([]providerv1.IndexedVerdict, len(idx))
+	p := &providerv1.SendProgress{}
+	size := 0
+	for k, i := range idx {
+		w := &block[k]
+		toProto(w, b.vs[i])
+		if len(w.Result) > a.budget {
+			w.Result = unfitNote(len(w.Result))
+		}
+		a.budget = max(0, a.budget-len(w.Result))
+		n := len(w.Result) + len(w.Detail) + len(w.ProviderCode) + 64
+		if size+n > maxAnswer && len(p.Verdicts) > 0 {
+			if err := a.out.Send(p); err != nil {
+				return err
+			}
+			p, size = &providerv1.SendProgress{}, 0
+		}
+		ivs[k] = providerv1.IndexedVerdict{Index: int32(i), Verdict: w}
+		p.Verdicts = append(p.Verdicts, &ivs[k])
+		size += n
+	}
+	return a.out.Send(p)
+}
+
+// dispatch starts every message of b: a BatchSender gets its channel's
+// messages in one call, everything else fans out message by message under
+// the concurrency limit. It returns once each has been started or settled.
+func (s *server) dispatch(b *batch) {
 	// Route by channel: a BatchSender gets its channel's messages in one
 	// call, everything else fans out message by message.
 	single := make([]int, 0, len(b.ms))
@@ -65,17 +163,6 @@ func (s *server) Send(ctx context.Context, req *providerv1.SendRequest) (*provid
 		go s.sendBatch(b, s.sender(ch).(BatchSender), idxs)
 	}
 	s.fanOut(b, single)
-
-	b.wait()
-	// The verdicts in one block: one allocation a batch, not one a message.
-	block := make([]providerv1.Verdict, len(b.vs))
-	resp := &providerv1.SendResponse{Verdicts: make([]*providerv1.Verdict, len(b.vs))}
-	for i, v := range b.vs {
-		toProto(&block[i], v)
-		resp.Verdicts[i] = &block[i]
-	}
-	fitAnswer(resp)
-	return resp, nil
 }
 
 // maxAnswer bounds one Send answer: the protocol's bound on a message
@@ -116,8 +203,7 @@ func fitAnswer(resp *providerv1.SendResponse) {
 			break
 		}
 		v := resp.Verdicts[i]
-		note := fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes; with the other results of its call it did not fit the plugin's answer (%d bytes); not stored"}`,
-			len(v.Result), maxAnswer)
+		note := unfitNote(len(v.Result))
 		if len(note) >= len(v.Result) {
 			continue
 		}
@@ -125,6 +211,13 @@ func fitAnswer(resp *providerv1.SendResponse) {
 		size -= len(v.Result) - len(note)
 		v.Result = note
 	}
+}
+
+// unfitNote stands for a result of n bytes that did not fit its call's
+// answer with the others.
+func unfitNote(n int) []byte {
+	return fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes; with the other results of its call it did not fit the plugin's answer (%d bytes); not stored"}`,
+		n, maxAnswer)
 }
 
 func isBatchSender(s Sender) bool { _, ok := s.(BatchSender); return ok }
@@ -361,15 +454,23 @@ type batch struct {
 	claimed []atomic.Bool
 	wg      sync.WaitGroup
 	cleanup []func()
+	// settled, for SendStream, receives each message's index once its
+	// verdict is in vs (nil for Send).
+	settled chan int
 }
 
-func newBatch(ctx context.Context, in []*providerv1.Message) *batch {
+// newBatch readies a call's messages; streamed, each verdict's index is
+// also sent on settled (SendStream), from before any deadline can settle one.
+func newBatch(ctx context.Context, in []*providerv1.Message, streamed bool) *batch {
 	b := &batch{
 		ctx:     ctx,
 		ms:      make([]Message, len(in)),
 		ctxs:    make([]context.Context, len(in)),
 		vs:      make([]Verdict, len(in)),
 		claimed: make([]atomic.Bool, len(in)),
+	}
+	if streamed {
+		b.settled = make(chan int, len(in))
 	}
 	b.wg.Add(len(in))
 	// Messages of one batch nearly always share a deadline: one context and
@@ -405,6 +506,9 @@ func newBatch(ctx context.Context, in []*providerv1.Message) *batch {
 func (b *batch) settle(i int, v Verdict) {
 	if b.claimed[i].CompareAndSwap(false, true) {
 		b.vs[i] = v
+		if b.settled != nil {
+			b.settled <- i // never blocks: room for every message, each once
+		}
 		b.wg.Done()
 	}
 }

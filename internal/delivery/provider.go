@@ -37,6 +37,15 @@ type restarter interface{ Restarts() int }
 // Both the plugin host and providers.InProcess are.
 type batcher interface{ Batches(channel string) bool }
 
+// streamer is a provider that hands a call's verdicts over as its plugin
+// answers them (the plugin host's SendEach: protocol SendStream), each
+// message's exactly once, on the caller's goroutine: a message its provider
+// holds until its deadline then holds neither its batch-mates' verdicts
+// nor their send permits (send.go).
+type streamer interface {
+	SendEach(ctx context.Context, ms []sdk.Message, got func(idx []int, vs []sdk.Verdict))
+}
+
 // CallbackProvider is a Provider that can hand a provider's callback to its
 // plugin: the plugin host's and providers.InProcess's both are. Whether the plugin
 // itself takes callbacks is its own answer (providerclient.ErrCallbackUnsupported).

@@ -6,6 +6,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +30,10 @@ import (
 // A batching plugin's batch is one call. A plain plugin's batch goes out in
 // parts of up to concurrency messages (c.sending: one permit a message,
 // concurrency in all; takePermits), each part a call of its own that frees
-// its permits when it returns and its slots once its verdicts are committed
-// (so a crash resends at most the slots' worth); a channel claims messages ahead
-// of what is in flight (Prefetch, ahead), so the next batches' fetches and
+// each message's permit as the plugin answers it (streamer; else when the
+// call returns) and its slot once its verdict is committed (so a crash
+// resends at most the slots' worth); a channel claims messages ahead of what
+// is in flight (Prefetch, ahead), so the next batches' fetches and
 // claims overlap the sends instead of waiting for them. A part starts
 // within the channel's timeout of claimedAt, the batch's claim, or is not
 // sent at all, and has the whole timeout from its start: so a claimed row's
@@ -74,9 +76,9 @@ func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt ti
 }
 
 // sendPart is one plugin call for part of a claimed batch (all of it for a
-// batching plugin); it frees the part's send permits when the call returns
-// and hands its verdicts to the settler, which frees their slots once it
-// has committed them.
+// batching plugin); as the plugin answers (answered) it frees the messages'
+// send permits and hands their verdicts to the settler, which frees their
+// slots once it has committed them.
 func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, wg *sync.WaitGroup) {
 	e := c.e
 	started := e.now()
@@ -107,12 +109,50 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 	}
 	defaultKeys(msgs)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
+	if st, ok := c.plugin.(streamer); ok && !c.batching {
+		// Each verdict settled, and its permit freed, as the plugin answers
+		// it: a message its provider holds until the deadline no longer
+		// holds its batch-mates' (a batching plugin's call answers at once).
+		c.callPluginEach(sctx, st, msgs, func(idx []int, vs []sdk.Verdict) {
+			c.answered(pick(batch, idx), vs, pick(spans, idx), started, claimedAt, wg)
+		})
+		cancel()
+		c.called(started)
+		return
+	}
 	verdicts := c.callPlugin(sctx, msgs)
 	cancel()
+	c.called(started)
+	c.answered(batch, verdicts, spans, started, claimedAt, wg)
+}
+
+// called records a plugin call that started at started and has returned.
+func (c *channel) called(started time.Time) {
+	d := c.e.now().Sub(started)
+	c.lastCall.Store(int64(max(d, 1)))
+	c.e.metrics.SendDuration(c.name, d)
+}
+
+// pick is the elements of s at idx (nil for a nil s).
+func pick[T any](s []T, idx []int) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(idx))
+	for k, i := range idx {
+		out[k] = s[i]
+	}
+	return out
+}
+
+// answered takes the verdicts of batch — a part's messages, all of them or
+// those its plugin answered together — the moment they are answered: it
+// frees their send permits and hands them to the settler, which frees their
+// slots once it has committed them. started is when their call started.
+func (c *channel) answered(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.Span, started, claimedAt time.Time, wg *sync.WaitGroup) {
+	e := c.e
 	finished := e.now()
-	c.lastCall.Store(int64(max(finished.Sub(started), 1)))
 	c.releaseSending(len(batch))
-	e.metrics.SendDuration(c.name, finished.Sub(started))
 	ids := claimedIDs(batch)
 	if hookCrashed(e.hooks.AfterSend, c.name, ids) {
 		abandonAttempts(spans...)
@@ -218,18 +258,47 @@ func keepAnswered(batch []outbox.Claimed, verdicts []sdk.Verdict, spans []trace.
 }
 
 // takePermits takes the send permits of a plain plugin's next part:
-// min(n, concurrency), waiting until all of them are free. A part is never
-// cut down to the permits free at the instant it asks: a call's permits come
-// back one by one as it returns, and taking whatever is free then split the
-// next batch into calls of a few messages, each paying a plugin call and a
-// settle of its own (twice the plugin's CPU a notification, measured). One
-// part takes at a time (permitMu), so two parts each holding some permits
-// never wait on each other. 0 when ctx ends first.
+// min(n, concurrency), waiting for the first, then up to permitGrace for the
+// rest; after that it goes with those it has. A part is not cut down to the
+// permits free at the instant it gets its first: a call's permits come back
+// one by one as its answer arrives, and taking whatever was free then split
+// the next batch into calls of a few messages, each paying a plugin call and
+// a settle of its own (twice the plugin's CPU a notification, measured). Nor
+// does it wait for a permit a slow message holds (a provider that takes its
+// whole timeout): waiting for all of them held the rest of the channel's
+// concurrency idle behind that one message. One part takes at a time
+// (permitMu), so two parts each holding some permits never wait on each
+// other. 0 when ctx ends first.
 func (c *channel) takePermits(ctx context.Context, n int) int {
 	c.permitMu.Lock()
 	defer c.permitMu.Unlock()
-	return takeAll(ctx, c.sending, min(n, cap(c.sending)))
+	n = min(n, cap(c.sending))
+	got := takeUpTo(ctx, c.sending, n)
+	if got == 0 || got == n {
+		return got
+	}
+	grace := time.NewTimer(permitGrace)
+	defer grace.Stop()
+	for got < n {
+		select {
+		case c.sending <- struct{}{}:
+			got++
+		case <-grace.C:
+			return got
+		case <-ctx.Done():
+			c.releaseSending(got)
+			return 0
+		}
+	}
+	return got
 }
+
+// permitGrace is how long a part waits for the rest of its permits once it
+// has one: a call's permits come back together, within microseconds of each
+// other, or with the verdicts a plugin answers within its linger of each
+// other (the SDK's SendStream, 20 ms); one a slow message holds is not
+// waited for.
+const permitGrace = 25 * time.Millisecond
 
 func (c *channel) releaseSending(n int) {
 	if c.sending == nil {
@@ -294,10 +363,10 @@ func defaultKeys(msgs []sdk.Message) {
 // past 32 MB.)
 const maxCallBytes = providerv1.MaxMessageBytes / 2
 
-// callPlugin sends msgs in calls of at most maxCallBytes and returns their
-// verdicts in order; each call's verdicts go to the breaker (observe).
-func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
-	var parts [][2]int // [start, end) of each call
+// callParts splits msgs into calls of at most maxCallBytes: [start, end)
+// of each, at least one.
+func callParts(msgs []sdk.Message) [][2]int {
+	var parts [][2]int
 	start, size := 0, 0
 	for i, m := range msgs {
 		n := len(m.Payload) + len(m.Recipient) + len(m.IdempotencyKey) + len(m.TraceParent) + 128
@@ -307,10 +376,16 @@ func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verd
 		}
 		size += n
 	}
-	if start == 0 {
+	return append(parts, [2]int{start, len(msgs)})
+}
+
+// callPlugin sends msgs in calls of at most maxCallBytes and returns their
+// verdicts in order; each call's verdicts go to the breaker (observe).
+func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verdict {
+	parts := callParts(msgs)
+	if len(parts) == 1 {
 		return c.call(ctx, msgs)
 	}
-	parts = append(parts, [2]int{start, len(msgs)})
 	verdicts := make([]sdk.Verdict, len(msgs))
 	var wg sync.WaitGroup
 	for _, p := range parts {
@@ -322,6 +397,38 @@ func (c *channel) callPlugin(ctx context.Context, msgs []sdk.Message) []sdk.Verd
 	}
 	wg.Wait()
 	return verdicts
+}
+
+// callPluginEach is callPlugin for a streaming provider: got is given each
+// call's verdicts as the plugin answers them (idx: indexes into msgs), from
+// the calls' goroutines at once when msgs goes out in several calls.
+func (c *channel) callPluginEach(ctx context.Context, st streamer, msgs []sdk.Message, got func(idx []int, vs []sdk.Verdict)) {
+	parts := callParts(msgs)
+	call := func(p [2]int) {
+		vs := make([]sdk.Verdict, p[1]-p[0])
+		st.SendEach(ctx, msgs[p[0]:p[1]], func(idx []int, part []sdk.Verdict) {
+			for k, i := range idx {
+				vs[i] = part[k]
+			}
+			if p[0] > 0 {
+				idx = slices.Clone(idx)
+				for k := range idx {
+					idx[k] += p[0]
+				}
+			}
+			got(idx, part)
+		})
+		c.observe(context.WithoutCancel(ctx), vs)
+	}
+	if len(parts) == 1 {
+		call(parts[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Go(func() { call(p) })
+	}
+	wg.Wait()
 }
 
 // call is one plugin call; the breaker judges each (observe).

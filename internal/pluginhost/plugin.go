@@ -166,10 +166,57 @@ func (p *Plugin) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
 	if len(ms) == 0 {
 		return nil
 	}
+	var vs []sdk.Verdict
+	p.send(ctx, ms, func(ctx context.Context, inst *instance) error {
+		var err error
+		vs, err = inst.rpc.Send(ctx, ms)
+		return err
+	}, func(host []sdk.Verdict) { vs = host })
+	return vs
+}
+
+// SendEach is Send handing each verdict to got as the plugin answers it
+// (idx: indexes into ms; got is called on the caller's goroutine), every
+// message exactly once by the time it returns: a message its provider holds
+// until its deadline holds back neither the others' verdicts nor what the
+// caller keeps for them. A failed call, or a plugin that breaks the contract
+// part-way, leaves the messages not yet answered TRANSIENT with an unknown
+// outcome, as Send does.
+func (p *Plugin) SendEach(ctx context.Context, ms []sdk.Message, got func(idx []int, vs []sdk.Verdict)) {
+	if len(ms) == 0 {
+		return
+	}
+	answered := make([]bool, len(ms))
+	p.send(ctx, ms, func(ctx context.Context, inst *instance) error {
+		return inst.rpc.SendEach(ctx, ms, func(idx []int, vs []sdk.Verdict) {
+			for _, i := range idx {
+				answered[i] = true
+			}
+			got(idx, vs)
+		})
+	}, func(host []sdk.Verdict) {
+		var idx []int
+		var vs []sdk.Verdict
+		for i, done := range answered {
+			if !done {
+				idx, vs = append(idx, i), append(vs, host[i])
+			}
+		}
+		if len(idx) > 0 {
+			got(idx, vs)
+		}
+	})
+}
+
+// send is Send's and SendEach's: call is the plugin call, made on the
+// running instance; host is given len(ms) verdicts the host made itself
+// when the call was not made or failed.
+func (p *Plugin) send(ctx context.Context, ms []sdk.Message, call func(context.Context, *instance) error, host func([]sdk.Verdict)) {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
-		return all(len(ms), DetailShuttingDown)
+		host(all(len(ms), DetailShuttingDown))
+		return
 	}
 	p.inflight.Add(1)
 	p.mu.Unlock()
@@ -179,16 +226,18 @@ func (p *Plugin) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
 	defer cancel()
 	inst, err := p.await(ctx)
 	if err != nil {
-		return all(len(ms), fmt.Sprintf("%s: %v", DetailUnavailable, err))
+		host(all(len(ms), fmt.Sprintf("%s: %v", DetailUnavailable, err)))
+		return
 	}
 	if vs := p.unconfigured(ms); vs != nil {
-		return vs
+		host(vs)
+		return
 	}
 	inst.sending.Add(1)
-	vs, err := inst.rpc.Send(ctx, ms)
+	err = call(ctx, inst)
 	inst.sending.Add(-1)
 	if err == nil {
-		return vs
+		return
 	}
 	if status.Code(err) == codes.Unavailable {
 		// The connection broke: give the exit a moment to be seen, so the
@@ -206,7 +255,7 @@ func (p *Plugin) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
 		detail = DetailNoAnswer
 	}
 	p.log.Warn("send failed", "messages", len(ms), "error", err)
-	return all(len(ms), fmt.Sprintf("%s: %v", detail, err))
+	host(all(len(ms), fmt.Sprintf("%s: %v", detail, err)))
 }
 
 // sendContext bounds a batch by its latest message deadline plus the trip

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -41,6 +43,9 @@ const pluginSaid = "plugin said: "
 // Client calls one plugin process.
 type Client struct {
 	rpc providerv1.ProviderClient
+	// unary: the plugin answered SendStream UNIMPLEMENTED (built before it,
+	// or not on the SDK), so SendEach calls Send.
+	unary atomic.Bool
 }
 
 // New wraps a gRPC client of the provider service.
@@ -143,13 +148,7 @@ func (c *Client) Send(ctx context.Context, ms []sdk.Message) ([]sdk.Verdict, err
 	if len(ms) == 0 {
 		return nil, nil
 	}
-	wire := make([]providerv1.Message, len(ms))
-	req := &providerv1.SendRequest{Messages: make([]*providerv1.Message, len(ms))}
-	for i := range ms {
-		toProto(&wire[i], &ms[i])
-		req.Messages[i] = &wire[i]
-	}
-	r, err := c.rpc.Send(ctx, req)
+	r, err := c.rpc.Send(ctx, sendRequest(ms))
 	if err != nil {
 		return nil, fmt.Errorf("send %d messages: %w", len(ms), err)
 	}
@@ -161,6 +160,109 @@ func (c *Client) Send(ctx context.Context, ms []sdk.Message) ([]sdk.Verdict, err
 		vs[i] = fromProto(v)
 	}
 	return vs, nil
+}
+
+// SendEach delivers a batch and hands got each message's verdict as the
+// plugin answers it (SendStream): idx are indexes into ms, each given once,
+// on the caller's goroutine. A message its provider holds until its deadline
+// then holds back neither the others' verdicts nor what the caller keeps
+// for them. A plugin that does not serve SendStream is sent Send instead,
+// and got is called once. The error says the call failed or the plugin broke
+// the contract — an index it was not asked for, a message answered twice,
+// messages left without a verdict — and the messages got was not called for
+// have an unknown outcome.
+//
+// A call's results are held to the protocol's message bound in all, as
+// Send's answer is (gRPC holds it to that), and each to what the outbox
+// stores: a plugin streaming result after result of that size made the host
+// hold each until its verdict was stored. Past either, a result is replaced
+// by a note saying so (its message was delivered: a lost result is a note,
+// a message sent twice cannot be taken back).
+func (c *Client) SendEach(ctx context.Context, ms []sdk.Message, got func(idx []int, vs []sdk.Verdict)) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	if c.unary.Load() {
+		return c.sendUnary(ctx, ms, got)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream when the plugin broke the contract
+	st, err := c.rpc.SendStream(ctx, sendRequest(ms))
+	if err != nil {
+		return fmt.Errorf("send %d messages: %w", len(ms), boundError(err))
+	}
+	seen := make([]bool, len(ms))
+	answered, budget := 0, providerv1.MaxMessageBytes
+	for {
+		p, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if status.Code(err) == codes.Unimplemented && answered == 0 {
+			c.unary.Store(true)
+			return c.sendUnary(ctx, ms, got)
+		}
+		if err != nil {
+			return fmt.Errorf("send %d messages: %d answered, then: %w", len(ms), answered, boundError(err))
+		}
+		if len(p.Verdicts) == 0 {
+			// The SDK never sends one: each answer carries a verdict it had
+			// not sent, so a call has at most len(ms) answers.
+			return fmt.Errorf("send %d messages: the plugin answered no verdict in an answer", len(ms))
+		}
+		idx := make([]int, 0, len(p.Verdicts))
+		vs := make([]sdk.Verdict, 0, len(p.Verdicts))
+		var broke error
+		for _, iv := range p.Verdicts {
+			i := int(iv.GetIndex())
+			switch {
+			case i < 0 || i >= len(ms):
+				broke = fmt.Errorf("send %d messages: the plugin answered message %d, which it was not sent", len(ms), iv.GetIndex())
+				continue
+			case seen[i]:
+				broke = fmt.Errorf("send %d messages: the plugin answered message %d (id %d) twice", len(ms), i, ms[i].ID)
+				continue
+			}
+			seen[i] = true
+			v := fromProto(iv.GetVerdict())
+			if len(v.Result) > budget {
+				v.Result = unfitNote(len(v.Result))
+			}
+			budget = max(0, budget-len(v.Result))
+			idx, vs = append(idx, i), append(vs, v)
+		}
+		answered += len(idx)
+		if len(idx) > 0 {
+			got(idx, vs)
+		}
+		if broke != nil {
+			return broke
+		}
+		if answered == len(ms) {
+			// Every message answered: whatever the plugin does with the
+			// stream from now on holds nothing of the caller's.
+			return nil
+		}
+	}
+	if answered < len(ms) {
+		return fmt.Errorf("send %d messages: the plugin answered %d of them", len(ms), answered)
+	}
+	return nil
+}
+
+// sendUnary is SendEach by Send, for a plugin that does not serve
+// SendStream.
+func (c *Client) sendUnary(ctx context.Context, ms []sdk.Message, got func(idx []int, vs []sdk.Verdict)) error {
+	vs, err := c.Send(ctx, ms)
+	if err != nil {
+		return err
+	}
+	idx := make([]int, len(vs))
+	for i := range idx {
+		idx[i] = i
+	}
+	got(idx, vs)
+	return nil
 }
 
 // Health checks that the process answers (err) and returns the channels whose
@@ -207,6 +309,17 @@ func HealthError(unhealthy map[string]string) error {
 	return errors.New(strings.Join(parts, "; "))
 }
 
+// sendRequest is ms on the wire, in one block: one allocation a batch.
+func sendRequest(ms []sdk.Message) *providerv1.SendRequest {
+	wire := make([]providerv1.Message, len(ms))
+	req := &providerv1.SendRequest{Messages: make([]*providerv1.Message, len(ms))}
+	for i := range ms {
+		toProto(&wire[i], &ms[i])
+		req.Messages[i] = &wire[i]
+	}
+	return req
+}
+
 func toProto(w *providerv1.Message, m *sdk.Message) {
 	w.Id = m.ID
 	w.Channel = m.Channel
@@ -230,6 +343,9 @@ func toProto(w *providerv1.Message, m *sdk.Message) {
 // past what the outbox stores (wire.MaxResultBytes) is the outbox's note of
 // its size already.
 func fromProto(v *providerv1.Verdict) sdk.Verdict {
+	if v == nil {
+		return sdk.Transient(sdk.DetailInvalidVerdict + " (none)")
+	}
 	out := sdk.Verdict{
 		Outcome:        sdk.Outcome(v.Outcome),
 		RetryAfter:     time.Duration(v.RetryAfterMs) * time.Millisecond,
@@ -258,6 +374,13 @@ func fromProto(v *providerv1.Verdict) sdk.Verdict {
 		out.Result = wire.OverResultNote(len(out.Result))
 	}
 	return out
+}
+
+// unfitNote stands for a result of n bytes past what is left of its call's
+// result bytes (SendEach).
+func unfitNote(n int) []byte {
+	return fmt.Appendf(nil, `{"notifyd_error":"the provider's result was %d bytes; with the other results of its call it did not fit the %d bytes a call's answer may hold; not stored"}`,
+		n, providerv1.MaxMessageBytes)
 }
 
 // Plugins is the go-plugin plugin set a host dispenses from, by protocol
@@ -301,7 +424,12 @@ const maxHealthChannels = 1024
 // boundErrors cuts a call's error text to MaxErrorText (valid UTF-8, no
 // NUL), keeping its code, for every call of the protocol at once.
 func boundErrors(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
+	return boundError(invoker(ctx, method, req, reply, cc, opts...))
+}
+
+// boundError is err with its text cut to MaxErrorText, its code kept: what
+// boundErrors does for every unary call, for a stream's.
+func boundError(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -645,6 +645,104 @@ func (x *SendResponse) GetVerdicts() []*Verdict {
 	return nil
 }
 
+// A verdict of SendStream, with its message's place in the request.
+type IndexedVerdict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's index in SendRequest.messages.
+	Index         int32    `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Verdict       *Verdict `protobuf:"bytes,2,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexedVerdict) Reset() {
+	*x = IndexedVerdict{}
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexedVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexedVerdict) ProtoMessage() {}
+
+func (x *IndexedVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexedVerdict.ProtoReflect.Descriptor instead.
+func (*IndexedVerdict) Descriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *IndexedVerdict) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *IndexedVerdict) GetVerdict() *Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return nil
+}
+
+type SendProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verdicts      []*IndexedVerdict      `protobuf:"bytes,1,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendProgress) Reset() {
+	*x = SendProgress{}
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendProgress) ProtoMessage() {}
+
+func (x *SendProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendProgress.ProtoReflect.Descriptor instead.
+func (*SendProgress) Descriptor() ([]byte, []int) {
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SendProgress) GetVerdicts() []*IndexedVerdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
 type HealthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only check that the process answers; skip the providers' own health
@@ -656,7 +754,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[8]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +766,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[8]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +779,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{8}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HealthRequest) GetLivenessOnly() bool {
@@ -702,7 +800,7 @@ type ChannelHealth struct {
 
 func (x *ChannelHealth) Reset() {
 	*x = ChannelHealth{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[9]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +812,7 @@ func (x *ChannelHealth) String() string {
 func (*ChannelHealth) ProtoMessage() {}
 
 func (x *ChannelHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[9]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +825,7 @@ func (x *ChannelHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelHealth.ProtoReflect.Descriptor instead.
 func (*ChannelHealth) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{9}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ChannelHealth) GetChannel() string {
@@ -753,7 +851,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[10]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +863,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[10]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +876,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{10}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HealthResponse) GetChannels() []*ChannelHealth {
@@ -800,7 +898,7 @@ type CallbackHeader struct {
 
 func (x *CallbackHeader) Reset() {
 	*x = CallbackHeader{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[11]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +910,7 @@ func (x *CallbackHeader) String() string {
 func (*CallbackHeader) ProtoMessage() {}
 
 func (x *CallbackHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[11]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +923,7 @@ func (x *CallbackHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallbackHeader.ProtoReflect.Descriptor instead.
 func (*CallbackHeader) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{11}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CallbackHeader) GetName() string {
@@ -857,7 +955,7 @@ type CallbackRequest struct {
 
 func (x *CallbackRequest) Reset() {
 	*x = CallbackRequest{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[12]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +967,7 @@ func (x *CallbackRequest) String() string {
 func (*CallbackRequest) ProtoMessage() {}
 
 func (x *CallbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[12]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +980,7 @@ func (x *CallbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallbackRequest.ProtoReflect.Descriptor instead.
 func (*CallbackRequest) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{12}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallbackRequest) GetChannel() string {
@@ -928,7 +1026,7 @@ type ReceiptUpdate struct {
 
 func (x *ReceiptUpdate) Reset() {
 	*x = ReceiptUpdate{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[13]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1038,7 @@ func (x *ReceiptUpdate) String() string {
 func (*ReceiptUpdate) ProtoMessage() {}
 
 func (x *ReceiptUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[13]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1051,7 @@ func (x *ReceiptUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptUpdate.ProtoReflect.Descriptor instead.
 func (*ReceiptUpdate) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{13}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReceiptUpdate) GetNotificationId() int64 {
@@ -1008,7 +1106,7 @@ type CallbackResponse struct {
 
 func (x *CallbackResponse) Reset() {
 	*x = CallbackResponse{}
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[14]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1118,7 @@ func (x *CallbackResponse) String() string {
 func (*CallbackResponse) ProtoMessage() {}
 
 func (x *CallbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[14]
+	mi := &file_sdk_proto_providerv1_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1131,7 @@ func (x *CallbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallbackResponse.ProtoReflect.Descriptor instead.
 func (*CallbackResponse) Descriptor() ([]byte, []int) {
-	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{14}
+	return file_sdk_proto_providerv1_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallbackResponse) GetUpdates() []*ReceiptUpdate {
@@ -1109,7 +1207,12 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06result\x18\x06 \x01(\fR\x06result\"H\n" +
 	"\fSendResponse\x128\n" +
-	"\bverdicts\x18\x01 \x03(\v2\x1c.notifyd.provider.v1.VerdictR\bverdicts\"4\n" +
+	"\bverdicts\x18\x01 \x03(\v2\x1c.notifyd.provider.v1.VerdictR\bverdicts\"^\n" +
+	"\x0eIndexedVerdict\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x126\n" +
+	"\averdict\x18\x02 \x01(\v2\x1c.notifyd.provider.v1.VerdictR\averdict\"O\n" +
+	"\fSendProgress\x12?\n" +
+	"\bverdicts\x18\x01 \x03(\v2#.notifyd.provider.v1.IndexedVerdictR\bverdicts\"4\n" +
 	"\rHealthRequest\x12#\n" +
 	"\rliveness_only\x18\x01 \x01(\bR\flivenessOnly\"?\n" +
 	"\rChannelHealth\x12\x18\n" +
@@ -1147,11 +1250,13 @@ const file_sdk_proto_providerv1_provider_proto_rawDesc = "" +
 	"\x0eReceiptOutcome\x12\x1f\n" +
 	"\x1bRECEIPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19RECEIPT_OUTCOME_DELIVERED\x10\x01\x12%\n" +
-	"!RECEIPT_OUTCOME_FAILED_AFTER_SEND\x10\x022\xb8\x03\n" +
+	"!RECEIPT_OUTCOME_FAILED_AFTER_SEND\x10\x022\x8d\x04\n" +
 	"\bProvider\x12W\n" +
 	"\bDescribe\x12$.notifyd.provider.v1.DescribeRequest\x1a%.notifyd.provider.v1.DescribeResponse\x12Z\n" +
 	"\tConfigure\x12%.notifyd.provider.v1.ConfigureRequest\x1a&.notifyd.provider.v1.ConfigureResponse\x12K\n" +
-	"\x04Send\x12 .notifyd.provider.v1.SendRequest\x1a!.notifyd.provider.v1.SendResponse\x12Q\n" +
+	"\x04Send\x12 .notifyd.provider.v1.SendRequest\x1a!.notifyd.provider.v1.SendResponse\x12S\n" +
+	"\n" +
+	"SendStream\x12 .notifyd.provider.v1.SendRequest\x1a!.notifyd.provider.v1.SendProgress0\x01\x12Q\n" +
 	"\x06Health\x12\".notifyd.provider.v1.HealthRequest\x1a#.notifyd.provider.v1.HealthResponse\x12W\n" +
 	"\bCallback\x12$.notifyd.provider.v1.CallbackRequest\x1a%.notifyd.provider.v1.CallbackResponseB<Z:github.com/notifyd/notifyd/sdk/proto/providerv1;providerv1b\x06proto3"
 
@@ -1168,7 +1273,7 @@ func file_sdk_proto_providerv1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_sdk_proto_providerv1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sdk_proto_providerv1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_sdk_proto_providerv1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sdk_proto_providerv1_provider_proto_goTypes = []any{
 	(Outcome)(0),              // 0: notifyd.provider.v1.Outcome
 	(ReceiptOutcome)(0),       // 1: notifyd.provider.v1.ReceiptOutcome
@@ -1180,37 +1285,43 @@ var file_sdk_proto_providerv1_provider_proto_goTypes = []any{
 	(*SendRequest)(nil),       // 7: notifyd.provider.v1.SendRequest
 	(*Verdict)(nil),           // 8: notifyd.provider.v1.Verdict
 	(*SendResponse)(nil),      // 9: notifyd.provider.v1.SendResponse
-	(*HealthRequest)(nil),     // 10: notifyd.provider.v1.HealthRequest
-	(*ChannelHealth)(nil),     // 11: notifyd.provider.v1.ChannelHealth
-	(*HealthResponse)(nil),    // 12: notifyd.provider.v1.HealthResponse
-	(*CallbackHeader)(nil),    // 13: notifyd.provider.v1.CallbackHeader
-	(*CallbackRequest)(nil),   // 14: notifyd.provider.v1.CallbackRequest
-	(*ReceiptUpdate)(nil),     // 15: notifyd.provider.v1.ReceiptUpdate
-	(*CallbackResponse)(nil),  // 16: notifyd.provider.v1.CallbackResponse
+	(*IndexedVerdict)(nil),    // 10: notifyd.provider.v1.IndexedVerdict
+	(*SendProgress)(nil),      // 11: notifyd.provider.v1.SendProgress
+	(*HealthRequest)(nil),     // 12: notifyd.provider.v1.HealthRequest
+	(*ChannelHealth)(nil),     // 13: notifyd.provider.v1.ChannelHealth
+	(*HealthResponse)(nil),    // 14: notifyd.provider.v1.HealthResponse
+	(*CallbackHeader)(nil),    // 15: notifyd.provider.v1.CallbackHeader
+	(*CallbackRequest)(nil),   // 16: notifyd.provider.v1.CallbackRequest
+	(*ReceiptUpdate)(nil),     // 17: notifyd.provider.v1.ReceiptUpdate
+	(*CallbackResponse)(nil),  // 18: notifyd.provider.v1.CallbackResponse
 }
 var file_sdk_proto_providerv1_provider_proto_depIdxs = []int32{
 	6,  // 0: notifyd.provider.v1.SendRequest.messages:type_name -> notifyd.provider.v1.Message
 	0,  // 1: notifyd.provider.v1.Verdict.outcome:type_name -> notifyd.provider.v1.Outcome
 	8,  // 2: notifyd.provider.v1.SendResponse.verdicts:type_name -> notifyd.provider.v1.Verdict
-	11, // 3: notifyd.provider.v1.HealthResponse.channels:type_name -> notifyd.provider.v1.ChannelHealth
-	13, // 4: notifyd.provider.v1.CallbackRequest.headers:type_name -> notifyd.provider.v1.CallbackHeader
-	1,  // 5: notifyd.provider.v1.ReceiptUpdate.outcome:type_name -> notifyd.provider.v1.ReceiptOutcome
-	15, // 6: notifyd.provider.v1.CallbackResponse.updates:type_name -> notifyd.provider.v1.ReceiptUpdate
-	2,  // 7: notifyd.provider.v1.Provider.Describe:input_type -> notifyd.provider.v1.DescribeRequest
-	4,  // 8: notifyd.provider.v1.Provider.Configure:input_type -> notifyd.provider.v1.ConfigureRequest
-	7,  // 9: notifyd.provider.v1.Provider.Send:input_type -> notifyd.provider.v1.SendRequest
-	10, // 10: notifyd.provider.v1.Provider.Health:input_type -> notifyd.provider.v1.HealthRequest
-	14, // 11: notifyd.provider.v1.Provider.Callback:input_type -> notifyd.provider.v1.CallbackRequest
-	3,  // 12: notifyd.provider.v1.Provider.Describe:output_type -> notifyd.provider.v1.DescribeResponse
-	5,  // 13: notifyd.provider.v1.Provider.Configure:output_type -> notifyd.provider.v1.ConfigureResponse
-	9,  // 14: notifyd.provider.v1.Provider.Send:output_type -> notifyd.provider.v1.SendResponse
-	12, // 15: notifyd.provider.v1.Provider.Health:output_type -> notifyd.provider.v1.HealthResponse
-	16, // 16: notifyd.provider.v1.Provider.Callback:output_type -> notifyd.provider.v1.CallbackResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	8,  // 3: notifyd.provider.v1.IndexedVerdict.verdict:type_name -> notifyd.provider.v1.Verdict
+	10, // 4: notifyd.provider.v1.SendProgress.verdicts:type_name -> notifyd.provider.v1.IndexedVerdict
+	13, // 5: notifyd.provider.v1.HealthResponse.channels:type_name -> notifyd.provider.v1.ChannelHealth
+	15, // 6: notifyd.provider.v1.CallbackRequest.headers:type_name -> notifyd.provider.v1.CallbackHeader
+	1,  // 7: notifyd.provider.v1.ReceiptUpdate.outcome:type_name -> notifyd.provider.v1.ReceiptOutcome
+	17, // 8: notifyd.provider.v1.CallbackResponse.updates:type_name -> notifyd.provider.v1.ReceiptUpdate
+	2,  // 9: notifyd.provider.v1.Provider.Describe:input_type -> notifyd.provider.v1.DescribeRequest
+	4,  // 10: notifyd.provider.v1.Provider.Configure:input_type -> notifyd.provider.v1.ConfigureRequest
+	7,  // 11: notifyd.provider.v1.Provider.Send:input_type -> notifyd.provider.v1.SendRequest
+	7,  // 12: notifyd.provider.v1.Provider.SendStream:input_type -> notifyd.provider.v1.SendRequest
+	12, // 13: notifyd.provider.v1.Provider.Health:input_type -> notifyd.provider.v1.HealthRequest
+	16, // 14: notifyd.provider.v1.Provider.Callback:input_type -> notifyd.provider.v1.CallbackRequest
+	3,  // 15: notifyd.provider.v1.Provider.Describe:output_type -> notifyd.provider.v1.DescribeResponse
+	5,  // 16: notifyd.provider.v1.Provider.Configure:output_type -> notifyd.provider.v1.ConfigureResponse
+	9,  // 17: notifyd.provider.v1.Provider.Send:output_type -> notifyd.provider.v1.SendResponse
+	11, // 18: notifyd.provider.v1.Provider.SendStream:output_type -> notifyd.provider.v1.SendProgress
+	14, // 19: notifyd.provider.v1.Provider.Health:output_type -> notifyd.provider.v1.HealthResponse
+	18, // 20: notifyd.provider.v1.Provider.Callback:output_type -> notifyd.provider.v1.CallbackResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sdk_proto_providerv1_provider_proto_init() }
@@ -1224,7 +1335,7 @@ func file_sdk_proto_providerv1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sdk_proto_providerv1_provider_proto_rawDesc), len(file_sdk_proto_providerv1_provider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,11 +27,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_Describe_FullMethodName  = "/notifyd.provider.v1.Provider/Describe"
-	Provider_Configure_FullMethodName = "/notifyd.provider.v1.Provider/Configure"
-	Provider_Send_FullMethodName      = "/notifyd.provider.v1.Provider/Send"
-	Provider_Health_FullMethodName    = "/notifyd.provider.v1.Provider/Health"
-	Provider_Callback_FullMethodName  = "/notifyd.provider.v1.Provider/Callback"
+	Provider_Describe_FullMethodName   = "/notifyd.provider.v1.Provider/Describe"
+	Provider_Configure_FullMethodName  = "/notifyd.provider.v1.Provider/Configure"
+	Provider_Send_FullMethodName       = "/notifyd.provider.v1.Provider/Send"
+	Provider_SendStream_FullMethodName = "/notifyd.provider.v1.Provider/SendStream"
+	Provider_Health_FullMethodName     = "/notifyd.provider.v1.Provider/Health"
+	Provider_Callback_FullMethodName   = "/notifyd.provider.v1.Provider/Callback"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -44,6 +45,14 @@ type ProviderClient interface {
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 	// Send delivers a batch: exactly one verdict per message, in order.
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
+	// SendStream is Send answered as the verdicts are known: each SendProgress
+	// carries the verdicts of some of the request's messages, by index, so a
+	// message its provider holds until its deadline does not hold the verdicts
+	// of the messages sent with it (nor the host's send slots for them). Every
+	// message gets exactly one verdict before the stream ends. Optional: a
+	// plugin that does not serve it answers UNIMPLEMENTED (what a plugin built
+	// before it existed answers too), and the host calls Send instead.
+	SendStream(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SendProgress], error)
 	// Health answers while the process is alive, with per-channel detail.
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// Callback hands a provider's delivery report, which the provider POSTed
@@ -93,6 +102,25 @@ func (c *providerClient) Send(ctx context.Context, in *SendRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *providerClient) SendStream(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SendProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Provider_ServiceDesc.Streams[0], Provider_SendStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SendRequest, SendProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_SendStreamClient = grpc.ServerStreamingClient[SendProgress]
+
 func (c *providerClient) Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HealthResponse)
@@ -123,6 +151,14 @@ type ProviderServer interface {
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
 	// Send delivers a batch: exactly one verdict per message, in order.
 	Send(context.Context, *SendRequest) (*SendResponse, error)
+	// SendStream is Send answered as the verdicts are known: each SendProgress
+	// carries the verdicts of some of the request's messages, by index, so a
+	// message its provider holds until its deadline does not hold the verdicts
+	// of the messages sent with it (nor the host's send slots for them). Every
+	// message gets exactly one verdict before the stream ends. Optional: a
+	// plugin that does not serve it answers UNIMPLEMENTED (what a plugin built
+	// before it existed answers too), and the host calls Send instead.
+	SendStream(*SendRequest, grpc.ServerStreamingServer[SendProgress]) error
 	// Health answers while the process is alive, with per-channel detail.
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// Callback hands a provider's delivery report, which the provider POSTed
@@ -150,6 +186,9 @@ func (UnimplementedProviderServer) Configure(context.Context, *ConfigureRequest)
 }
 func (UnimplementedProviderServer) Send(context.Context, *SendRequest) (*SendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedProviderServer) SendStream(*SendRequest, grpc.ServerStreamingServer[SendProgress]) error {
+	return status.Error(codes.Unimplemented, "method SendStream not implemented")
 }
 func (UnimplementedProviderServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
@@ -232,6 +271,17 @@ func _Provider_Send_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_SendStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SendRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProviderServer).SendStream(m, &grpc.GenericServerStream[SendRequest, SendProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_SendStreamServer = grpc.ServerStreamingServer[SendProgress]
+
 func _Provider_Health_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HealthRequest)
 	if err := dec(in); err != nil {
@@ -296,6 +346,12 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Provider_Callback_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SendStream",
+			Handler:       _Provider_SendStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "sdk/proto/providerv1/provider.proto",
 }

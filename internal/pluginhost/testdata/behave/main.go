@@ -1,8 +1,10 @@
 // Command behave is a test plugin whose messages say what it should do:
 // a payload {"crash":true} exits the process mid-batch, {"hang":true} never
 // returns, {"fail":"why"} is PERMANENT, {"say":"text"} succeeds with text
-// as its detail ({"say":"text","transient":true}: TRANSIENT with it);
-// anything else succeeds with the process id as result. Its channel config
+// as its detail ({"say":"text","transient":true}: TRANSIENT with it),
+// {"wait":"/path"} is held, as a slow provider holds a request, until that
+// file exists (then SUCCESS) or its deadline (TRANSIENT, its context's
+// error); anything else succeeds with the process id as result. Its channel config
 // needs "name"; "health" makes its provider health check slow ("slow") or
 // fail (any other text).
 package main
@@ -14,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -68,7 +71,8 @@ var result = json.RawMessage(fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
 
 func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 	if !bytes.Contains(m.Payload, []byte(`"crash"`)) && !bytes.Contains(m.Payload, []byte(`"hang"`)) &&
-		!bytes.Contains(m.Payload, []byte(`"fail"`)) && !bytes.Contains(m.Payload, []byte(`"say"`)) {
+		!bytes.Contains(m.Payload, []byte(`"fail"`)) && !bytes.Contains(m.Payload, []byte(`"say"`)) &&
+		!bytes.Contains(m.Payload, []byte(`"wait"`)) {
 		return sdk.Success(result) // the no-op path benchmarks measure
 	}
 	var p struct {
@@ -78,6 +82,7 @@ func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		Latin1    bool   `json:"latin1"`
 		Say       string `json:"say"`
 		Transient bool   `json:"transient"`
+		Wait      string `json:"wait"`
 	}
 	if err := json.Unmarshal(m.Payload, &p); err != nil {
 		return sdk.Permanent("payload: " + err.Error())
@@ -88,6 +93,17 @@ func (sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		os.Exit(3)
 	case p.Hang:
 		select {}
+	case p.Wait != "":
+		for {
+			if _, err := os.Stat(p.Wait); err == nil {
+				return sdk.Success(result)
+			}
+			select {
+			case <-ctx.Done():
+				return sdk.Transient(ctx.Err().Error())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	case p.Fail != "" && p.Latin1:
 		return sdk.Permanent(latin1(p.Fail))
 	case p.Fail != "":

@@ -15,6 +15,17 @@
 //	bighealth:   Health (not the liveness check) answers 40 channels with
 //	             a 1 MiB error each
 //	bigresult:   Send answers its one message SUCCESS with a 40 MiB result
+//
+// SendStream (which any other mode leaves UNIMPLEMENTED, as a plugin built
+// before it) answers message 0 SUCCESS first, then:
+//
+//	streamstray: a verdict for message 99, which it was not sent
+//	streamtwice: message 0 again, PERMANENT
+//	streamshort: nothing more: the stream ends
+//	streamempty: answers without a verdict, as fast as it can
+//	streamhold:  every other message SUCCESS, and the stream held open
+//	streambig:   every other message SUCCESS, one answer each, with a
+//	             result of the bytes its payload's "result" says
 package main
 
 import (
@@ -95,6 +106,50 @@ func (server) Send(ctx context.Context, req *providerv1.SendRequest) (*providerv
 		resp.Verdicts = append(resp.Verdicts, v)
 	}
 	return resp, nil
+}
+
+func (server) SendStream(req *providerv1.SendRequest, out providerv1.Provider_SendStreamServer) error {
+	if !strings.HasPrefix(mode, "stream") {
+		return status.Error(codes.Unimplemented, "method SendStream not implemented")
+	}
+	ok := func(i int, result []byte) *providerv1.SendProgress {
+		return &providerv1.SendProgress{Verdicts: []*providerv1.IndexedVerdict{
+			{Index: int32(i), Verdict: &providerv1.Verdict{Outcome: providerv1.Outcome_OUTCOME_SUCCESS, Result: result}}}}
+	}
+	if err := out.Send(ok(0, nil)); err != nil {
+		return err
+	}
+	switch mode {
+	case "streamstray":
+		return out.Send(ok(99, nil))
+	case "streamtwice":
+		return out.Send(&providerv1.SendProgress{Verdicts: []*providerv1.IndexedVerdict{
+			{Index: 0, Verdict: &providerv1.Verdict{Outcome: providerv1.Outcome_OUTCOME_PERMANENT, Detail: "changed my mind"}}}})
+	case "streamempty":
+		for {
+			if err := out.Send(&providerv1.SendProgress{}); err != nil {
+				return err
+			}
+		}
+	case "streamhold", "streambig":
+		for i := 1; i < len(req.Messages); i++ {
+			var p struct {
+				Result int `json:"result"`
+			}
+			_ = json.Unmarshal(req.Messages[i].Payload, &p)
+			var result []byte
+			if p.Result >= 2 {
+				result = []byte(`"` + strings.Repeat("r", p.Result-2) + `"`)
+			}
+			if err := out.Send(ok(i, result)); err != nil {
+				return err
+			}
+		}
+		if mode == "streamhold" {
+			<-out.Context().Done()
+		}
+	}
+	return nil
 }
 
 type grpcPlugin struct {
