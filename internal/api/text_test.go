@@ -94,3 +94,27 @@ func check(t *testing.T, a answer) {
 	}
 	a.errBody(t)
 }
+
+// A query string net/url cannot read whole — a `;` between parameters
+// (not a separator since Go 1.17), an escape that is not one, more than
+// 10,000 parameters — was read as no query at all, or without the part at
+// fault: GET /v1/dlq?channel=alerts;limit=5 listed every channel's dead
+// letters as if unfiltered, and a NUL or a negative limit among 10,001
+// parameters was never seen. Such a request is refused, naming the query.
+func TestServer_UnreadableQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	b.deadLetter("orders", "a")
+	for _, q := range []string{
+		"channel=alerts;limit=5",
+		"limit=5&channel=alerts%zz",
+		"channel=%00&limit=-5" + strings.Repeat("&x=1", 10_001),
+	} {
+		t.Run(fmt.Sprintf("%.40s", q), func(t *testing.T) {
+			wantError(t, b.do("GET", "/v1/dlq?"+q, ""), 400, "bad_request", "query string")
+		})
+	}
+	t.Run("a query that reads", func(t *testing.T) {
+		wantStatus(t, b.do("GET", "/v1/dlq?channel=alerts&limit=5", ""), 200)
+	})
+}

@@ -355,3 +355,27 @@ func TestUI_Channels_Unconfigured(t *testing.T) {
 		t.Errorf("the banner names a channel with nothing to send, or a configured one:\n%s", banner)
 	}
 }
+
+// A query string net/url cannot read whole (a `;` between parameters, a bad
+// escape, more than 10,000 parameters) was read as no query, or without the
+// part at fault: /ui/dead?channel=nope;limit=5 showed every channel's dead
+// letters as if unfiltered, and a NUL among 10,001 parameters was never
+// seen. It is a 400 page naming the query.
+func TestUI_UnreadableQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c, _ := b.loggedIn()
+	for _, path := range []string{
+		"/ui/dead?channel=nope;limit=5",
+		"/ui/dead?channel=nope%zz",
+		"/ui/lookup?q=a%00b" + strings.Repeat("&x=1", 10_001),
+	} {
+		res := c.get(path)
+		if res.status != http.StatusBadRequest || !strings.Contains(res.body, "query") {
+			t.Errorf("%.40s: status %d, want a 400 page naming the query", path, res.status)
+		}
+	}
+	if res := c.get("/ui/dead?channel=nope&limit=5"); res.status != http.StatusOK {
+		t.Errorf("a query that reads: status %d, want 200", res.status)
+	}
+}

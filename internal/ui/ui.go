@@ -20,6 +20,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,12 +194,18 @@ func (s *server) routes() http.Handler {
 
 // badText says what in the request's path, query or form Postgres could not
 // store as text ("" when nothing): such input gets a 400 page naming it, not
-// a database error.
+// a database error. A query string net/url cannot read whole (a `;` between
+// parameters, a bad escape, more than 10,000 parameters) is refused too:
+// URL.Query, which the pages read, drops the part at fault silently, so a
+// filter was taken for none.
 func badText(r *http.Request) string {
 	if err := wire.CheckText(r.URL.Path); err != nil {
 		return "The address " + err.Error() + "."
 	}
-	vals := r.URL.Query()
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return fmt.Sprintf("The address's query cannot be read: %v. Give name=value parameters joined by &.", err)
+	}
 	if r.Method == http.MethodPost {
 		if err := r.ParseForm(); err == nil {
 			vals = r.Form
