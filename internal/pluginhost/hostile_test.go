@@ -325,6 +325,9 @@ func TestHost_MemoryBound(t *testing.T) {
 		{`{"shm":256}`, "over plugins.max_memory_bytes (128 MiB)"},
 		// 1 GiB at once: refused by the kernel before a page is written.
 		{`{"big":1024}`, "plugins.max_memory_bytes is 128 MiB, and what it may map 512 MiB"},
+		// A process the plugin started (a helper, a worker) taking it:
+		// the plugin's processes count together.
+		{`{"child":256}`, "over plugins.max_memory_bytes (128 MiB)"},
 	} {
 		if got := dataLimit(t, pid); got != 4*bound {
 			t.Fatalf("the plugin's data limit is %d, want 4 × plugins.max_memory_bytes, %d", got, 4*bound)
@@ -332,13 +335,21 @@ func TestHost_MemoryBound(t *testing.T) {
 		// Replaced while it takes the memory (the message's outcome then
 		// unknown, as for any plugin that dies) or just after it answered.
 		old, said := pid, strings.Count(logs.String(), tt.why)
-		if v := p.Send(ctx, msgs(tt.payload))[0]; v.Outcome != sdk.OutcomeSuccess &&
+		v := p.Send(ctx, msgs(tt.payload))[0]
+		if v.Outcome != sdk.OutcomeSuccess &&
 			(v.Outcome != sdk.OutcomeTransient || !strings.Contains(v.Detail, pluginhost.DetailExited)) {
 			t.Errorf("%s: got %v %q, want SUCCESS, or TRANSIENT %q", tt.payload, v.Outcome, v.Detail, pluginhost.DetailExited)
 		}
+		var child struct {
+			PID int `json:"child_pid"`
+		}
+		_ = json.Unmarshal(v.Result, &child)
 		waitFor(t, "a restart after "+tt.payload, func() bool { pid = p.PID(); return pid != 0 && pid != old })
 		if strings.Count(logs.String(), tt.why) == said {
 			t.Fatalf("%s: the host's log does not say %q of the process it replaced", tt.payload, tt.why)
+		}
+		if child.PID != 0 && !gone(child.PID, 5*time.Second) {
+			t.Errorf("%s: the process the plugin started (%d) outlived its replacement", tt.payload, child.PID)
 		}
 		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), ok, "")
 	}

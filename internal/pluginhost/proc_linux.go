@@ -59,6 +59,41 @@ func residentBytes(pid int) int64 {
 	return pages * int64(os.Getpagesize())
 }
 
+// groupMembers lists the processes of process group pgid other than its
+// leader: those a plugin (which leads a group of its own: sysProcAttr)
+// started — a helper, a worker pool — and theirs, which killGroup kills
+// with it. One read of /proc/N/stat a process on the machine.
+func groupMembers(pgid int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	var out []int
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == pgid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces and ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // peakResident is the largest resident memory an exited process had.
 func peakResident(ps *os.ProcessState) int64 {
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {

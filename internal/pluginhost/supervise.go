@@ -385,25 +385,50 @@ func (i *instance) drain(d time.Duration) {
 // GB/s) is past the bound by at most what it takes in this long.
 const memoryCheck = 100 * time.Millisecond
 
-// watchMemory sends on over when inst's resident memory — heap, stacks and
-// shared mappings alike (shm, memfd, a MAP_SHARED region, which RLIMIT_DATA
-// does not count) — is past plugins.max_memory_bytes; watch then has it
-// replaced. One read of /proc/PID/statm a check.
+// groupCheck is how often the processes a plugin started are looked for
+// (groupMembers, a walk of /proc: a few milliseconds on a machine of a
+// thousand processes); those found are read every memoryCheck with it. One
+// started since is past the bound by at most what it takes in this long,
+// and by no more than what it may map (RLIMIT_DATA, which it inherits).
+const groupCheck = time.Second
+
+// watchMemory sends on over when the resident memory of inst's process and
+// of the processes it started (its process group, which a replacement
+// kills) — heap, stacks and shared mappings alike (shm, memfd, a MAP_SHARED
+// region, which RLIMIT_DATA does not count) — is past
+// plugins.max_memory_bytes; watch then has it replaced. One read of
+// /proc/PID/statm a process a check. Only the plugin's own process was read:
+// a plugin whose helper or worker processes took the memory was never
+// replaced.
 func (p *Plugin) watchMemory(inst *instance, over chan<- error, done <-chan struct{}) {
 	tick := time.NewTicker(memoryCheck)
 	defer tick.Stop()
 	max := p.host.cfg.MaxMemoryBytes
+	var members []int
+	scanned := time.Time{}
 	for {
 		select {
 		case <-done:
 			return
 		case <-inst.run.exited:
 			return
-		case <-tick.C:
-			if rss := residentBytes(inst.run.pid); rss > max {
-				over <- fmt.Errorf("resident memory %d MiB, over plugins.max_memory_bytes (%d MiB)", rss>>20, max>>20)
-				return
+		case now := <-tick.C:
+			if now.Sub(scanned) >= groupCheck {
+				members, scanned = groupMembers(inst.run.pid), now
 			}
+			rss := residentBytes(inst.run.pid)
+			for _, m := range members {
+				rss += residentBytes(m) // 0 once it is gone
+			}
+			if rss <= max {
+				continue
+			}
+			what := "resident memory"
+			if len(members) > 0 {
+				what = fmt.Sprintf("resident memory of the plugin and the %d processes it started", len(members))
+			}
+			over <- fmt.Errorf("%s %d MiB, over plugins.max_memory_bytes (%d MiB)", what, rss>>20, max>>20)
+			return
 		}
 	}
 }
