@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -70,6 +71,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if e := s.checkCallbackSecret(w, r, name, door); e != nil {
 		return e
 	}
+	httpguard.Serving(r.Context())
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, door.maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {

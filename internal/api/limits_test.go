@@ -175,3 +175,66 @@ func TestServer_BodyValuesBoundedBeforeDecode(t *testing.T) {
 		wantStatus(t, b.do("PUT", "/v1/subscribers/dense", `{"attributes":`+attrs+`}`), 200)
 	})
 }
+
+// A request refused before its body is read (no token, a wrong one, an
+// unknown route) still held its connection busy for the read timeout
+// (60 s): net/http reads the rest of the body before it answers, and this
+// one never comes. A dashboard login trickling its form did the same. A
+// busy connection is never closed to admit another, so two addresses doing
+// this with 4 connections each (four with 64 each at the defaults) shut
+// every other client out, /healthz included: 503 after 2 s, for as long
+// as they kept it up, without a credential. A connection counts as serving
+// only once its request has shown one (or is for an open route); until
+// then it is closed to admit another, as an idle one is.
+func TestServer_UnauthenticatedRequestsCannotHoldConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	cfg := *b.cfg
+	cfg.HTTP.Listen, cfg.HTTP.MaxConnections, cfg.HTTP.MaxConnectionsPerClient = "127.0.0.1:0", 8, 4
+	cfg.HTTP.ReadyWithStoppedChannels = true
+	srv := newServer(t, serverOptions{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client, Dashboard: true})
+	must(t, srv.Start(context.Background()))
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	addr := srv.Addr().String()
+
+	// Two addresses, 4 connections each, every one a request whose body
+	// never comes: without a token, with a wrong one, to no route, and a
+	// dashboard login. Each follows a /healthz on its connection, whose
+	// answer says the server is reading the next request.
+	heads := []string{
+		"POST /v1/notifications HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+		"POST /v1/dlq/purge HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-0123456789\r\nContent-Length: 100\r\n\r\n",
+		"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+		"POST /ui/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntoken=",
+	}
+	for _, ip := range []byte{2, 3} {
+		for _, head := range heads {
+			c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, ip)}}).Dial("tcp", addr)
+			must(t, err)
+			t.Cleanup(func() { c.Close() })
+			_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"+head)
+			must(t, err)
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			must(t, err)
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	other := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 4)}}).DialContext,
+	}}
+	for _, path := range []string{"/healthz", "/readyz", "/v1/channels"} {
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tokenA)
+		res, err := other.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s while refused requests wait for their bodies: %v", path, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("GET %s while refused requests wait for their bodies: %d, want 200", path, res.StatusCode)
+		}
+	}
+}

@@ -169,6 +169,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.ln = ln
 	s.srv = &http.Server{
 		ConnState:         conns.ConnState,
+		ConnContext:       conns.ConnContext,
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -310,6 +311,9 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 				writeError(rec, e)
 				return
 			}
+		}
+		if ac != partner { // a callback serves once its secret is checked (callback)
+			httpguard.Serving(r.Context())
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.HTTP.MaxBodyBytes)

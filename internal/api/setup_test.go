@@ -31,6 +31,7 @@ import (
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
+	"github.com/notifyd/notifyd/internal/ui"
 	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/sdk/client"
 )
@@ -196,6 +197,7 @@ type serverOptions struct {
 	Logger    hclog.Logger
 	CountsTTL time.Duration
 	Tracer    trace.Tracer
+	Dashboard bool // serve the dashboard under /ui/, as notifyd does
 }
 
 // newServer builds the API as the composition root does, over a service
@@ -220,8 +222,15 @@ func newServer(t testing.TB, o serverOptions) *api.Server {
 	if err := o.Metrics.Register(ops.Collectors()...); err != nil {
 		t.Fatal(err)
 	}
+	var dashboard http.Handler
+	if o.Dashboard {
+		if dashboard, err = ui.New(ui.Deps{Config: o.Config, Ops: ops, Logger: o.Logger}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	srv, err := api.New(api.Options{
 		Config: o.Config, Ops: ops, Metrics: o.Metrics, Logger: o.Logger, CountsTTL: o.CountsTTL, Tracer: o.Tracer,
+		UI: dashboard,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,16 +15,24 @@ import (
 // listener (docs/design.md §10): at most Max open, at most PerClient from
 // one peer address (a trusted proxy is not capped: it carries many
 // clients). A connection that is not serving a request — idle between
-// keep-alive requests, or new with no request read yet — holds nothing
-// anyone needs, so a new connection past either bound closes one of those
-// (the oldest of the peer with the most connections) instead of waiting for
-// it to time out. Only when every connection is busy with a request does a
-// new one wait, at most AdmitWait, and is then answered 503 with
-// Retry-After. A request takes at most the server's read and write
-// timeouts, so busy connections free up; idle ones free up at once.
+// keep-alive requests, new with no request read yet, or reading a request
+// that has not shown a credential — holds nothing anyone needs, so a new
+// connection past either bound closes one of those (the oldest of the peer
+// with the most connections) instead of waiting for it to time out. Only
+// when every connection is busy serving a request does a new one wait, at
+// most AdmitWait, and is then answered 503 with Retry-After. A request takes
+// at most the server's read and write timeouts, so busy connections free
+// up; the others free up at once.
 //
 // The server must report its connections' states: set
 // http.Server.ConnState to Conns.ConnState and serve on Conns.Listener.
+// With http.Server.ConnContext set to Conns.ConnContext too, a request
+// serves someone only once its handler says so (Serving): until then its
+// connection may be closed like an idle one. Without it, every request
+// does from its first byte. A request refused before its body is read (no
+// token) waits for that body for the read timeout, net/http reading it
+// before it answers, and a dashboard login may trickle its form as long: a
+// few addresses doing that held every connection without a credential.
 type Conns struct {
 	max, perClient int
 	exempt         Proxies
@@ -58,6 +67,39 @@ type conn struct {
 	state http.ConnState // under g.mu
 	since time.Time      // when it entered state
 	gone  bool           // released (closed, hijacked or evicted); under g.mu
+	// tracked: its server says which requests serve someone (ConnContext);
+	// serving: its request does (Serving). Under g.mu.
+	tracked, serving bool
+}
+
+// connKey is the request context's key for its *conn (ConnContext).
+type connKey struct{}
+
+// ConnContext is the http.Server's ConnContext hook: a request's context
+// carries its connection, for Serving.
+func (g *Conns) ConnContext(ctx context.Context, nc net.Conn) context.Context {
+	c, ok := nc.(*conn)
+	if !ok {
+		return ctx
+	}
+	g.mu.Lock()
+	c.tracked = true
+	g.mu.Unlock()
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// Serving says that the request of ctx serves someone: it showed a
+// credential, or its route needs none. Its connection is not closed to
+// admit another until the request is over. Without Conns.ConnContext on
+// the server it does nothing.
+func Serving(ctx context.Context) {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	if !ok {
+		return
+	}
+	c.g.mu.Lock()
+	c.serving = true
+	c.g.mu.Unlock()
 }
 
 func (c *conn) Close() error {
@@ -110,7 +152,7 @@ func (g *Conns) ConnState(nc net.Conn, st http.ConnState) {
 	if c.gone || c.state == st {
 		return
 	}
-	c.state, c.since = st, time.Now()
+	c.state, c.since, c.serving = st, time.Now(), false
 	if st == http.StateIdle {
 		g.signalLocked()
 	}
@@ -187,11 +229,12 @@ func (g *Conns) admit(c net.Conn, done <-chan struct{}) *conn {
 
 // victimLocked is the connection to close for a new one: one not serving a
 // request, of peer (any peer when ""), from the peer with the most
-// connections, idle before new, the longest in that state first.
+// connections, idle before new before a request without a credential, the
+// longest in that state first.
 func (g *Conns) victimLocked(peer string) *conn {
 	var best *conn
 	for c := range g.open {
-		if (peer != "" && c.peer != peer) || (c.state != http.StateIdle && c.state != http.StateNew) {
+		if (peer != "" && c.peer != peer) || idleness(c) < 0 {
 			continue
 		}
 		if best == nil || g.before(c, best) {
@@ -201,12 +244,26 @@ func (g *Conns) victimLocked(peer string) *conn {
 	return best
 }
 
+// idleness ranks what c is doing for someone: 0 nothing (idle), 1 nothing
+// yet (new), 2 reading a request that has shown no credential; -1 serving.
+func idleness(c *conn) int {
+	switch {
+	case c.state == http.StateIdle:
+		return 0
+	case c.state == http.StateNew:
+		return 1
+	case c.state == http.StateActive && c.tracked && !c.serving:
+		return 2
+	}
+	return -1
+}
+
 func (g *Conns) before(a, b *conn) bool {
 	if na, nb := g.byPeer[a.peer], g.byPeer[b.peer]; na != nb {
 		return na > nb
 	}
-	if a.state != b.state {
-		return a.state == http.StateIdle
+	if ia, ib := idleness(a), idleness(b); ia != ib {
+		return ia < ib
 	}
 	return a.since.Before(b.since)
 }

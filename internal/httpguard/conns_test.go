@@ -73,3 +73,63 @@ func TestConns_Busy(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// With ConnContext on the server, a connection serves someone only once its
+// handler says so (Serving): one whose request has not (no credential yet)
+// is closed to admit a new connection, as an idle one is, while one that
+// has is left to finish.
+func TestConns_ServingOnceSaid(t *testing.T) {
+	t.Parallel()
+	g := NewConns(2, 2, nil)
+	g.wait = 500 * time.Millisecond
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	busy := make(chan struct{}, 4)
+	srv := &http.Server{ConnState: g.ConnState, ConnContext: g.ConnContext, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/served" {
+			Serving(r.Context())
+		}
+		if r.URL.Path != "/fast" {
+			busy <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(g.Listener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "http://" + ln.Addr().String()
+	fresh := func() *http.Client {
+		return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	}
+	get := func(path string) (int, error) {
+		res, err := fresh().Get(url + path)
+		if err != nil {
+			return 0, err
+		}
+		defer res.Body.Close()
+		return res.StatusCode, nil
+	}
+	for _, path := range []string{"/unserved", "/unserved"} {
+		go func() { _, _ = get(path) }()
+	}
+	<-busy
+	<-busy
+	if code, err := get("/fast"); err != nil || code != 200 {
+		t.Fatalf("a third connection while both hold requests that serve nobody: %d %v, want 200", code, err)
+	}
+	// One of them was closed for it; the other still holds its slot. Two
+	// that serve someone fill the server: the next waits, then 503.
+	go func() { _, _ = get("/served") }()
+	<-busy
+	go func() { _, _ = get("/served") }()
+	<-busy
+	if code, err := get("/fast"); err != nil || code != http.StatusServiceUnavailable {
+		t.Errorf("a third connection while both serve someone: %d %v, want 503", code, err)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/httpguard"
 )
 
 // CookieName is the session cookie. Its value is a random session id; the
@@ -200,6 +202,7 @@ func (s *server) requireSession(h func(http.ResponseWriter, *http.Request, *sess
 			s.fail(w, r, http.StatusForbidden, "You are not logged in (or your session expired). Log in and try again.")
 			return
 		}
+		httpguard.Serving(r.Context()) // a logged-in operator's: not closed to admit another
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 			if err := r.ParseForm(); err != nil {
