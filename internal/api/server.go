@@ -34,6 +34,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -322,10 +323,27 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			writeError(rec, e)
 			return
 		}
+		if e := checkEncoding(ac, r); e != nil {
+			writeError(rec, e)
+			return
+		}
 		if err := h(rec, r); err != nil {
 			s.answer(rec, r, err)
 		}
 	})
+}
+
+// checkEncoding refuses a body with a Content-Encoding (gzip, say) on a
+// route that reads it as JSON: read as sent, its first byte was reported as
+// invalid UTF-8, not its encoding. Nothing is decompressed, so a body's
+// bound stays its size on the wire. A callback's body goes to its plugin
+// with its headers, encoding and all.
+func checkEncoding(ac access, r *http.Request) *Error {
+	ce := strings.TrimSpace(r.Header.Get("Content-Encoding"))
+	if ac == partner || r.ContentLength == 0 || ce == "" || strings.EqualFold(ce, "identity") {
+		return nil
+	}
+	return badRequest("request body has Content-Encoding %q: send it uncompressed (the API reads JSON as sent)", ce)
 }
 
 // outageRetryAfter is the Retry-After, in seconds, of a 503 for an
