@@ -1,11 +1,13 @@
 package schedule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -230,6 +232,31 @@ func (a topicAudience) fetch(ctx context.Context, q querier, cursor string, limi
 type queryAudience struct {
 	query, key         string
 	first, next, total string
+	// timeout bounds each statement run on the query (count, page, check):
+	// MaxAudienceStatement unless the Service says otherwise.
+	timeout time.Duration
+}
+
+// MaxAudienceStatement bounds each statement an audience query runs — its
+// count, each page, its column check. A query past it fails its job with
+// the reason: it held a pool connection and one of the instance's job slots
+// for as long as it ran (heartbeats and all), and after a restart the next
+// instance ran it again. A page of an indexed query takes milliseconds, and
+// the count of millions seconds.
+const MaxAudienceStatement = 5 * time.Minute
+
+// bounded runs f with ctx bounded by the query's statement timeout, and
+// makes a statement that passed it a permanent error naming the bound.
+func (a *queryAudience) bounded(ctx context.Context, what string, f func(context.Context) error) error {
+	d := cmp.Or(a.timeout, MaxAudienceStatement)
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := f(sctx)
+	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		return permanent(fmt.Errorf("audience query: %s did not finish within %s (the bound on one audience statement, schedule.MaxAudienceStatement): "+
+			"make the query answer sooner (an index on its key column %q, fewer joins) or split the audience", what, d, a.key))
+	}
+	return err
 }
 
 func newQueryAudience(query, key string) *queryAudience {
@@ -264,6 +291,10 @@ func (a *queryAudience) build(k, data string) {
 // check runs the query with LIMIT 0 and makes sure it returns recipient and
 // the key column; a query without a data column gets empty data.
 func (a *queryAudience) check(ctx context.Context, q querier) error {
+	return a.bounded(ctx, "its column check", func(ctx context.Context) error { return a.checkColumns(ctx, q) })
+}
+
+func (a *queryAudience) checkColumns(ctx context.Context, q querier) error {
 	rows, err := q.Query(ctx, `SELECT * FROM (`+a.query+`) q LIMIT 0`)
 	if err != nil {
 		return fmt.Errorf("audience query fails: %w", classify(err))
@@ -295,8 +326,13 @@ func (a *queryAudience) check(ctx context.Context, q querier) error {
 
 func (a *queryAudience) count(ctx context.Context, q querier) (int64, error) {
 	var n, nulls, repeats int64
-	if err := q.QueryRow(ctx, a.total).Scan(&n, &nulls, &repeats); err != nil {
-		return 0, fmt.Errorf("count audience query: %w", classify(err))
+	if err := a.bounded(ctx, "its count", func(ctx context.Context) error {
+		if err := q.QueryRow(ctx, a.total).Scan(&n, &nulls, &repeats); err != nil {
+			return fmt.Errorf("count audience query: %w", classify(err))
+		}
+		return nil
+	}); err != nil {
+		return 0, err
 	}
 	switch {
 	case nulls > 0:
@@ -309,7 +345,15 @@ func (a *queryAudience) count(ctx context.Context, q querier) (int64, error) {
 	return n, nil
 }
 
-func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, limit int) (chunk, error) {
+func (a *queryAudience) fetch(ctx context.Context, q querier, cursor string, limit int) (c chunk, err error) {
+	err = a.bounded(ctx, fmt.Sprintf("a page of %d after %q", limit, wire.Truncate(cursor, 64)), func(ctx context.Context) error {
+		c, err = a.page(ctx, q, cursor, limit)
+		return err
+	})
+	return c, err
+}
+
+func (a *queryAudience) page(ctx context.Context, q querier, cursor string, limit int) (chunk, error) {
 	var (
 		rows pgx.Rows
 		err  error

@@ -335,3 +335,35 @@ func TestService_unreadableJobFails(t *testing.T) {
 		t.Errorf("the campaign after them over the same audience = %s, want DONE to both subscribers", jobLine(j))
 	}
 }
+
+// TestService_slowAudienceQueryFails: an audience query that does not
+// finish (here a pg_sleep; a join without an index over a large table, a
+// generate_series of billions) held a pool connection and one of the
+// instance's MaxJobs slots for as long as it ran, heartbeats and all, and
+// after a restart the next instance ran it again: two such campaigns an
+// instance and no other run or campaign materialised there. Each audience
+// statement is held to audienceStatement (MaxAudienceStatement), and a
+// query past it fails its job with the reason: retrying it asks the same.
+func TestService_slowAudienceQueryFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.service(t, "a")
+	s.audienceStatement = time.Second
+	for _, q := range []string{
+		"SELECT g AS id, 'r' || g AS recipient FROM generate_series(1, 3) g, pg_sleep(20) s", // the count and every page
+		"SELECT g AS id, 'r' || g AS recipient FROM generate_series(1, 3) g WHERE g < 3 OR pg_sleep(20) IS NOT NULL",
+	} {
+		job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Query: q, Key: "id"},
+			Payload: map[string]any{"t": "hi {{.recipient}}"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RunOnce(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		j := mustGetJob(t, b.ctx, s, job.ID)
+		if j.State != jobFailed || !strings.Contains(j.Error, "1s") || !strings.Contains(j.Error, "audience") {
+			t.Errorf("%s: job = %s (%q); want FAILED naming the audience statement's bound", q, jobLine(j), j.Error)
+		}
+	}
+}

@@ -72,6 +72,10 @@ type Service struct {
 	wg       sync.WaitGroup
 	loopDone chan struct{}
 
+	// audienceStatement bounds each statement an audience query runs
+	// (MaxAudienceStatement; tests shorten it).
+	audienceStatement time.Duration
+
 	// Test hooks: called before each chunk's transaction (n chunks committed
 	// so far) and after each commit (n committed).
 	beforeChunk func(job int64, n int)

@@ -130,6 +130,7 @@ func (s *Service) materialise(ctx context.Context, job *jobRow, log hclog.Logger
 		return permanent(err)
 	}
 	if qa, ok := aud.(*queryAudience); ok {
+		qa.timeout = s.audienceStatement
 		if err := qa.check(ctx, s.pool); err != nil {
 			return err // permanent when the query or its columns are wrong
 		}
