@@ -291,3 +291,18 @@ func TestLoad_LongKeyNamedWithinBound(t *testing.T) {
 		}
 	}
 }
+
+// TestLoad_NotUTF8NamesTheLine: a file saved as Latin-1 (a é in a plugin's
+// config, a schedule's payload) was refused with the YAML reader's
+// "yaml: invalid leading UTF-8 octet" alone: no line, no key. The error
+// names the line and column of the first byte that is not UTF-8.
+func TestLoad_NotUTF8NamesTheLine(t *testing.T) {
+	t.Parallel()
+	err := loadErr(t, minimal+"channels:\n  a:\n    plugin: w\n    config: {name: \"caf\xe9\"}\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "line 7") || !strings.Contains(err.Error(), "UTF-8") {
+		t.Errorf("Load = %v; want an error naming line 7 and UTF-8", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "\xe9") {
+		t.Errorf("the error quotes the invalid byte raw: %q", err)
+	}
+}

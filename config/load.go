@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
@@ -151,6 +153,9 @@ const MaxNodes = 4_000_000
 type boundedYAML struct{ koanf.Parser }
 
 func (p boundedYAML) Unmarshal(b []byte) (map[string]any, error) {
+	if err := notUTF8(b); err != nil {
+		return nil, err
+	}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(b, &doc); err != nil { // the parse alone: no key compared
 		return nil, err
@@ -173,6 +178,27 @@ func (p boundedYAML) Unmarshal(b []byte) (map[string]any, error) {
 		}
 	}
 	return m, nil
+}
+
+// notUTF8 names the line and column of the file's first byte that is not
+// UTF-8 (the YAML reader says only "invalid leading UTF-8 octet"). A file
+// that starts with a UTF-16 byte-order mark is the reader's to decode.
+func notUTF8(b []byte) error {
+	if bytes.HasPrefix(b, []byte{0xfe, 0xff}) || bytes.HasPrefix(b, []byte{0xff, 0xfe}) || utf8.Valid(b) {
+		return nil
+	}
+	line, col := 1, 1
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return fmt.Errorf("line %d, column %d: byte 0x%02x is not UTF-8 (a file saved as Latin-1 or Windows-1252?); save the file as UTF-8", line, col, b[i])
+		}
+		if col++; r == '\n' {
+			line, col = line+1, 1
+		}
+		i += n
+	}
+	return nil
 }
 
 // pairWalk counts the pairs of keys the YAML decoder will compare in each
