@@ -17,11 +17,76 @@ type resumingOwn struct{}
 // if need be; outbox.ClaimSuspects). A claim Postgres refuses for a row's
 // data (outbox.IsRowError) would fail every retry of the same ids, so the
 // batch is halved until the row at fault stands alone, and that row is
-// finished FAILED with the reason (finishUnclaimable). When a later part
-// fails for another reason (Postgres unreachable) after an earlier part
-// committed, the ids of the failed part come back as ClaimDefer, tried again
-// in a second. The error is returned only when nothing was claimed.
+// finished FAILED with the reason (finishUnclaimable); a refusal of no data
+// class (an operator's trigger's exception) is one row's too once a row of
+// the batch is claimed alone (refused.go). When a later part fails for
+// another reason (Postgres unreachable) after an earlier part committed, the
+// ids of the failed part come back as ClaimDefer, tried again in a second.
+// The error is returned only when nothing was claimed.
 func (c *channel) claim(ctx context.Context, ids []int64, suspects bool) ([]outbox.Claimed, error) {
+	return c.claimRows(ctx, ids, suspects, false)
+}
+
+// claimRows is claim; isolating: a row of the batch these ids were split
+// from was claimed alone, so any refusal is their rows' own.
+func (c *channel) claimRows(ctx context.Context, ids []int64, suspects, isolating bool) ([]outbox.Claimed, error) {
+	e := c.e
+	claimed, err := c.claimOnce(ctx, ids, suspects)
+	if err == nil {
+		return claimed, nil
+	}
+	switch refusedFor(err, isolating) {
+	case notRefused:
+		return nil, err
+	case maybeRowRefused:
+		return c.claimAlone(ctx, ids, suspects, err)
+	}
+	if len(ids) == 1 {
+		return []outbox.Claimed{c.finishUnclaimable(ctx, ids[0], err)}, nil
+	}
+	c.log.Warn("claim refused for a row's data; splitting the batch to find it", "ids", len(ids), "error", err)
+	mid := len(ids) / 2
+	first, err := c.claimRows(ctx, ids[:mid], suspects, isolating)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := c.claimRows(ctx, ids[mid:], suspects, isolating)
+	if err != nil {
+		rest = deferAll(ids[mid:], e.now().Add(time.Second))
+	}
+	return append(first, rest...), nil
+}
+
+// claimAlone claims the first id alone, or else the last: a row claimed so
+// says the statement is fine, and the batch's refusal (cause) is the other
+// rows' own, which are then split to find them. Neither: no row is shown at
+// fault, and cause is returned (the ids are tried again whole: a statement
+// no row can pass must not end every row).
+func (c *channel) claimAlone(ctx context.Context, ids []int64, suspects bool, cause error) ([]outbox.Claimed, error) {
+	if len(ids) < 2 {
+		return nil, cause
+	}
+	for _, k := range []int{0, len(ids) - 1} {
+		one, err := c.claimOnce(ctx, ids[k:k+1], suspects)
+		if err != nil {
+			continue
+		}
+		c.log.Warn("claim refused, but not for every row; splitting the batch to find the rows at fault", "ids", len(ids), "error", cause)
+		rest := ids[1:]
+		if k > 0 {
+			rest = ids[:k]
+		}
+		more, err := c.claimRows(ctx, rest, suspects, true)
+		if err != nil {
+			more = deferAll(rest, c.e.now().Add(time.Second))
+		}
+		return append(one, more...), nil
+	}
+	return nil, cause
+}
+
+// claimOnce is one claim statement for ids.
+func (c *channel) claimOnce(ctx context.Context, ids []int64, suspects bool) ([]outbox.Claimed, error) {
 	e := c.e
 	stale := c.staleAfter()
 	if ctx.Value(resumingOwn{}) != nil && e.ownsInstance {
@@ -30,32 +95,10 @@ func (c *channel) claim(ctx context.Context, ids []int64, suspects bool) ([]outb
 		// can hold the id), so it is taken over now, not after staleAfter.
 		stale = time.Nanosecond
 	}
-	var (
-		claimed []outbox.Claimed
-		err     error
-	)
 	if suspects {
-		claimed, err = e.store.ClaimSuspects(ctx, ids, e.now(), stale)
-	} else {
-		claimed, err = e.store.Claim(ctx, ids, e.now(), stale)
+		return e.store.ClaimSuspects(ctx, ids, e.now(), stale)
 	}
-	if err == nil || !outbox.IsRowError(err) {
-		return claimed, err
-	}
-	if len(ids) == 1 {
-		return []outbox.Claimed{c.finishUnclaimable(ctx, ids[0], err)}, nil
-	}
-	c.log.Warn("claim refused for a row's data; splitting the batch to find it", "ids", len(ids), "error", err)
-	mid := len(ids) / 2
-	first, err := c.claim(ctx, ids[:mid], suspects)
-	if err != nil {
-		return nil, err
-	}
-	rest, err := c.claim(ctx, ids[mid:], suspects)
-	if err != nil {
-		rest = deferAll(ids[mid:], e.now().Add(time.Second))
-	}
-	return append(first, rest...), nil
+	return e.store.Claim(ctx, ids, e.now(), stale)
 }
 
 // finishUnclaimable ends a row that cannot be claimed: FAILED with the

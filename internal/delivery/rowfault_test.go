@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
 )
 
 // poison installs a trigger that makes Postgres refuse, with a data error
@@ -267,4 +270,69 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestEngine_RowAtFault_TriggerException: an operator's trigger that refuses
+// one row with a plain RAISE EXCEPTION (SQLSTATE P0001, of no data class)
+// failed its whole batch on every try: the settle worker retried it for
+// good (both workers held, no channel's verdicts committed), the claim's
+// batch-mates were never sent. A row of the batch committing alone now
+// shows the refusal is a row's, and the batch is split as for a data
+// error. A statement every row is refused by is still retried whole, not
+// ended row by row: the trigger dropped, every row is SENT.
+func TestEngine_RowAtFault_TriggerException(t *testing.T) {
+	t.Parallel()
+	wide := func(_ *config.Config, ch *config.Channel) { ch.BatchSize = 64; ch.Concurrency = 64 }
+	for _, tt := range []struct{ stage, table, cond, want, reason string }{
+		// Delivered: SENT without its details (finishUnstorable).
+		{"settle", "notification_attempts", `r = 'poison' AND NEW.provider_status IS NOT NULL`, outbox.StatusSent, ""},
+		{"claim", "notifications", `NEW.recipient = 'poison' AND NEW.status = 'PROCESSING'`, outbox.StatusFailed, "could not be claimed"},
+	} {
+		t.Run(tt.stage, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil), wide)
+			b.poisonCode(tt.table, tt.cond, "P0001")
+			ids := b.sendBatch(recipients("poison", 40)...)
+			b.engine("", delivery.Hooks{})
+			for r, id := range ids {
+				n := b.wait(id, 30*time.Second)
+				want := outbox.StatusSent
+				if r == "poison" {
+					want = tt.want
+				}
+				if n.Status != want {
+					t.Errorf("%s: %s (%q), want %s", r, n.Status, n.LastError, want)
+				}
+				if r == "poison" && !strings.Contains(n.LastError, tt.reason) {
+					t.Errorf("poison: last_error %q, want %q", n.LastError, tt.reason)
+				}
+			}
+		})
+	}
+
+	t.Run("every row refused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil), wide)
+		b.poisonCode("notifications", `NEW.status = 'PROCESSING'`, "P0001")
+		ids := b.sendBatch(recipients("r", 10)...)
+		logs := &testenv.SyncBuffer{}
+		b.start(delivery.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+		// Refused claims, tried again each second: nothing ends meanwhile.
+		waitFor(t, 30*time.Second, "three refused claims", func() bool {
+			return strings.Count(logs.String(), "claim failed; retrying later") >= 3
+		})
+		for r, id := range ids {
+			if n, err := b.store.Get(context.Background(), id); err != nil || n.Status != outbox.StatusQueued {
+				t.Fatalf("%s = %+v (%v), want still QUEUED: a statement no row can pass ended rows", r, n, err)
+			}
+		}
+		if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notifications ON notifications`); err != nil {
+			t.Fatal(err)
+		}
+		for r, id := range ids {
+			if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
+				t.Errorf("%s: %s (%q), want SENT once the claim can commit", r, n.Status, n.LastError)
+			}
+		}
+	})
 }

@@ -288,9 +288,17 @@ func logErr(e *Engine, ch *channel, op string, err error) {
 // refuses for its data (outbox.IsRowError: one row's value or index entry)
 // would fail every retry and hold every verdict behind it, so it is halved
 // until the row at fault stands alone, the other halves committing as they
-// go; that row is finished by finishUnstorable. It returns false only when
-// the settler is killed.
+// go; that row is finished by finishUnstorable. A refusal of no data class
+// (an operator's trigger's exception) is one row's too once a row of the
+// batch commits alone (refused.go). It returns false only when the settler
+// is killed.
 func (s *settler) commit(batch []settleItem, applied []bool) bool {
+	return s.commitRows(batch, applied, false)
+}
+
+// commitRows is commit; isolating: a row of the batch this one was split
+// from committed alone, so any refusal is its rows' own.
+func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool) bool {
 	e := s.e
 	ss := make([]outbox.Settlement, len(batch))
 	for i, it := range batch {
@@ -305,18 +313,47 @@ func (s *settler) commit(batch []settleItem, applied []bool) bool {
 		if s.ctx.Err() != nil {
 			return false
 		}
-		if outbox.IsRowError(err) {
+		switch refusedFor(err, isolating) {
+		case rowRefused:
 			if len(batch) == 1 {
 				applied[0] = s.finishUnstorable(&batch[0], err)
 				return s.ctx.Err() == nil
 			}
 			e.log.Warn("settle refused for a row's data; splitting the batch to find it", "rows", len(batch), "error", err)
 			mid := len(batch) / 2
-			return s.commit(batch[:mid], applied[:mid]) && s.commit(batch[mid:], applied[mid:])
+			return s.commitRows(batch[:mid], applied[:mid], isolating) && s.commitRows(batch[mid:], applied[mid:], isolating)
+		case maybeRowRefused:
+			if done, ok := s.commitAlone(batch, applied, err); ok {
+				return done
+			}
 		}
 		e.log.Warn("settle failed; retrying", "rows", len(ss), "error", err)
 		sleepCtx(s.ctx, retryPause(failures))
 	}
+}
+
+// commitAlone commits the first row of batch alone, or else its last: one
+// that commits says the statement is fine, and the batch's refusal (cause)
+// is the other rows' own, which are then split to find them. ok is false
+// when neither commits: no row is shown at fault, and the batch is retried
+// whole (a statement no row can pass must not end every row).
+func (s *settler) commitAlone(batch []settleItem, applied []bool, cause error) (done, ok bool) {
+	if len(batch) < 2 {
+		return false, false
+	}
+	for _, k := range []int{0, len(batch) - 1} {
+		got, err := s.e.store.Settle(s.ctx, []outbox.Settlement{batch[k].s})
+		if err != nil {
+			continue
+		}
+		applied[k] = got[0]
+		s.e.log.Warn("settle refused, but not for every row; splitting the batch to find the rows at fault", "rows", len(batch), "error", cause)
+		if k == 0 {
+			return s.commitRows(batch[1:], applied[1:], true), true
+		}
+		return s.commitRows(batch[:k], applied[:k], true), true
+	}
+	return false, false
 }
 
 // finishUnstorable ends one row whose verdict Postgres refused to store: SENT
