@@ -278,6 +278,16 @@ func (s *Service) evaluate(ctx context.Context, now time.Time) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// This instance creates a run at most lead before its fire time, so a
+	// time recorded past now + lead (a minute's slack for the clocks of
+	// instances) came from a clock ahead of ours — another instance's that
+	// read 2030 for a moment — or from SQL: taken for the last fire time, it
+	// stopped the schedule on every instance until then. Such times, and
+	// times that are not finite (which no time.Time holds), are passed over.
+	horizons := make([]time.Time, len(names))
+	for i, name := range names {
+		horizons[i] = now.Add(s.schedules[name].cfg.Lead + time.Minute)
+	}
 	// First sight of each schedule and its latest recorded run, in one
 	// statement for all schedules.
 	rows, err := s.pool.Query(ctx, `
@@ -285,9 +295,9 @@ func (s *Service) evaluate(ctx context.Context, now time.Time) error {
 			INSERT INTO schedules (name, first_seen_at) SELECT unnest($1::text[]), $2
 			ON CONFLICT (name) DO NOTHING)
 		SELECT n, greatest(
-			(SELECT first_seen_at FROM schedules WHERE name = n),
-			(SELECT max(fire_time) FROM jobs WHERE schedule = n))
-		FROM unnest($1::text[]) AS n`, names, now)
+			(SELECT first_seen_at FROM schedules WHERE name = n AND isfinite(first_seen_at) AND first_seen_at <= h),
+			(SELECT max(fire_time) FROM jobs WHERE schedule = n AND isfinite(fire_time) AND fire_time <= h))
+		FROM unnest($1::text[], $3::timestamptz[]) AS u(n, h)`, names, now, horizons)
 	if err != nil {
 		return fmt.Errorf("evaluate schedules: %w", err)
 	}

@@ -655,3 +655,59 @@ func TestService_materialiseInDB_guards(t *testing.T) {
 		t.Errorf("owner's run: %s", d)
 	}
 }
+
+// TestService_RunOnce_fireTimesAheadOfTheClock: the run an instance creates
+// is at most lead ahead of its clock, so a recorded fire time (or a first
+// sight) far ahead of now comes from another instance's clock (a VM resumed
+// with a wrong clock, an NTP step) or from SQL. The schedule's next fire
+// was sought after the latest recorded one, so one instance whose clock read
+// 2030 for a moment stopped the schedule on every instance until 2030,
+// silently; a first_seen_at of -infinity stopped every schedule's
+// evaluation ("cannot scan"). Times past the instance's own horizon (now +
+// lead) are not taken for the schedule's last fire time.
+func TestService_RunOnce_fireTimesAheadOfTheClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Schedules["daily-quiz"] = dailyQuiz("0 8 * * *", "Asia/Seoul") // 23:00Z the day before
+	b.cfg.Schedules["other"] = dailyQuiz("0 9 * * *", "Asia/Seoul")
+	seedTopic(t, b.ctx, b.db.Pool, "daily-quiz", "quiz", 3, 0)
+	s := b.service(t, "a")
+	b.clock.Set(utc("2024-03-01T12:00:00Z")) // first seen
+	if err := s.RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another instance, its clock at 2030 for a moment, made the run of
+	// the fire time it saw in its lead.
+	only := *b.cfg
+	only.Schedules = map[string]config.Schedule{"daily-quiz": b.cfg.Schedules["daily-quiz"]}
+	skewed, err := New(b.db.Pool, &only, Options{Now: func() time.Time { return utc("2030-06-01T22:55:00Z") }, InstanceID: "skewed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := skewed.evaluate(b.ctx, utc("2030-06-01T22:55:00Z")); err != nil {
+		t.Fatal(err)
+	}
+	// A first sight written as -infinity (by SQL of your own).
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE schedules SET first_seen_at = '-infinity' WHERE name = 'other'`); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(utc("2024-03-01T22:55:00Z")) // in the lead of 2024-03-01T23:00Z
+	if err := s.RunOnce(b.ctx); err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+	for name, fire := range map[string]string{"daily-quiz": "2024-03-01T23:00:00Z", "other": "2024-03-02T00:00:00Z"} {
+		if name == "other" {
+			b.clock.Set(utc("2024-03-01T23:55:00Z"))
+			if err := s.RunOnce(b.ctx); err != nil {
+				t.Fatalf("RunOnce: %v", err)
+			}
+		}
+		var fires []string
+		for _, j := range runs(t, b, s, name) {
+			fires = append(fires, j.FireTime.UTC().Format(time.RFC3339)+" "+j.State)
+		}
+		if !slices.Contains(fires, fire+" "+jobDone) {
+			t.Errorf("%s: runs %v; want the run of %s DONE", name, fires, fire)
+		}
+	}
+}
