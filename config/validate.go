@@ -119,6 +119,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if len(c.HTTP.Tokens) > MaxTokens {
+		return &Error{Key: "http.tokens", Reason: fmt.Sprintf("%d tokens, at most %d: every request's token is compared with each of them", len(c.HTTP.Tokens), MaxTokens)}
+	}
 	for i, tok := range c.HTTP.Tokens {
 		if len(tok) < 16 {
 			return &Error{Key: fmt.Sprintf("http.tokens[%d]", i), Reason: "must be at least 16 characters"}
@@ -201,6 +204,11 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// MaxTokens bounds http.tokens: every API request's bearer token, a bad
+// one's too, is compared with each configured token in constant time (800,000
+// made a request cost 6.4 ms of CPU).
+const MaxTokens = 1000
 
 // urlScheme says what is wrong with raw as a URL of one of schemes, or "".
 // It never quotes the URL (it may carry a password), only its scheme: a
