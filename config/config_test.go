@@ -311,7 +311,7 @@ func TestLoad_NotUTF8NamesTheLine(t *testing.T) {
 // every configured token (in constant time, so none is skipped), a bad
 // token's as well: 800,000 tokens (what a 16 MiB file holds) made each
 // request cost 6.4 ms of CPU before any throttle answered it. At most
-// MaxTokens tokens.
+// MaxTokens tokens, and as many trusted proxies.
 func TestLoad_TokensBounded(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
@@ -322,5 +322,16 @@ func TestLoad_TokensBounded(t *testing.T) {
 	err := loadErr(t, b.String(), nil)
 	if err == nil || !strings.Contains(err.Error(), `config key "http.tokens"`) || !strings.Contains(err.Error(), "2000") || !strings.Contains(err.Error(), "1000") {
 		t.Errorf("2,000 tokens: Load = %v; want an error naming http.tokens, the count and the bound", err)
+	}
+	// The same for http.trusted_proxies, which every connection's and
+	// request's address is looked up in, one prefix after another.
+	b.Reset()
+	b.WriteString(minimal + "http:\n  trusted_proxies:\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "    - 10.%d.%d.0/24\n", i/256, i%256)
+	}
+	err = loadErr(t, b.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), `config key "http.trusted_proxies"`) || !strings.Contains(err.Error(), "2000") {
+		t.Errorf("2,000 trusted proxies: Load = %v; want an error naming http.trusted_proxies, the count and the bound", err)
 	}
 }
