@@ -14,7 +14,10 @@
 //   - once that context has ended, what is left is still released, each with
 //     Grace (5 s) of its own: a resource (a pool, the plugin processes, the
 //     span exporter) must never be left open because the parts before it
-//     were slow.
+//     were slow;
+//   - a step that has not returned LeaveBehind (1 s) after its context ended
+//     (a release that takes no context) is left running, its error says so,
+//     and the next step runs.
 package lifecycle
 
 import (
@@ -106,7 +109,7 @@ func (g *Group) Stop(ctx context.Context) error {
 	for i := len(g.steps) - 1; i >= 0; i-- {
 		s := g.steps[i]
 		sctx, cancel := g.stopContext(ctx, s.bound)
-		err := s.stop(sctx)
+		err := g.stopStep(sctx, s)
 		if s.kill != nil && sctx.Err() != nil {
 			s.kill() // out of time: what it still had running stops now
 		}
@@ -118,6 +121,33 @@ func (g *Group) Stop(ctx context.Context) error {
 	}
 	g.steps = nil
 	return errors.Join(errs...)
+}
+
+// LeaveBehind is how long a step may still take once its context has
+// ended before Stop leaves it running and goes on to the next: a release
+// that takes no context (pgxpool's Close waits for every connection it lent
+// to come back) would otherwise hold Stop, and every step after it, for
+// ever.
+const LeaveBehind = time.Second
+
+// stopStep runs s's stop, and returns when it does, or LeaveBehind after
+// ctx ended with an error saying it was left behind.
+func (g *Group) stopStep(ctx context.Context, s step) error {
+	done := make(chan error, 1)
+	go func() { done <- s.stop(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(LeaveBehind)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("did not return %s after its time ran out (%w); left running", LeaveBehind, context.Cause(ctx))
+	}
 }
 
 // stopContext is one step's context: ctx, bounded by bound when set; a

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/notifyd/notifyd/internal/lifecycle"
+	"github.com/notifyd/notifyd/internal/testenv"
 )
 
 // part records its start and stop in a shared log; stop blocks until its
@@ -159,4 +163,48 @@ func TestGroup(t *testing.T) {
 			t.Errorf("got %q, want %q", log, want)
 		}
 	})
+}
+
+// TestGroup_StopThatIgnoresItsContext: a release that does not take a
+// context — pgxpool's Close, which waits for every connection it lent to
+// come back — held Stop for as long as one connection stayed out (a part
+// stopped out of time, a goroutine stuck on a query): Stop never returned,
+// so neither did serve after SIGTERM and shutdown.hard_timeout, and the
+// steps after it (the instance lock, the span exporter) were never run. A
+// step that has not returned a second after its context ended is left
+// behind, named in the error, and the next step runs.
+func TestGroup_StopThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	ctx := testenv.Context(t)
+	pool, err := pgxpool.New(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := pool.Acquire(ctx) // lent and never given back
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release() // after the test: the Close left behind then returns
+	g := lifecycle.NewGroup(nil)
+	released := make(chan struct{})
+	g.Defer("lock", func(context.Context) error { close(released); return nil })
+	g.Defer("postgres", func(context.Context) error { pool.Close(); return nil })
+	stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Stop(stopCtx) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "stop postgres") {
+			t.Errorf("Stop = %v; want an error naming the step left behind", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Stop has not returned a minute after its 100 ms context ended")
+	}
+	select {
+	case <-released:
+	default:
+		t.Error("the step after the one left behind was not run")
+	}
 }
