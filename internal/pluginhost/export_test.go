@@ -17,3 +17,14 @@ func OutputTaken(p *Plugin) int64 {
 	}
 	return p.inst.run.output.taken.Load()
 }
+
+// FramesTaken is how many units of HTTP/2 frames (FrameRate's) the host has
+// read from p's current process's gRPC connection; -1 while down.
+func FramesTaken(p *Plugin) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inst == nil {
+		return -1
+	}
+	return p.inst.run.frames.Load()
+}

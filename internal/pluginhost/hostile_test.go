@@ -280,6 +280,42 @@ func TestHost_OutputFlood(t *testing.T) {
 	}
 }
 
+// A plugin whose process writes HTTP/2 PING frames to the host's gRPC
+// connection as fast as the host reads them (testdata/pingflood serves
+// through a proxy of its own that writes them between its gRPC server's
+// frames) still answers its calls, so it was never replaced: gRPC read and
+// answered every PING, 118% of a core of the host (two on the test machine).
+// The host reads a plugin's connection within FrameRate frames a second now
+// (measured: 1% of a core); the flood slows only that plugin's answers.
+func TestHost_FrameFlood(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	testenv.InstallPlugin(t, b.dir, "pingflood", "./testdata/pingflood")
+	ctx := testenv.Context(t)
+	p, err := b.host.Plugin(ctx, "pingflood")
+	if err != nil {
+		t.Fatalf("Plugin(pingflood): %v", err)
+	}
+	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	before, start := pluginhost.FramesTaken(p), time.Now()
+	for range 5 {
+		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), []sdk.Outcome{sdk.OutcomeSuccess}, "")
+		time.Sleep(300 * time.Millisecond)
+	}
+	taken, elapsed := pluginhost.FramesTaken(p)-before, time.Since(start)
+	most := int64(elapsed.Seconds()*pluginhost.FrameRate) + 2*pluginhost.FrameBurst
+	t.Logf("the host read %d frame units in %v", taken, elapsed.Round(time.Millisecond))
+	if before < 0 || taken > most {
+		t.Errorf("the host read %d frame units of the plugin's connection in %v, want at most %d (%d a second)",
+			taken, elapsed.Round(time.Millisecond), most, pluginhost.FrameRate)
+	}
+	if taken < pluginhost.FrameBurst {
+		t.Errorf("the host read %d frame units in %v: the plugin did not flood, the test proves nothing", taken, elapsed.Round(time.Millisecond))
+	}
+}
+
 // A plugin's memory is bounded whatever takes it (docs/design.md §7): the
 // supervisor replaces a process whose resident memory — heap, stacks and
 // shared mappings alike — is past plugins.max_memory_bytes (read every

@@ -45,6 +45,14 @@ type procRunner struct {
 	exited  chan struct{} // closed when the process has exited and been reaped
 	waitMu  sync.Mutex
 	waitRes error
+
+	// network and addr are where the plugin serves, as its handshake said
+	// (PluginToHost), for dial.
+	addrMu        sync.Mutex
+	network, addr string
+	// frames counts the frame units the host read from the plugin's gRPC
+	// connection (frames.go).
+	frames atomic.Int64
 }
 
 // pipeDrain is how long the host reads what a plugin wrote to stdout and
@@ -190,6 +198,9 @@ func (r *procRunner) ID() string {
 }
 
 func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
+	r.addrMu.Lock()
+	r.network, r.addr = network, addr
+	r.addrMu.Unlock()
 	return network, addr, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -79,6 +80,7 @@ func (p *Plugin) launch(ctx context.Context) (*instance, error) {
 	// go-plugin tags its own lines with plugin=<runner name> and the
 	// plugin's stderr lines with the logger name <host>.<runner name>.
 	cfg := providerclient.Config(p.host.log)
+	cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithContextDialer(run.dial))
 	cfg.RunnerFunc = run.attach
 	cfg.StartTimeout = p.host.cfg.StartTimeout
 	cfg.Stderr = tail
