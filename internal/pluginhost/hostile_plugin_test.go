@@ -72,6 +72,30 @@ func TestHost_HealthTextBounded(t *testing.T) {
 	}
 }
 
+// A plugin whose health answer reports 2,000 channels it was never given, a
+// 1 KiB error each: each channel's text was cut to 1 KiB, but the channels
+// were taken up to 1,024 of them, so Plugin.Health's error — on every
+// dashboard page, and in the log of every /readyz check — was a megabyte of
+// the plugin's words. Only the channels the host gave it are reported now.
+func TestHost_HealthOfChannelsNotGiven(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	testenv.InstallPlugin(t, b.dir, "manyhealth", rawPkg)
+	ctx := testenv.Context(t)
+	p, err := b.host.Plugin(ctx, "manyhealth")
+	if err != nil {
+		t.Fatalf("Plugin(manyhealth): %v", err)
+	}
+	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.Health(hctx); err != nil {
+		t.Errorf("Health: %d bytes (%.200q…); want nil: its channel ch is healthy, the rest are none of the host's", len(err.Error()), err)
+	}
+}
+
 // A plugin that announces go-plugin broker connections to the host as fast
 // as it can. The host never asks for one, yet go-plugin's client broker kept
 // a goroutine and a 5 s timer for each announcement: 54,772 more goroutines

@@ -15,6 +15,8 @@
 //	bighealth:   Health (not the liveness check) answers 40 channels with
 //	             a 1 MiB error each
 //	bigresult:   Send answers its one message SUCCESS with a 40 MiB result
+//	manyhealth:  Health (not the liveness check) answers 2,000 channels it
+//	             was never given, a 1 KiB error each
 //
 // SendStream (which any other mode leaves UNIMPLEMENTED, as a plugin built
 // before it) answers message 0 SUCCESS first, then:
@@ -81,6 +83,11 @@ func (server) Health(_ context.Context, req *providerv1.HealthRequest) (*provide
 	if mode == "bighealth" && !req.LivenessOnly {
 		for i := range 40 {
 			resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: fmt.Sprint("ch", i), Error: strings.Repeat("H", 1<<20)})
+		}
+	}
+	if mode == "manyhealth" && !req.LivenessOnly {
+		for i := range 2000 {
+			resp.Channels = append(resp.Channels, &providerv1.ChannelHealth{Channel: fmt.Sprint("invented-", i), Error: strings.Repeat("H", 1<<10)})
 		}
 	}
 	return resp, nil
