@@ -310,6 +310,27 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 		})
 	}
 
+	// Refused any write, even the finish that ends it without its details:
+	// left PROCESSING for an operator (as for a data error), the others SENT.
+	t.Run("settle, the row refused any write", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil), wide)
+		b.poisonCode("notifications", `NEW.recipient = 'poison' AND NEW.status IN ('SENT', 'FAILED')`, "P0001")
+		ids := b.sendBatch(recipients("poison", 40)...)
+		b.engine("", delivery.Hooks{})
+		for r, id := range ids {
+			if r == "poison" {
+				continue
+			}
+			if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
+				t.Errorf("%s: %s (%q), want SENT", r, n.Status, n.LastError)
+			}
+		}
+		if n, err := b.store.Get(context.Background(), ids["poison"]); err != nil || n.Status != outbox.StatusProcessing {
+			t.Errorf("poison = %+v (%v), want left PROCESSING for an operator", n, err)
+		}
+	})
+
 	t.Run("every row refused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newSink(t, nil), wide)

@@ -382,7 +382,8 @@ func (s *settler) finishUnstorable(it *settleItem, cause error) bool {
 			return ok
 		case s.ctx.Err() != nil:
 			return false
-		case outbox.IsRowError(err):
+		case refusedFor(err, true) == rowRefused:
+			// Refused alone, as its batch's rows were not (refused.go).
 			e.log.Error("notification cannot be written at all; dropping it from Redis, left PROCESSING",
 				"channel", it.ch.name, "id", it.s.ID, "cause", cause, "error", err)
 			e.metrics.Unstorable(it.ch.name, "settle")
