@@ -118,10 +118,11 @@ func (c *channel) state(ctx context.Context) ChannelState {
 // staleAfter is when a PROCESSING row's claimer is presumed dead and the row
 // may be claimed again: its send started within the timeout of the claim or
 // not at all (a row claimed ahead waits for a send permit: send.go), has hit
-// its own deadline a timeout later, and a live claimer would have settled
-// within a lease period after that.
+// its own deadline a timeout later, its answer has come back within
+// answerGrace, and a live claimer would have settled within a lease period
+// after that.
 func (c *channel) staleAfter() time.Duration {
-	return 2*c.cfg.Timeout + c.e.cfg.Delivery.LeaseTTL
+	return 2*c.cfg.Timeout + answerGrace + c.e.cfg.Delivery.LeaseTTL
 }
 
 // fetchers is how many fetch loops keep the channel's slots busy: one per

@@ -36,9 +36,10 @@ import (
 // is in flight (Prefetch, ahead), so the next batches' fetches and
 // claims overlap the sends instead of waiting for them. A part starts
 // within the channel's timeout of claimedAt, the batch's claim, or is not
-// sent at all, and has the whole timeout from its start: so a claimed row's
-// send ends within twice the timeout of its claim whatever it waited for a
-// permit, which staleAfter relies on, and a wait never shortens a send (a
+// sent at all, and has the whole timeout from its start (and answerGrace for
+// its answer's trip back): so a claimed row's send ends within twice the
+// timeout of its claim, and answerGrace, whatever it waited for a permit,
+// which staleAfter relies on, and a wait never shortens a send (a
 // loaded machine's slow call must not time out, and be sent again, because
 // it queued first).
 func (c *channel) send(ctx context.Context, batch []outbox.Claimed, claimedAt time.Time, done chan struct{}) {
@@ -108,7 +109,7 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 		}
 	}
 	defaultKeys(msgs)
-	sctx, cancel := context.WithDeadline(ctx, deadline)
+	sctx, cancel := context.WithDeadline(ctx, deadline.Add(answerGrace))
 	if st, ok := c.plugin.(streamer); ok && !c.batching {
 		// Each verdict settled, and its permit freed, as the plugin answers
 		// it: a message its provider holds until the deadline no longer
@@ -125,6 +126,13 @@ func (c *channel) sendPart(ctx context.Context, batch []outbox.Claimed, claimedA
 	c.called(started)
 	c.answered(batch, verdicts, spans, started, claimedAt, wg)
 }
+
+// answerGrace is how long past its messages' deadline a call's answer is
+// waited for: a plugin gives every message its verdict by its deadline (the
+// SDK does), and the answer then has its trip back to make. Waiting until
+// the deadline alone took every answer given at it — the messages the
+// plugin had delivered with it — for an unknown outcome, each sent again.
+const answerGrace = time.Second
 
 // called records a plugin call that started at started and has returned.
 func (c *channel) called(started time.Time) {

@@ -95,3 +95,30 @@ func TestEngine_SlowMessageHoldsNoBatchMate(t *testing.T) {
 		t.Errorf("the slow message: %s after %d attempts (%q), want SENT at its first", row.Status, row.AttemptCount, row.LastError)
 	}
 }
+
+// A plugin answers a call at its messages' deadline — an SDK plugin whose
+// one message its provider held until then answers the others with it, by
+// Send (a plugin built before SendStream, or one not on the SDK) — having
+// delivered every message. The engine stopped waiting at that very
+// deadline, so the answer's trip back came too late: every message of the
+// call, delivered, was taken for an unknown outcome and sent again (here SENT
+// after 2 and 3 attempts, FAILED after 5). The host waits the trip back past
+// the deadline now (answerGrace), as the plugin host meant to (its
+// sendGrace).
+func TestEngine_AnswerAtTheDeadlineTaken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil), func(_ *config.Config, ch *config.Channel) {
+		ch.Plugin = "answerlate"
+		ch.Config = map[string]any{}
+		ch.Timeout = time.Second
+	})
+	testenv.InstallPlugin(t, b.cfg.Plugins.Dir, "answerlate", "github.com/notifyd/notifyd/internal/pluginhost/testdata/rawplugin")
+	ids := b.sendMany(3, func(i int) string { return fmt.Sprint("r", i) })
+	b.engine("", delivery.Hooks{})
+	for _, id := range ids {
+		if n := b.wait(id, time.Minute); n.Status != outbox.StatusSent || n.AttemptCount != 1 {
+			t.Errorf("notification %d: %s after %d attempts (%q), want SENT at its first: the plugin delivered it and said so",
+				id, n.Status, n.AttemptCount, n.LastError)
+		}
+	}
+}

@@ -17,6 +17,9 @@
 //	bigresult:   Send answers its one message SUCCESS with a 40 MiB result
 //	manyhealth:  Health (not the liveness check) answers 2,000 channels it
 //	             was never given, a 1 KiB error each
+//	answerlate:  Send answers every message SUCCESS at the first message's
+//	             deadline, as an SDK plugin whose one message its provider
+//	             held until then answers the others (Send, not SendStream)
 //
 // SendStream (which any other mode leaves UNIMPLEMENTED, as a plugin built
 // before it) answers message 0 SUCCESS first, then:
@@ -38,6 +41,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -103,6 +107,9 @@ func (server) Send(ctx context.Context, req *providerv1.SendRequest) (*providerv
 			md.Set(fmt.Sprint("x-flood-", i), strings.Repeat("m", 1<<20))
 		}
 		_ = grpc.SetTrailer(ctx, md)
+	}
+	if mode == "answerlate" && len(req.Messages) > 0 && req.Messages[0].DeadlineUnixNano != 0 {
+		time.Sleep(time.Until(time.Unix(0, req.Messages[0].DeadlineUnixNano)))
 	}
 	resp := &providerv1.SendResponse{}
 	for range req.Messages {
