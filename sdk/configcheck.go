@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,6 +30,8 @@ var (
 	errNotURL         = errors.New("is not a valid URL")
 	errNotHTTPURL     = errors.New("must be an http:// or https:// URL")
 	errNoHost         = errors.New("has no host")
+	errEmptyPort      = errors.New(`has an empty port (a ":" with no number after it)`)
+	errSpaceInQuery   = errors.New("has a space in its query, which would split the request line: write it as %20")
 	errHeaderName     = errors.New("is not a valid header name")
 	errHeaderReserved = errors.New("is set by the plugin itself and cannot be overridden")
 	errHeaderValue    = errors.New("contains characters not allowed in a header value")
@@ -58,7 +61,13 @@ func ParseDuration(s string, def time.Duration) (time.Duration, error) {
 
 // ParseHTTPURL parses an absolute http:// or https:// URL with a host: what
 // a plugin can POST to. A relative URL or another scheme would only fail
-// later, at the first send, so it is refused while configuring.
+// later, at the first send, so it is refused while configuring. So is what
+// url.Parse lets through and no request can be sent to as written: no host
+// name before a port ("http://:8080/", which dials this machine), a port
+// outside 1-65535 or an empty one (net/http dials port 80 for "h:", fasthttp
+// port 0), and a space in the query, which the request line carries as it
+// is and which splits it. A space in the path or fragment is fine: it is
+// escaped when the URL is written.
 func ParseHTTPURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -67,8 +76,21 @@ func ParseHTTPURL(raw string) (*url.URL, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, errNotHTTPURL
 	}
-	if u.Host == "" {
+	if u.Hostname() == "" {
 		return nil, errNoHost
+	}
+	if p := u.Port(); p != "" {
+		if len(p) > 5 {
+			return nil, fmt.Errorf("has a port of %d digits, not one of 1-65535", len(p))
+		}
+		if n, _ := strconv.Atoi(p); n < 1 || n > 65535 {
+			return nil, fmt.Errorf("has port %s, not one of 1-65535", p)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return nil, errEmptyPort
+	}
+	if strings.Contains(u.RawQuery, " ") {
+		return nil, errSpaceInQuery
 	}
 	return u, nil
 }

@@ -58,6 +58,22 @@ func TestParseHTTPURL(t *testing.T) {
 		{"relative", "example.com/hook", "", "must be an http:// or https:// URL"},
 		{"other scheme", "ftp://example.com/x", "", "must be an http:// or https:// URL"},
 		{"no host", "http:///path", "", "has no host"},
+		// A port but no host name: net/http and fasthttp dial ":8080",
+		// which is this machine.
+		{"port without a host", "http://:8080/path", "", "has no host"},
+		{"user info and port without a host", "http://u@:8080/path", "", "has no host"},
+		// url.Parse takes any run of digits for a port, and an empty one.
+		{"port past 65535", "http://127.0.0.1:99999/in", "", "has port 99999, not one of 1-65535"},
+		{"port 0", "http://127.0.0.1:0/in", "", "has port 0, not one of 1-65535"},
+		{"port of many digits", "http://127.0.0.1:184467440737095516160/in", "", "has a port of 21 digits, not one of 1-65535"},
+		{"empty port", "http://127.0.0.1:/in", "", `has an empty port (a ":" with no number after it)`},
+		{"empty port after IPv6", "http://[::1]:/in", "", `has an empty port (a ":" with no number after it)`},
+		{"port 65535", "http://127.0.0.1:65535/in", "http://127.0.0.1:65535/in", ""},
+		{"port 1 with zeros", "http://[::1]:0001/in", "http://[::1]:0001/in", ""},
+		// The request line carries the query as written: a space splits it.
+		{"space in the query", "http://127.0.0.1/in?name=my hook", "", "has a space in its query, which would split the request line: write it as %20"},
+		{"space in the path", "http://127.0.0.1/my hook", "http://127.0.0.1/my%20hook", ""},
+		{"space in the fragment", "http://127.0.0.1/in#my hook", "http://127.0.0.1/in#my%20hook", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -136,7 +136,9 @@ func baseURL(key, val, def string) (string, error) {
 	}
 	u, err := sdk.ParseHTTPURL(val)
 	if err != nil {
-		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q is not an absolute http(s) URL", sdk.RedactURL(val))}
+		// The reason says what is wrong (a port, no host, the scheme) and
+		// never repeats the URL, shown here without its credentials.
+		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q %v", sdk.RedactURL(val), err)}
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "", &ConfigError{Key: key, Reason: fmt.Sprintf("%q must be a base URL without query or fragment", sdk.RedactURL(val))}

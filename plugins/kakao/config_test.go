@@ -105,6 +105,32 @@ func TestParseConfig_NoSecretsInErrors(t *testing.T) {
 	}
 }
 
+// TestParseConfig_unusableURL: an api_url or auth_url (and so
+// alimtalk.api_url, read the same way) no request can go to as written is
+// refused saying what is wrong with it: a port outside 1-65535 or empty, no
+// host name before the port ("http://:8080", this machine). They were
+// accepted, and every send failed TRANSIENT until the message was
+// dead-lettered.
+func TestParseConfig_unusableURL(t *testing.T) {
+	t.Parallel()
+	for raw, why := range map[string]string{
+		"http://127.0.0.1:99999/kapi": "has port 99999, not one of 1-65535",
+		"http://127.0.0.1:0":          "has port 0, not one of 1-65535",
+		"http://127.0.0.1:/kapi":      "has an empty port",
+		"http://:8080/kapi":           "has no host",
+		"ftp://kapi.kakao.com":        "must be an http:// or https:// URL",
+	} {
+		for _, key := range []string{"api_url", "auth_url"} {
+			cfg, _ := json.Marshal(map[string]any{"mode": "memo", "access_token": "a", key: raw})
+			_, err := parseConfig(sdk.ConfigureRequest{Config: cfg})
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != key || !strings.Contains(ce.Reason, why) {
+				t.Errorf("%s %q: error = %v; want config.%s saying it %s", key, raw, err, key, why)
+			}
+		}
+	}
+}
+
 func TestTokenFile_Config(t *testing.T) {
 	t.Parallel()
 	p := &provider{}

@@ -694,6 +694,12 @@ func TestProvider_Configure_errors(t *testing.T) {
 		{"negative max_batch_tokens", `{` + base + `,"max_batch_tokens":-1}`, "max_batch_tokens"},
 		{"negative max_result_bytes", `{` + base + `,"max_result_bytes":-1}`, "max_result_bytes"},
 		{"callback_url not a URL", `{` + base + `,"callback_url":"mailto:x@example.com"}`, "callback_url"},
+		// What url.Parse takes and no request can go to as written.
+		{"base_url port past 65535", `{` + base + `,"base_url":"http://127.0.0.1:99999"}`, "base_url has port 99999"},
+		{"base_url empty port", `{` + base + `,"base_url":"http://127.0.0.1:/"}`, "base_url has an empty port"},
+		{"base_url port without a host", `{` + base + `,"base_url":"http://:8080"}`, "base_url has no host"},
+		{"callback_url port 0", `{` + base + `,"callback_url":"http://127.0.0.1:0/cb"}`, "callback_url has port 0"},
+		{"callback_url space in the query", `{` + base + `,"callback_url":"http://127.0.0.1/cb?name=my hook"}`, "callback_url has a space in its query"},
 		{"callback_headers without callback_url", `{` + base + `,"callback_headers":{"A":"b"}}`, "callback_headers"},
 		{"callback_timeout bad", `{` + base + `,"callback_url":"http://127.0.0.1/","callback_timeout":"0s"}`, "callback_timeout"},
 		{"reserved callback header", `{` + base + `,"callback_url":"http://127.0.0.1/","callback_headers":{"content-type":"x"}}`, "callback_headers.content-type"},

@@ -277,7 +277,8 @@ func TestSender_Send_echoedSecretsEscaped(t *testing.T) {
 // is sent. A port past 65535 was TRANSIENT on every attempt ("invalid
 // port"); an empty port went to port 0 directly (refused, TRANSIENT) and to
 // port 80 behind a proxy; a space in the query split the request line, and
-// the receiver's 400 said nothing of why.
+// the receiver's 400 said nothing of why; no host name before the port
+// ("http://:8080/") went to this machine's port.
 func TestSender_Send_unusableRecipientURL(t *testing.T) {
 	t.Parallel()
 	r := newReceiver(t, nil)
@@ -288,6 +289,8 @@ func TestSender_Send_unusableRecipientURL(t *testing.T) {
 		"http://127.0.0.1:0/in":        "port",
 		"http://127.0.0.1:/in":         "port",
 		"http://" + host + "/in?a=b c": "space",
+		// No host name before the port: this machine's port, the receiver.
+		"http://" + host[strings.LastIndexByte(host, ':'):] + "/in": "no host",
 	} {
 		m := testMessage()
 		m.Recipient = recipient

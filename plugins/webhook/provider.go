@@ -136,9 +136,6 @@ func (p *provider) newSender(c config) (*sender, error) {
 	switch {
 	case c.URL != "":
 		u, err := sdk.ParseHTTPURL(c.URL)
-		if err == nil {
-			err = requestable(u)
-		}
 		if err != nil {
 			return nil, configError("url", err.Error())
 		}

@@ -434,12 +434,9 @@ func (e *timeoutError) Unwrap() error   { return context.DeadlineExceeded }
 // query values of the channel's url are never copied onto it.
 func (s *sender) target(recipient string) (u *url.URL, configured bool, err error) {
 	if s.allowRecipientURL && isHTTPURL(recipient) {
-		u, err := url.Parse(recipient)
-		if err != nil || u.Host == "" {
-			return nil, false, fmt.Errorf("recipient is not a usable URL: %s", redactString(recipient))
-		}
-		if err := requestable(u); err != nil {
-			return nil, false, fmt.Errorf("recipient URL %s %v", redactURL(u), err)
+		u, err := sdk.ParseHTTPURL(recipient)
+		if err != nil {
+			return nil, false, fmt.Errorf("recipient URL %s %v", redactString(recipient), err)
 		}
 		return u, s.url != nil && sameEndpoint(u, s.url), nil
 	}
@@ -470,24 +467,6 @@ func sameEndpoint(a, b *url.URL) bool {
 	}
 	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) &&
 		port(a) == port(b) && path(a) == path(b)
-}
-
-// requestable checks what url.Parse lets through and no request can be
-// sent to as written: a port outside 1-65535 or empty (fasthttp then dials
-// port 0, net/http port 80), and a space in the query, which the request
-// line carries as it is and which splits it.
-func requestable(u *url.URL) error {
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("has port %s, not one of 1-65535", p)
-		}
-	} else if strings.HasSuffix(u.Host, ":") {
-		return errors.New(`has an empty port (a ":" with no number after it)`)
-	}
-	if strings.Contains(u.RawQuery, " ") {
-		return errors.New("has a space in its query, which would split the request line: write it as %20")
-	}
-	return nil
 }
 
 func isHTTPURL(s string) bool {

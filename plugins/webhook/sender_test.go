@@ -537,6 +537,7 @@ func TestProvider_Configure_errors(t *testing.T) {
 		{"url port 0", `{"url":"http://127.0.0.1:0/in"}`, "url"},
 		{"url port empty", `{"url":"http://127.0.0.1:/in"}`, "url"},
 		{"url query with a space", `{"url":"http://127.0.0.1/in?name=my hook"}`, "url"},
+		{"url port without a host", `{"url":"http://:8080/in"}`, "url"},
 		{"unknown key", `{"url":"http://127.0.0.1/","retries":3}`, "retries"},
 		{"secret without prefix", `{"url":"http://127.0.0.1/","secret":"c2VjcmV0"}`, "secret"},
 		{"secret not base64", `{"url":"http://127.0.0.1/","secret":"whsec_%%%"}`, "secret"},
