@@ -350,7 +350,7 @@ type alimtalkSender struct {
 
 func newAlimtalkSender(c *config, now func() time.Time) *alimtalkSender {
 	client := &http.Client{
-		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		Transport: newTransport(),
 		// A partner does not redirect; following one would carry the
 		// signed request somewhere unexpected.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -64,7 +64,7 @@ func (p *provider) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.S
 	}
 
 	client := &http.Client{
-		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		Transport: newTransport(),
 		// Kakao does not redirect; following one would carry the bearer
 		// token somewhere unexpected.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -150,3 +150,14 @@ const configSchema = `{
     }
   }
 }`
+
+// newTransport is a transport of http.DefaultTransport's settings that reads
+// an answer's status line and headers within sdk.MaxHTTPAnswerHeader, as the
+// SDK's own client does: net/http's default is 10 MiB, allocated several
+// times over while it is parsed (about 67 MB for a 9 MiB header), per request
+// in flight. A longer head is a transport error, TRANSIENT.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxResponseHeaderBytes = sdk.MaxHTTPAnswerHeader
+	return t
+}

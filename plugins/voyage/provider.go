@@ -230,6 +230,10 @@ func (p *provider) client() *http.Client {
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
+			// An answer's status line and headers, as the SDK's own client
+			// reads them: net/http's default is 10 MiB, allocated several
+			// times over while parsed, per request in flight.
+			MaxResponseHeaderBytes: sdk.MaxHTTPAnswerHeader,
 		}
 	})
 	return &http.Client{
