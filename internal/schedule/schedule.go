@@ -136,18 +136,28 @@ func checkContentKey(k string) (string, error) {
 const maxCronGap = (8*366 + 1) * 24 * time.Hour
 
 // prev is the latest fire time at or before t (zero if none within
-// maxCronGap): the run an operator means by "the last one".
+// maxCronGap): the run an operator means by "the last one", and where the
+// planner goes after a long outage. It looks back over windows doubling from
+// a minute for one holding a fire time, then halves that window down to the
+// nanosecond: about 80 calls of next, however many fire times the window
+// holds (walking them, a cron like "* * * 1-6 *" on 31 December took 260,000).
 func (c *compiledSchedule) prev(t time.Time) time.Time {
 	for window := time.Minute; window < 2*maxCronGap; window *= 2 {
-		var last time.Time
-		n := 0
-		for f := c.next(t.Add(-window)); !f.IsZero() && !f.After(t) && n < maxMissedScan; f = c.next(f) {
-			last = f
-			n++
+		lo := t.Add(-window)
+		if f := c.next(lo); f.IsZero() || f.After(t) {
+			continue
 		}
-		if !last.IsZero() {
-			return last
+		// A fire time lies in (lo, t], none in (hi, t].
+		hi := t
+		for hi.Sub(lo) > time.Nanosecond {
+			mid := lo.Add(hi.Sub(lo) / 2)
+			if f := c.next(mid); !f.IsZero() && !f.After(t) {
+				lo = mid
+			} else {
+				hi = mid
+			}
 		}
+		return c.next(lo)
 	}
 	return time.Time{}
 }
@@ -232,35 +242,84 @@ type plannedRun struct {
 	fire    time.Time
 	skipped bool
 	late    time.Duration // how late a missed fire time was found
+	before  missedBefore  // the missed fire times passed over before it
 }
 
-// maxMissedScan bounds the walk over fire times missed during a long outage
-// (a year of an every-minute cron); beyond it the latest is not sought.
-const maxMissedScan = 1_000_000
+// missedBefore counts the fire times missed before the latest missed one:
+// n of them from the first, or at least n when there were more than
+// maxMissedWalk to count.
+type missedBefore struct {
+	n       int
+	atLeast bool
+	first   time.Time
+}
+
+func (m missedBefore) String() string {
+	if m.n == 0 {
+		return ""
+	}
+	more := ""
+	if m.atLeast {
+		more = "at least "
+	}
+	return fmt.Sprintf("%s%d earlier fire times from %s", more, m.n, m.first.UTC().Format(time.RFC3339))
+}
+
+// maxMissedWalk bounds the fire times the planner walks one at a time after
+// an outage (about 2 µs each for a five-field cron: 0.2 s at most, once):
+// past it the latest missed one is found from now (prev) and the ones
+// before it are counted as "at least". A schedule first seen in 1970 (a
+// machine whose clock was not set) walked a million a tick, for every tick
+// until it caught up.
+const maxMissedWalk = 100_000
+
+// lastMissed is the latest fire time at or before now, from first (a fire
+// time at or before now), and the count of those before it.
+func (c *compiledSchedule) lastMissed(first, now time.Time) (time.Time, missedBefore) {
+	before := missedBefore{first: first}
+	if every, ok := c.cron.(cron.ConstantDelaySchedule); ok {
+		// Whole seconds apart from first (ParseCron): counted, not walked.
+		step := int64(every.Delay / time.Second)
+		k := (now.Unix() - first.Unix()) / step
+		before.n = int(k)
+		return time.Unix(first.Unix()+k*step, 0).In(c.loc), before
+	}
+	last := first
+	for next := c.next(last); !next.IsZero() && !next.After(now); next = c.next(last) {
+		if before.n == maxMissedWalk {
+			// Fire times are never further apart than maxCronGap, which
+			// prev looks through: it finds one after last.
+			if p := c.prev(now); p.After(last) {
+				last = p
+			}
+			before.atLeast = true
+			break
+		}
+		last = next
+		before.n++
+	}
+	return last, before
+}
 
 // plan decides which runs to create at now, given the last fire time already
 // recorded (or when the schedule was first seen). Fire times whose lead has
 // begun and which are still ahead become runs. Of the fire times already
 // past — missed while every instance was down — only the latest counts: it
 // runs if it is at most max_late old, else it is recorded as SKIPPED; older
-// ones are passed over (their count is returned for the log).
-func (c *compiledSchedule) plan(since, now time.Time) (runs []plannedRun, passedOver int) {
+// ones are passed over (counted in its before, for the log and the SKIPPED
+// run's reason). The work is bounded however long ago since is
+// (maxMissedWalk), and no run is created for a fire time before the latest
+// missed one.
+func (c *compiledSchedule) plan(since, now time.Time) (runs []plannedRun, passedOver missedBefore) {
 	fire := c.next(since)
-	var missed time.Time
-	n := 0
-	for !fire.IsZero() && !fire.After(now) && n < maxMissedScan {
-		if !missed.IsZero() {
-			passedOver++
-		}
-		missed = fire
-		fire = c.next(fire)
-		n++
-	}
-	if !missed.IsZero() {
+	if !fire.IsZero() && !fire.After(now) {
+		missed, before := c.lastMissed(fire, now)
 		late := now.Sub(missed)
-		runs = append(runs, plannedRun{fire: missed, skipped: late > c.cfg.MaxLate, late: late})
+		runs = append(runs, plannedRun{fire: missed, skipped: late > c.cfg.MaxLate, late: late, before: before})
+		passedOver = before
+		fire = c.next(missed)
 	}
-	if !fire.IsZero() && !fire.Add(-c.cfg.Lead).After(now) {
+	if !fire.IsZero() && fire.After(now) && !fire.Add(-c.cfg.Lead).After(now) {
 		runs = append(runs, plannedRun{fire: fire})
 	}
 	return runs, passedOver
@@ -326,8 +385,8 @@ func (s *Service) evaluate(ctx context.Context, now time.Time) error {
 	for _, name := range names {
 		c := s.schedules[name]
 		runs, passedOver := c.plan(since[name], now)
-		if passedOver > 0 {
-			s.log.Warn("fire times missed while no instance ran were passed over", "schedule", name, "count", passedOver)
+		if passedOver.n > 0 {
+			s.log.Warn("fire times missed while no instance ran were passed over", "schedule", name, "missed", passedOver.String())
 		}
 		for _, r := range runs {
 			if err := s.createRun(ctx, c, r, now); err != nil {
@@ -353,6 +412,9 @@ func (s *Service) createRun(ctx context.Context, c *compiledSchedule, r plannedR
 	if r.skipped {
 		n.state = jobSkipped
 		n.lastError = fmt.Sprintf("missed by %s while no instance ran, more than max_late %s", r.late.Round(time.Second), c.cfg.MaxLate)
+		if r.before.n > 0 {
+			n.lastError += "; " + r.before.String() + " were missed before it and are not run"
+		}
 	}
 	job, created, err := jobInsert(ctx, s.pool, n)
 	if err != nil {

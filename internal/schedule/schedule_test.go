@@ -98,6 +98,11 @@ func TestCompiledSchedule_Prev(t *testing.T) {
 		{"0 0 29 2 *", "2104-02-28T00:00:00Z", "2096-02-29T00:00:00Z"},
 		{"0 8 * * *", "2026-06-01T07:00:00Z", "2026-05-31T08:00:00Z"},
 		{"0 0 1 1 *", "2026-06-01T00:00:00Z", "2026-01-01T00:00:00Z"},
+		// Every minute of six months, asked on 31 December: the window
+		// holding a fire time holds 260,000 of them, which prev walked.
+		{"* * * 1-6 *", "2026-12-31T12:00:00Z", "2026-06-30T23:59:00Z"},
+		{"* * * * *", "2026-06-01T00:00:00Z", "2026-06-01T00:00:00Z"},
+		{"@every 20s", "2026-06-01T00:00:00Z", "2026-06-01T00:00:00Z"},
 	} {
 		c := mustCompile(t, tt.cron, "UTC", 10*time.Minute, time.Hour)
 		if got := c.prev(utc(tt.at)); !got.Equal(utc(tt.want)) {
@@ -139,10 +144,60 @@ func TestCompiledSchedule_Plan(t *testing.T) {
 					t.Errorf("plan at %s run %d = %+v, want %+v", tt.now, i, got[i], tt.want[i])
 				}
 			}
-			if passed != tt.passedOvr {
-				t.Errorf("passed over %d fire times, want %d", passed, tt.passedOvr)
+			if passed.n != tt.passedOvr || passed.atLeast {
+				t.Errorf("passed over %+v, want %d fire times", passed, tt.passedOvr)
 			}
 		})
+	}
+}
+
+// TestCompiledSchedule_PrevAcrossDST: the last fire time is one next
+// would give: a wall time that occurs twice fired at its first occurrence,
+// so none lies in the repeated hour's second one.
+func TestCompiledSchedule_PrevAcrossDST(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ cron, at, want string }{
+		{"30 1 * * *", "2024-11-03T07:00:00Z", "2024-11-03T05:30:00Z"},
+		{"* * * * *", "2024-11-03T06:10:00Z", "2024-11-03T05:59:00Z"},
+		{"30 2 * * *", "2024-03-10T08:00:00Z", "2024-03-10T07:00:00Z"}, // in the spring gap: its end
+	} {
+		c := mustCompile(t, tt.cron, "America/New_York", 10*time.Minute, time.Hour)
+		if got := c.prev(utc(tt.at)); !got.Equal(utc(tt.want)) {
+			t.Errorf("%s: prev(%s) = %s, want %s", tt.cron, tt.at, got.UTC().Format(time.RFC3339), tt.want)
+		}
+	}
+}
+
+// TestCompiledSchedule_Plan_sinceLongAgo: from a first sight in 1970 the
+// planner goes to the latest missed fire time in one tick (it walked a
+// million a tick and created a run for 1971), counting what it passed over
+// as far as maxMissedWalk.
+func TestCompiledSchedule_Plan_sinceLongAgo(t *testing.T) {
+	t.Parallel()
+	now := utc("2024-03-01T12:00:30Z")
+	for _, tt := range []struct {
+		cron    string
+		want    []plannedRun
+		before  int
+		atLeast bool
+	}{
+		{"* * * * *", []plannedRun{{fire: utc("2024-03-01T12:00:00Z"), late: 30 * time.Second}, {fire: utc("2024-03-01T12:01:00Z")}}, maxMissedWalk, true},
+		{"0 8 * * *", []plannedRun{{fire: utc("2024-03-01T08:00:00Z"), skipped: true, late: 4*time.Hour + 30*time.Second}}, 19783, false},
+		{"@every 1s", []plannedRun{{fire: now}, {fire: now.Add(time.Second)}}, 1709294429, false},
+	} {
+		c := mustCompile(t, tt.cron, "UTC", 10*time.Minute, time.Hour)
+		got, before := c.plan(utc("1970-01-01T00:00:00Z"), now)
+		if len(got) != len(tt.want) {
+			t.Fatalf("%s: plan = %+v, want %+v", tt.cron, got, tt.want)
+		}
+		for i := range got {
+			if !got[i].fire.Equal(tt.want[i].fire) || got[i].skipped != tt.want[i].skipped || got[i].late != tt.want[i].late {
+				t.Errorf("%s: run %d = %+v, want %+v", tt.cron, i, got[i], tt.want[i])
+			}
+		}
+		if before.n != tt.before || before.atLeast != tt.atLeast {
+			t.Errorf("%s: passed over %+v, want %d (at least: %v)", tt.cron, before, tt.before, tt.atLeast)
+		}
 	}
 }
 

@@ -711,3 +711,56 @@ func TestService_RunOnce_fireTimesAheadOfTheClock(t *testing.T) {
 		}
 	}
 }
+
+// TestService_RunOnce_firstSeenLongAgo: a schedule first seen by an
+// instance whose clock read 1970 (a machine that booted without its clock
+// set), or whose first_seen_at SQL wrote long ago. The planner walked the
+// fire times since then one at a time, at most a million a tick (2 s of CPU
+// for a five-field cron), recorded the millionth as SKIPPED, and created
+// the one after it — 1971, an age past — as a run that was materialised and
+// sent to the whole audience; the next tick walked the next million, every
+// tick until it caught up. Now the planner goes to the latest missed fire
+// time at once: that one runs (or is SKIPPED past max_late, saying how many
+// were missed before it), the next is created in its lead, and nothing
+// older is created at all.
+func TestService_RunOnce_firstSeenLongAgo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Schedules["minutely"] = dailyQuiz("* * * * *", "UTC")
+	b.cfg.Schedules["daily-quiz"] = dailyQuiz("0 8 * * *", "UTC")
+	b.cfg.Schedules["every-second"] = dailyQuiz("@every 1s", "UTC")
+	seedTopic(t, b.ctx, b.db.Pool, "daily-quiz", "quiz", 3, 0)
+	s := b.service(t, "a")
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO schedules (name, first_seen_at)
+		SELECT unnest(ARRAY['minutely', 'daily-quiz', 'every-second']), '1970-01-01T00:00:00Z'`); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(utc("2024-03-01T12:00:30Z"))
+	if err := s.RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		// 30 s late: runs; the next one is in its lead.
+		"minutely": {"2024-03-01T12:00:00Z DONE", "2024-03-01T12:01:00Z DONE"},
+		// 4 h late, past max_late: SKIPPED, and says what was missed before.
+		"daily-quiz":   {"2024-03-01T08:00:00Z SKIPPED"},
+		"every-second": {"2024-03-01T12:00:30Z DONE", "2024-03-01T12:00:31Z DONE"},
+	} {
+		var got []string
+		for _, j := range runs(t, b, s, name) {
+			got = append(got, j.FireTime.UTC().Format(time.RFC3339)+" "+j.State)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: runs %v, want %v", name, got, want)
+		}
+	}
+	if got := runs(t, b, s, "daily-quiz"); len(got) == 1 {
+		if want := "19783 earlier fire times from 1970-01-01T08:00:00Z"; !strings.Contains(got[0].Error, want) {
+			t.Errorf("SKIPPED run says %q; want it to name %q", got[0].Error, want)
+		}
+	}
+	var old int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM notifications WHERE due_at < '2024-03-01'`).Scan(&old); err != nil || old != 0 {
+		t.Errorf("notifications due before 2024: %d (%v); want 0", old, err)
+	}
+}
