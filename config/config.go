@@ -315,6 +315,13 @@ type Schedule struct {
 	ContentKey string `koanf:"content_key"`
 }
 
+// MaxScheduleLead is the longest schedules.<name>.lead: a run is created
+// and materialised lead before its fire time — its audience read as it is
+// then, its rows written PENDING — and a lead with no bound (100000h) made
+// one run ahead a tick, each the whole audience, for years ahead. The
+// planner also keeps at most schedule.MaxRunsAhead runs waiting ahead.
+const MaxScheduleLead = 24 * time.Hour
+
 // MaxContentKeyLen bounds a content key, rendered (and a content key
 // template, unrendered): schedules.<name>.content_key and a campaign's.
 const MaxContentKeyLen = 200

@@ -403,8 +403,9 @@ func (c *Config) validateSchedule(name string, s Schedule) error {
 	if _, err := time.LoadLocation(s.Timezone); err != nil {
 		return &Error{Key: key + ".timezone", Reason: fmt.Sprintf("unknown time zone %q", s.Timezone)}
 	}
-	if s.Lead < 0 {
-		return &Error{Key: key + ".lead", Reason: "must not be negative"}
+	if s.Lead < 0 || s.Lead > MaxScheduleLead {
+		return &Error{Key: key + ".lead", Reason: fmt.Sprintf("%s is not between 0 and %s (config.MaxScheduleLead): a run is materialised, its whole audience written, lead before its fire time",
+			s.Lead, MaxScheduleLead)}
 	}
 	if s.MaxLate < 0 {
 		return &Error{Key: key + ".max_late", Reason: "must not be negative"}

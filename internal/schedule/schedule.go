@@ -65,6 +65,9 @@ func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) 
 	if s.Lead == 0 {
 		s.Lead = config.DefaultScheduleLead
 	}
+	if s.Lead < 0 || s.Lead > config.MaxScheduleLead {
+		return nil, fmt.Errorf("schedule %q: lead %s is not between 0 and %s (config.MaxScheduleLead)", name, s.Lead, config.MaxScheduleLead)
+	}
 	if s.MaxLate == 0 {
 		s.MaxLate = config.DefaultScheduleMaxLate
 	}
@@ -319,10 +322,27 @@ func (c *compiledSchedule) plan(since, now time.Time) (runs []plannedRun, passed
 		passedOver = before
 		fire = c.next(missed)
 	}
-	if !fire.IsZero() && fire.After(now) && !fire.Add(-c.cfg.Lead).After(now) {
+	if !fire.IsZero() && fire.After(now) && !fire.Add(-c.cfg.Lead).After(now) && c.aheadOf(now, fire) < MaxRunsAhead {
 		runs = append(runs, plannedRun{fire: fire})
 	}
 	return runs, passedOver
+}
+
+// MaxRunsAhead bounds the runs of a schedule waiting ahead of now, each
+// its whole audience materialised PENDING: a run is created lead before its
+// fire time, one a tick, so a long lead on a frequent cron (24h, every
+// minute) made 1,440. Past it the next run is created as the first of them
+// fires: later than lead before its fire time, never after it.
+const MaxRunsAhead = 10
+
+// aheadOf counts the fire times after now and before fire (those whose runs
+// wait ahead of it), up to MaxRunsAhead.
+func (c *compiledSchedule) aheadOf(now, fire time.Time) int {
+	n := 0
+	for f := c.next(now); !f.IsZero() && f.Before(fire) && n < MaxRunsAhead; f = c.next(f) {
+		n++
+	}
+	return n
 }
 
 // evaluate creates the runs that are due at now for every configured

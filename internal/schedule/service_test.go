@@ -764,3 +764,39 @@ func TestService_RunOnce_firstSeenLongAgo(t *testing.T) {
 		t.Errorf("notifications due before 2024: %d (%v); want 0", old, err)
 	}
 }
+
+// TestService_RunOnce_runsAheadBounded: a run is created lead before its
+// fire time, one a tick, and materialised at once. With a long lead on a
+// frequent cron (lead 24h, every minute) each tick created one more run
+// ahead, each the whole audience written PENDING: 1,440 of them a day
+// ahead. At most MaxRunsAhead runs wait ahead of now; the next is created
+// as the first of them fires.
+func TestService_RunOnce_runsAheadBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sc := dailyQuiz("* * * * *", "UTC")
+	sc.Lead = 24 * time.Hour
+	b.cfg.Schedules["minutely"] = sc
+	seedTopic(t, b.ctx, b.db.Pool, "daily-quiz", "quiz", 2, 0)
+	s := b.service(t, "a")
+	b.clock.Set(utc("2024-03-01T12:00:30Z"))
+	for range MaxRunsAhead + 5 {
+		if err := s.RunOnce(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := runs(t, b, s, "minutely"); len(got) != MaxRunsAhead ||
+		!got[len(got)-1].FireTime.Equal(utc("2024-03-01T12:10:00Z")) {
+		t.Fatalf("after %d ticks: %d runs ahead (the last at %s); want %d, the last at 12:10", MaxRunsAhead+5, len(got),
+			got[len(got)-1].FireTime.UTC().Format(time.RFC3339), MaxRunsAhead)
+	}
+	b.clock.Set(utc("2024-03-01T12:01:00Z")) // the first fires: one more
+	for range 3 {
+		if err := s.RunOnce(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := runs(t, b, s, "minutely"); len(got) != MaxRunsAhead+1 || !got[len(got)-1].FireTime.Equal(utc("2024-03-01T12:11:00Z")) {
+		t.Errorf("once the first fired: %d runs; want %d, the last at 12:11", len(got), MaxRunsAhead+1)
+	}
+}
