@@ -27,3 +27,34 @@ func TestLoad_ScheduleLeadBounded(t *testing.T) {
 		t.Errorf("lead: 24h: %v; want it loaded (the bound itself)", err)
 	}
 }
+
+// TestLoad_MachineTimeZoneRefused: `Local` (Go's name for the process's own
+// zone) and `localtime` (the zoneinfo link to /etc/localtime) loaded, and
+// meant each machine's own zone: instances in Seoul and in UTC put a daily
+// schedule's 08:00 nine hours apart, so each created its own run and
+// subscribers were sent the day's message twice; a per-recipient daily cap
+// started its day at a different midnight on each. `CRON_TZ=Local` in a
+// cron fell back, silently, to the timezone key. Each is refused naming the
+// key, saying why, and suggesting a zone's name.
+func TestLoad_MachineTimeZoneRefused(t *testing.T) {
+	t.Parallel()
+	for yaml, key := range map[string]string{
+		schedule(`cron: "0 8 * * *", timezone: Local`):                                                  "schedules.s.timezone",
+		schedule(`cron: "0 8 * * *", timezone: localtime`):                                              "schedules.s.timezone",
+		schedule(`cron: "CRON_TZ=Local 0 8 * * *"`):                                                     "schedules.s.cron",
+		schedule(`cron: "TZ=localtime 0 8 * * *", timezone: Asia/Seoul`):                                "schedules.s.cron",
+		schedule(`cron: "CRON_TZ=Local @daily"`):                                                        "schedules.s.cron",
+		minimal + "channels: {a: {plugin: w, rate_limit: {per_recipient_daily: 1, timezone: Local}}}\n": "channels.a.rate_limit.timezone",
+	} {
+		err := loadErr(t, yaml, nil)
+		if err == nil || !strings.Contains(err.Error(), `config key "`+key+`"`) ||
+			!strings.Contains(err.Error(), "machine") || !strings.Contains(err.Error(), "Asia/Seoul") {
+			t.Errorf("%s: Load = %v; want an error naming %s, the machine's own zone, and a zone to name instead", strings.TrimPrefix(yaml, minimal), err, key)
+		}
+	}
+	for _, zone := range []string{"Asia/Seoul", "UTC", "Etc/GMT+9", "America/New_York"} {
+		if err := loadErr(t, schedule(`cron: "CRON_TZ=`+zone+` 0 8 * * *", timezone: `+zone), nil); err != nil {
+			t.Errorf("zone %s: %v", zone, err)
+		}
+	}
+}

@@ -24,6 +24,13 @@ var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // every second (under a second, zero or negative: "@every 1ns", "@every
 // -1h") or rounds down ("@every 1500ms").
 func ParseCron(spec string) (cron.Schedule, error) {
+	if name, ok := cronZone(spec); ok {
+		// robfig/cron reads the machine's own zone for `Local`, and a
+		// SpecSchedule in time.Local reads as one without a prefix.
+		if _, err := LoadZone(name); err != nil {
+			return nil, fmt.Errorf("%s: %w", spec[:strings.Index(spec, "=")], err)
+		}
+	}
 	sched, err := CronParser.Parse(spec)
 	if err != nil {
 		return nil, err
@@ -292,8 +299,8 @@ func validateChannel(name string, ch Channel) error {
 	case rl.PerRecipientDaily < 0:
 		return &Error{Key: key + ".rate_limit.per_recipient_daily", Reason: "must not be negative (0 = no cap)"}
 	}
-	if _, err := time.LoadLocation(rl.Timezone); err != nil {
-		return &Error{Key: key + ".rate_limit.timezone", Reason: fmt.Sprintf("unknown time zone %q", rl.Timezone)}
+	if _, err := LoadZone(rl.Timezone); err != nil {
+		return &Error{Key: key + ".rate_limit.timezone", Reason: err.Error()}
 	}
 	if ch.Breaker.Failures < -1 {
 		return &Error{Key: key + ".breaker.failures", Reason: "must be positive, or -1 to disable the breaker"}
@@ -400,8 +407,8 @@ func (c *Config) validateSchedule(name string, s Schedule) error {
 	if _, err := ParseCron(s.Cron); err != nil {
 		return &Error{Key: key + ".cron", Reason: fmt.Sprintf("invalid cron %q: %v", s.Cron, err)}
 	}
-	if _, err := time.LoadLocation(s.Timezone); err != nil {
-		return &Error{Key: key + ".timezone", Reason: fmt.Sprintf("unknown time zone %q", s.Timezone)}
+	if _, err := LoadZone(s.Timezone); err != nil {
+		return &Error{Key: key + ".timezone", Reason: err.Error()}
 	}
 	if s.Lead < 0 || s.Lead > MaxScheduleLead {
 		return &Error{Key: key + ".lead", Reason: fmt.Sprintf("%s is not between 0 and %s (config.MaxScheduleLead): a run is materialised, its whole audience written, lead before its fire time",

@@ -151,7 +151,7 @@ func scanJob(row pgx.Row) (*jobRow, error) {
 	if j.unreadable != "" {
 		j.Payload = nil // never a template: out() shows why instead
 	}
-	loc, err := time.LoadLocation(j.Timezone)
+	loc, err := config.LoadZone(j.Timezone) // never the machine's own: instances would differ
 	if err != nil {
 		loc = time.UTC
 	}

@@ -42,9 +42,9 @@ func compileSchedule(name string, s config.Schedule) (*compiledSchedule, error) 
 	if tz == "" {
 		tz = "UTC"
 	}
-	loc, err := time.LoadLocation(tz)
+	loc, err := config.LoadZone(tz)
 	if err != nil {
-		return nil, fmt.Errorf("schedule %q: unknown time zone %q: %w", name, tz, err)
+		return nil, fmt.Errorf("schedule %q: %w", name, err)
 	}
 	if spec, ok := sched.(*cron.SpecSchedule); ok {
 		// A CRON_TZ= prefix names the zone in the spec itself and wins.

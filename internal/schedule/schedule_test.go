@@ -221,6 +221,10 @@ func TestNew_badSchedule(t *testing.T) {
 		{"every negative", func(s *config.Schedule) { s.Cron = "@every -1h" }, `invalid cron "@every -1h": @every needs`},
 		{"every part of a second", func(s *config.Schedule) { s.Cron = "CRON_TZ=Asia/Seoul @every 1500ms" }, `@every needs a whole number of seconds`},
 		{"unknown time zone", func(s *config.Schedule) { s.Timezone = "Mars/Olympus" }, `schedule "morning": unknown time zone "Mars/Olympus"`},
+		// Each machine's own zone: instances in different zones fired at
+		// different instants, each creating its run.
+		{"the machine's own zone", func(s *config.Schedule) { s.Timezone = "Local" }, `schedule "morning": "Local" is each machine's own time zone`},
+		{"the machine's own zone in the cron", func(s *config.Schedule) { s.Cron = "CRON_TZ=Local 0 8 * * *" }, `invalid cron "CRON_TZ=Local 0 8 * * *": CRON_TZ: "Local" is each machine's own time zone`},
 		{"lead past a day", func(s *config.Schedule) { s.Lead = 100000 * time.Hour }, `schedule "morning": lead 100000h0m0s is not between 0 and 24h0m0s`},
 		{"no audience", func(s *config.Schedule) { s.Audience = config.Audience{} }, `schedule "morning": audience: give exactly one of topic or query`},
 		{"query without key", func(s *config.Schedule) { s.Audience = config.Audience{Query: "SELECT 1"} }, `schedule "morning": audience.key is required`},
