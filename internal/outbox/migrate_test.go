@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +296,113 @@ func TestMigrate_boundedText(t *testing.T) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestMigrate_positiveIDs: migration 16 on a database an application's own
+// SQL wrote ids of 0 and below into (OVERRIDING SYSTEM VALUE). Every cursor
+// notifyd walks an id by starts past 0 — the sweep and the resync, the
+// dead-letter pages, the replay and purge passes, retention, a topic
+// audience's subscribers — so such a row was never pushed again after Redis
+// lost it, never listed, never deleted. The migration gives each such row a
+// new id from its sequence, its history, receipt and dead-letter event (a
+// subscriber's topics, a job's notifications) following it, and from then on
+// the database refuses an id of 0 or below, whoever writes it.
+func TestMigrate_positiveIDs(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := outbox.MigrateUpTo(ctx, db.Pool, 15); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO jobs (id, kind, channel, audience, payload, state) OVERRIDING SYSTEM VALUE
+		VALUES (-3, 'campaign', 'a', '{"topic":"t"}', '{}', 'DONE');
+		INSERT INTO notifications (id, channel, recipient, payload, status, attempts, updated_at, job_id) OVERRIDING SYSTEM VALUE VALUES
+		  (0, 'a', 'r0', '{}', 'QUEUED', 1, now() - interval '1 hour', -3),
+		  (-5, 'a', 'r-5', '{}', 'FAILED', 1, now() - interval '1 hour', NULL),
+		  (-7, 'a', 'r-7', '{}', 'SENT', 1, now() - interval '1 hour', NULL);
+		INSERT INTO notifications (channel, recipient, payload, status, updated_at) VALUES ('a', 'r1', '{}', 'QUEUED', now() - interval '1 hour');
+		INSERT INTO notification_attempts (notification_id, attempt, started_at, finished_at, outcome, error)
+		VALUES (-5, 1, now(), now(), 'PERMANENT', 'refused'), (0, 1, now(), now(), 'TRANSIENT', 'later');
+		INSERT INTO notification_receipts (notification_id, outcome, attempt) VALUES (-7, 'DELIVERED', 1);
+		INSERT INTO dead_letter_events (channel, notification_id) VALUES ('a', -5);
+		INSERT INTO subscribers (id, external_id) OVERRIDING SYSTEM VALUE VALUES (0, 'zero'), (-2, 'minus-two');
+		INSERT INTO subscribers (external_id) VALUES ('one');
+		INSERT INTO topic_subscriptions (topic, subscriber_id) SELECT 't', id FROM subscribers`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("migrate a database holding ids of 0 and below: %v", err)
+	}
+	for _, table := range []string{"notifications", "subscribers", "jobs"} {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE id <= 0`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s: %d rows with an id of 0 or below after the migration (%v)", table, n, err)
+		}
+	}
+	idOf := func(recipient string) int64 {
+		t.Helper()
+		var id int64
+		if err := db.Pool.QueryRow(ctx, `SELECT id FROM notifications WHERE recipient = $1`, recipient).Scan(&id); err != nil {
+			t.Fatalf("notification %s: %v", recipient, err)
+		}
+		return id
+	}
+	queued, failed, sent := idOf("r0"), idOf("r-5"), idOf("r-7")
+
+	// The cursors reach them now: the sweep (and so the resync) lists the
+	// QUEUED row, the dead-letter page the FAILED one.
+	store := outbox.New(db.Pool)
+	swept, err := store.Sweep(ctx, time.Now(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(swept); !slices.Contains(got, queued) || len(got) != 2 {
+		t.Errorf("Sweep = %v, want the row that was id 0 (now %d) and r1's", got, queued)
+	}
+	page, _, err := store.ListFailed(ctx, "a", 0, 100)
+	if err != nil || len(page) != 1 || page[0].ID != failed {
+		t.Errorf("ListFailed = %d rows (%v), want the row that was id -5 (now %d)", len(page), err, failed)
+	}
+	// Its history, receipt and dead-letter event came with each row.
+	for _, c := range []struct {
+		sql  string
+		id   int64
+		want int
+	}{
+		{`SELECT count(*) FROM notification_attempts WHERE notification_id = $1 AND error = 'refused'`, failed, 1},
+		{`SELECT count(*) FROM notification_attempts WHERE notification_id = $1 AND error = 'later'`, queued, 1},
+		{`SELECT count(*) FROM notification_receipts WHERE notification_id = $1`, sent, 1},
+		{`SELECT count(*) FROM dead_letter_events WHERE notification_id = $1`, failed, 1},
+		{`SELECT count(*) FROM notifications n JOIN jobs j ON j.id = n.job_id WHERE n.id = $1 AND j.kind = 'campaign'`, queued, 1},
+	} {
+		var n int
+		if err := db.Pool.QueryRow(ctx, c.sql, c.id).Scan(&n); err != nil || n != c.want {
+			t.Errorf("%s [%d] = %d (%v), want %d", c.sql, c.id, n, err, c.want)
+		}
+	}
+	var subscribed int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM topic_subscriptions ts JOIN subscribers s ON s.id = ts.subscriber_id
+		WHERE ts.topic = 't' AND ts.subscriber_id > 0`).Scan(&subscribed); err != nil || subscribed != 3 {
+		t.Errorf("topic t: %d subscribers past id 0 (%v), want all 3", subscribed, err)
+	}
+
+	// From now on the database refuses an id of 0 or below, whoever writes it.
+	for _, c := range []struct{ sql, constraint string }{
+		{`INSERT INTO notifications (id, channel, recipient, payload) OVERRIDING SYSTEM VALUE VALUES (0, 'a', 'r', '{}')`, "notifications_id_positive"},
+		{`INSERT INTO notifications (id, channel, recipient, payload) OVERRIDING SYSTEM VALUE VALUES (-5, 'a', 'r', '{}')`, "notifications_id_positive"},
+		{`INSERT INTO subscribers (id, external_id) OVERRIDING SYSTEM VALUE VALUES (0, 's0')`, "subscribers_id_positive"},
+		{`INSERT INTO jobs (id, kind, channel, audience, payload) OVERRIDING SYSTEM VALUE VALUES (-1, 'campaign', 'a', '{}', '{}')`, "jobs_id_positive"},
+	} {
+		_, err := db.Pool.Exec(ctx, c.sql)
+		if err == nil || !strings.Contains(err.Error(), c.constraint) || !outbox.IsRowError(err) {
+			t.Errorf("%.70s… = %v; want a row error naming %s", c.sql, err, c.constraint)
+		}
+	}
+	// notifyd's own inserts are unchanged.
+	b := &bundle{ctx: ctx, db: db, store: store}
+	if got := b.insertN(t, 2); got[0] <= 0 {
+		t.Errorf("Insert after the migration = %v", got)
+	}
 }
