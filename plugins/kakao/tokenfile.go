@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -44,7 +46,7 @@ func openTokenFile(path, configRefreshToken string) (tf *tokenFile, access, refr
 	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
 		return nil, "", "", false, &ConfigError{Key: "token_file", Reason: fmt.Sprintf("directory of %q does not exist", path)}
 	}
-	b, err := os.ReadFile(path)
+	b, err := readTokenFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return tf, "", "", false, nil
 	}
@@ -61,11 +63,59 @@ func openTokenFile(path, configRefreshToken string) (tf *tokenFile, access, refr
 	return tf, d.AccessToken, d.RefreshToken, true, nil
 }
 
-// save writes the tokens atomically, readable by the plugin's user only.
+// maxTokenFile bounds the bytes of token_file read (and written). The file
+// holds two tokens and a few short fields: the tokens the plugin takes from
+// Kakao are at most maxAccessToken bytes each, under 2×6×maxAccessToken
+// (48 KiB) however JSON escapes them; Kakao's own are under 100 bytes.
+const maxTokenFile = 64 << 10
+
+// readTokenFile reads path, a regular file of at most maxTokenFile bytes.
+// It is opened without blocking, so a FIFO nothing writes to (open(2) would
+// wait for a writer for good) is refused as a device is (/dev/zero would be
+// read until memory ran out). A symbolic link to a regular file is read.
+func readTokenFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if m := st.Mode(); !m.IsRegular() {
+		what := "a special file"
+		switch {
+		case m.IsDir():
+			what = "a directory"
+		case m&fs.ModeNamedPipe != 0:
+			what = "a FIFO"
+		case m&fs.ModeSocket != 0:
+			what = "a socket"
+		case m&fs.ModeDevice != 0:
+			what = "a device"
+		}
+		return nil, fmt.Errorf("not a regular file but %s", what)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxTokenFile {
+		return nil, fmt.Errorf("more than %d bytes, which no token file of this plugin holds; delete it to start from the config's tokens", maxTokenFile)
+	}
+	return b, nil
+}
+
+// save writes the tokens atomically, readable by the plugin's user only. It
+// refuses to write more than openTokenFile reads back.
 func (tf *tokenFile) save(access, refresh string) error {
 	b, err := json.Marshal(tokenFileData{AccessToken: access, RefreshToken: refresh, Seed: tf.seed, UpdatedAt: time.Now().UTC()})
 	if err != nil {
 		return fmt.Errorf("encode tokens: %w", err)
+	}
+	if len(b) > maxTokenFile {
+		return fmt.Errorf("the tokens take %d bytes, more than token_file's %d: not saved", len(b), maxTokenFile)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(tf.path), ".kakao-tokens-*")
 	if err != nil {
