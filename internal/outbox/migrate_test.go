@@ -406,3 +406,78 @@ func TestMigrate_positiveIDs(t *testing.T) {
 		t.Errorf("Insert after the migration = %v", got)
 	}
 }
+
+// TestMigrate_channelPartitionMark: a channel's partitions are the Redis
+// queues <name>#<k>, and a configured channel's name cannot hold '#'
+// (wire.NameRE), so a row an application's own SQL wrote on "hooks#1" went
+// into the queue of hooks' partition 1 and was sent through hooks' plugin.
+// Migration 17 finishes such a row still to be sent FAILED with the reason
+// (no channel can send it), keeps the settled ones as they are, and from
+// then on the database refuses a channel holding '#', whoever writes it.
+func TestMigrate_channelPartitionMark(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewSchema(t)
+	ctx := t.Context()
+	if err := outbox.MigrateUpTo(ctx, db.Pool, 16); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO notifications (channel, recipient, payload, status, attempts) VALUES
+		  ('hooks#1', 'r1', '{}', 'PENDING', 0),
+		  ('hooks#1', 'r2', '{}', 'QUEUED', 0),
+		  ('#', 'r3', '{}', 'PROCESSING', 1),
+		  ('hooks#0', 'r4', '{}', 'SENT', 1),
+		  ('hooks', 'r5', '{}', 'QUEUED', 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("migrate a database holding channels with '#': %v", err)
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT recipient, status, coalesce(last_error, '') FROM notifications ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]string{}
+	for rows.Next() {
+		var r, st, e string
+		if err := rows.Scan(&r, &st, &e); err != nil {
+			t.Fatal(err)
+		}
+		got[r] = [2]string{st, e}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if st, e := got[r][0], got[r][1]; st != "FAILED" || !strings.Contains(e, "'#'") || !strings.Contains(e, "migration 00017") {
+			t.Errorf("%s: %s %q; want FAILED with the reason", r, st, e)
+		}
+	}
+	if got["r4"] != [2]string{"SENT", ""} || got["r5"] != [2]string{"QUEUED", ""} {
+		t.Errorf("r4 = %v, r5 = %v; want them untouched", got["r4"], got["r5"])
+	}
+	store := outbox.New(db.Pool)
+	if queued, err := store.Relay(ctx, time.Now(), 100); err != nil || len(queued) != 0 {
+		t.Errorf("Relay after the migration = %v, %v; want nothing", queued, err)
+	}
+	counts, err := store.CountByStatus(ctx)
+	if err != nil || counts["hooks#1"]["FAILED"] != 2 || counts["hooks#1"]["PENDING"] != 0 || counts["#"]["FAILED"] != 1 {
+		t.Errorf("counts after the migration = %v, %v", counts, err)
+	}
+
+	// From now on the database refuses a channel holding '#'.
+	for _, sql := range []string{
+		`INSERT INTO notifications (channel, recipient, payload) VALUES ('hooks#1', 'r', '{}')`,
+		`UPDATE notifications SET channel = 'hooks#2' WHERE recipient = 'r5'`,
+	} {
+		_, err := db.Pool.Exec(ctx, sql)
+		if err == nil || !strings.Contains(err.Error(), "notifications_channel_no_partition_mark") || !outbox.IsRowError(err) {
+			t.Errorf("%.70s… = %v; want a row error naming notifications_channel_no_partition_mark", sql, err)
+		}
+	}
+	ins, err := store.Insert(ctx, []outbox.NewNotification{{Channel: "hooks#1", Recipient: "r", Payload: []byte(`{}`)}})
+	if err == nil || !strings.Contains(err.Error(), "notifications_channel_no_partition_mark") {
+		t.Errorf("Insert on hooks#1 = %v, %v; want refused naming the constraint", ins, err)
+	}
+}
