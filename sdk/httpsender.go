@@ -171,10 +171,19 @@ const maxReplays = 1
 // errReplayed ends a request net/http would send a third time.
 var errReplayed = errors.New("the connection was lost before an answer, also on the replay on another connection: not sent again")
 
-// replayOnce is req (a copy when changed) whose body net/http can rewind at
-// most maxReplays times: its Transport replays only a request whose body it
-// can get again (a request without a body it replays however often).
-func replayOnce(req *http.Request) *http.Request {
+// ReplayOnce is req (a copy when changed) that net/http's Transport sends
+// again at most once within one call, as HTTPSender and HTTPBatchSender
+// send theirs: a plugin sending a request with a body and an
+// Idempotency-Key on its own client passes it through ReplayOnce before Do.
+// The Transport replays such a request when a reused connection is lost
+// before the answer's first byte, on every idle connection in turn and then
+// on a new one, and can do so only while the body's GetBody gives it again:
+// after one replay GetBody fails, and Do with it, saying the request was not
+// sent again. A request whose body GetBody cannot give again is never
+// replayed and is left as it is; so is one without a body (a GET), which the
+// Transport replays however often (no hook bounds it): fit for a read, not
+// for a bodyless request that must not repeat.
+func ReplayOnce(req *http.Request) *http.Request {
 	get := req.GetBody
 	if get == nil {
 		return req
@@ -287,7 +296,7 @@ func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, 
 	if req.Context().Done() == nil { // built without a context: the message's deadline
 		req = req.WithContext(ctx)
 	}
-	req = replayOnce(req)
+	req = ReplayOnce(req)
 	resp, err := x.client.Do(req)
 	if resp != nil && resp.Body != nil {
 		// Every read of the body ends at the message's deadline, whatever

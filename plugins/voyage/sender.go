@@ -528,7 +528,9 @@ func (c *callback) post(ctx context.Context, client *http.Client, m *sdk.Message
 	}
 	req.Header.Set("Idempotency-Key", key)
 
-	resp, err := client.Do(req)
+	// net/http replays a request with an Idempotency-Key on every idle
+	// connection lost before the answer (64 a host): once is enough.
+	resp, err := client.Do(sdk.ReplayOnce(req))
 	if err != nil {
 		v := sdk.ClassifyHTTP(nil, redactURLError(err))
 		v.Detail = c.secrets.Redact("callback " + redactURL(c.url) + ": " + oneLine(v.Detail, 1024))
