@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,29 @@ func TestLoad_MachineTimeZoneRefused(t *testing.T) {
 	for _, zone := range []string{"Asia/Seoul", "UTC", "Etc/GMT+9", "America/New_York"} {
 		if err := loadErr(t, schedule(`cron: "CRON_TZ=`+zone+` 0 8 * * *", timezone: `+zone), nil); err != nil {
 			t.Errorf("zone %s: %v", zone, err)
+		}
+	}
+}
+
+// TestLoad_CronZoneWithoutSchedule: a cron of a zone prefix alone
+// (`CRON_TZ=UTC`, `TZ=`: the schedule left out, or cut by a template's
+// unset variable) made robfig/cron slice the spec at a space it does not
+// have, and panic: `serve`, `notifyd config check` and Start crashed with a
+// stack trace instead of naming the key. Now refused naming the key.
+func TestLoad_CronZoneWithoutSchedule(t *testing.T) {
+	t.Parallel()
+	for _, cron := range []string{"CRON_TZ=UTC", "TZ=Asia/Seoul", "TZ=", "CRON_TZ=UTC\t0 8 * * *"} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			err = loadErr(t, schedule(`cron: "`+strings.ReplaceAll(cron, "\t", `\t`)+`"`), nil)
+		}()
+		if err == nil || !strings.HasPrefix(err.Error(), `config key "schedules.s.cron"`) {
+			t.Errorf("cron %q: Load = %v; want an error naming schedules.s.cron", cron, err)
 		}
 	}
 }

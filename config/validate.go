@@ -24,14 +24,18 @@ var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // every second (under a second, zero or negative: "@every 1ns", "@every
 // -1h") or rounds down ("@every 1500ms").
 func ParseCron(spec string) (cron.Schedule, error) {
-	if name, ok := cronZone(spec); ok {
+	if prefix, name, spaced, ok := cronZone(spec); ok {
+		if !spaced {
+			// robfig/cron slices the spec at the space and panics.
+			return nil, fmt.Errorf("%s= names a zone but no schedule follows it (write %s=Asia/Seoul 0 8 * * *)", prefix, prefix)
+		}
 		// robfig/cron reads the machine's own zone for `Local`, and a
 		// SpecSchedule in time.Local reads as one without a prefix.
 		if _, err := LoadZone(name); err != nil {
-			return nil, fmt.Errorf("%s: %w", spec[:strings.Index(spec, "=")], err)
+			return nil, fmt.Errorf("%s: %w", prefix, err)
 		}
 	}
-	sched, err := CronParser.Parse(spec)
+	sched, err := parseCron(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +59,17 @@ func ParseCron(spec string) (cron.Schedule, error) {
 		}
 	}
 	return sched, nil
+}
+
+// parseCron is CronParser.Parse, a panic in it an error: a parser of
+// another's making, fed a value from the config file, must not crash start.
+func parseCron(spec string) (sched cron.Schedule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sched, err = nil, fmt.Errorf("robfig/cron could not read it (%v)", r)
+		}
+	}()
+	return CronParser.Parse(spec)
 }
 
 // Validate checks every value; the first problem is returned naming its key.

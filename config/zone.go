@@ -30,13 +30,14 @@ func LoadZone(name string) (*time.Location, error) {
 }
 
 // cronZone is the zone a cron's TZ= or CRON_TZ= prefix names (robfig/cron's
-// form: the prefix, the name, a space, the schedule); false without one.
-func cronZone(spec string) (name string, ok bool) {
+// form: the prefix, the name, a space, the schedule) and whether a space
+// follows it; ok is false without a prefix.
+func cronZone(spec string) (prefix, name string, spaced, ok bool) {
 	for _, prefix := range []string{"TZ=", "CRON_TZ="} {
 		if rest, found := strings.CutPrefix(spec, prefix); found {
-			name, _, _ = strings.Cut(rest, " ")
-			return name, true
+			name, _, spaced = strings.Cut(rest, " ")
+			return strings.TrimSuffix(prefix, "="), name, spaced, true
 		}
 	}
-	return "", false
+	return "", "", false, false
 }

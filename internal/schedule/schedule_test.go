@@ -225,6 +225,8 @@ func TestNew_badSchedule(t *testing.T) {
 		// different instants, each creating its run.
 		{"the machine's own zone", func(s *config.Schedule) { s.Timezone = "Local" }, `schedule "morning": "Local" is each machine's own time zone`},
 		{"the machine's own zone in the cron", func(s *config.Schedule) { s.Cron = "CRON_TZ=Local 0 8 * * *" }, `invalid cron "CRON_TZ=Local 0 8 * * *": CRON_TZ: "Local" is each machine's own time zone`},
+		// robfig/cron panicked slicing at a space that is not there.
+		{"a zone and no schedule", func(s *config.Schedule) { s.Cron = "CRON_TZ=UTC" }, `invalid cron "CRON_TZ=UTC": CRON_TZ= names a zone but no schedule follows it`},
 		{"lead past a day", func(s *config.Schedule) { s.Lead = 100000 * time.Hour }, `schedule "morning": lead 100000h0m0s is not between 0 and 24h0m0s`},
 		{"no audience", func(s *config.Schedule) { s.Audience = config.Audience{} }, `schedule "morning": audience: give exactly one of topic or query`},
 		{"query without key", func(s *config.Schedule) { s.Audience = config.Audience{Query: "SELECT 1"} }, `schedule "morning": audience.key is required`},
