@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 
+	"github.com/notifyd/notifyd/internal/httpguard"
+
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -13,7 +15,9 @@ const (
 )
 
 // dlqList: GET /v1/dlq?channel=&limit=&after=. The dead-letter queue is read
-// from Postgres, the truth; Redis' dead list is only an index of it.
+// from Postgres, the truth; Redis' dead list is only an index of it. The
+// page holds its share of the bound on answers in flight until it has
+// answered (httpguard.HoldAnswer).
 func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 	limit, e := queryInt(r, "limit", dlqLimitDefault, 1, dlqLimitMax)
 	if e != nil {
@@ -23,6 +27,11 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
+	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(int(limit), httpguard.NotificationBytes))
+	if err != nil {
+		return err
+	}
+	defer release()
 	page, err := s.ops.Dead(r.Context(), wire.DLQQuery{Channel: r.URL.Query().Get("channel"), After: after, Limit: int(limit)})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -94,7 +95,9 @@ var (
 	jobStates = []string{"PENDING", "RUNNING", "DONE", "FAILED", "CANCELLED", "SKIPPED"}
 )
 
-// listJobs: GET /v1/jobs?kind=&schedule=&state=&before=&limit=, newest first.
+// listJobs: GET /v1/jobs?kind=&schedule=&state=&before=&limit=, newest
+// first, holding its share of the bound on answers in flight until it has
+// answered (httpguard.HoldAnswer).
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := wire.JobQuery{Kind: q.Get("kind"), Schedule: q.Get("schedule"), State: q.Get("state")}
@@ -113,6 +116,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		return e
 	}
 	f.Before, f.Limit = before, int(limit)
+	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(f.Limit, httpguard.JobBytes))
+	if err != nil {
+		return err
+	}
+	defer release()
 	out, err := s.ops.Jobs(r.Context(), f)
 	if err != nil {
 		return err

@@ -57,7 +57,11 @@ const (
 	readHeaderTimeout = 10 * time.Second
 	// inflightWait is how long a request waits for room under
 	// http.max_inflight_body_bytes before it is refused with 503.
-	inflightWait   = 2 * time.Second
+	inflightWait = 2 * time.Second
+	// answerWait is how long a page waits for its share of the bound on
+	// answers in flight (Options.MaxAnswerBytes) before it is refused
+	// with 503: a page is answered in well under a second.
+	answerWait     = 5 * time.Second
 	readTimeout    = 60 * time.Second
 	writeTimeout   = 60 * time.Second
 	idleTimeout    = 2 * time.Minute
@@ -92,7 +96,18 @@ type Options struct {
 	// Tracer records the enqueue's server span, whose trace each new
 	// notification keeps (internal/tracing); nil: tracing off.
 	Tracer trace.Tracer
+	// MaxAnswerBytes bounds the bytes of answers built from pages of rows
+	// in flight at once, the API's and the dashboard's together
+	// (httpguard.Answers): each page holds its read bound
+	// (httpguard.PageCharge, up to about 21 MiB) until it has answered.
+	// Default DefaultMaxAnswerBytes.
+	MaxAnswerBytes int64
 }
+
+// DefaultMaxAnswerBytes is the default of Options.MaxAnswerBytes: three
+// pages of dead letters at their largest at once (about 21 MiB each, read,
+// then as much again encoded), many small ones.
+const DefaultMaxAnswerBytes = 64 << 20
 
 // Server is the HTTP API.
 type Server struct {
@@ -145,6 +160,7 @@ func New(o Options) (*Server, error) {
 	share := httpguard.ClientShare(inflight, cmp.Or(o.Config.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient),
 		cmp.Or(o.Config.HTTP.MaxConnections, config.DefaultMaxConnections))
 	s.handler = httpguard.NewInflight(inflight, o.Config.HTTP.MaxBodyBytes, share, inflightWait, s.proxies.ClientIP).Wrap(s.routes())
+	s.handler = httpguard.NewAnswers(cmp.Or(o.MaxAnswerBytes, DefaultMaxAnswerBytes), answerWait).Wrap(s.handler)
 	return s, nil
 }
 
@@ -363,6 +379,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) {
 	var se *service.Error
 	if errors.As(err, &se) {
 		writeError(w, refusal(se))
+		return
+	}
+	var busy *httpguard.Busy
+	if errors.As(err, &busy) {
+		w.Header().Set("Retry-After", strconv.Itoa(busy.RetryAfter))
+		writeError(w, unavailable("%s", busy.Message))
 		return
 	}
 	if msg, ok := service.StorageRefusal(err); ok {

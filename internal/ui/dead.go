@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -41,7 +42,8 @@ type deadRow struct {
 }
 
 // deadPage lists FAILED rows from Postgres (the truth; Redis' dead list is
-// an index of it), oldest first, by keyset pages of any depth.
+// an index of it), oldest first, by keyset pages of any depth, holding its
+// share of the bound on answers in flight (holdPage) until it is rendered.
 func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	q := r.URL.Query()
 	channel := q.Get("channel")
@@ -59,6 +61,11 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
+	release, ok := s.holdPage(w, r, int(limit)+1, httpguard.NotificationBytes)
+	if !ok {
+		return
+	}
+	defer release()
 	page, err := s.d.Ops.Dead(r.Context(), wire.DLQQuery{Channel: channel, After: after, Limit: int(limit) + 1})
 	if err != nil {
 		s.failErr(w, r, "list dead letters", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/delivery"
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/testdaemon"
 	"github.com/notifyd/notifyd/internal/testenv"
@@ -106,6 +107,7 @@ type options struct {
 	schedule   bool     // configure a schedule
 	stillJobs  bool     // the daemon runs no schedule and no job
 	proxies    []string
+	answers    *httpguard.Answers // the door's bound on answers in flight
 }
 
 type option func(*options)
@@ -138,6 +140,10 @@ func withStillJobs() option { return func(o *options) { o.stillJobs = true } }
 func withTrustedProxies(cidrs ...string) option {
 	return func(o *options) { o.proxies = cidrs }
 }
+
+// withAnswers serves the dashboard under a bound on answers in flight of
+// the test's own, as the API's handler carries its own for it.
+func withAnswers(a *httpguard.Answers) option { return func(o *options) { o.answers = a } }
 
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
@@ -206,7 +212,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	})
 	b.d, b.store, b.engine = d, d.Store(), d.Engine()
 	b.url, b.transport = "http://"+d.Addr().String(), http.DefaultTransport
-	if o.tls || o.emptyToken {
+	if o.tls || o.emptyToken || o.answers != nil {
 		b.door(log, o)
 	}
 	return b
@@ -214,7 +220,8 @@ func setup(t testing.TB, opts ...option) *bundle {
 
 // door serves a dashboard of the test's own over the running daemon's
 // operations, for what notifyd never runs with (withTLS,
-// withEmptyTokenConfigured), and points the bundle's clients at it.
+// withEmptyTokenConfigured) or what a test holds (withAnswers), and points
+// the bundle's clients at it.
 func (b *bundle) door(log hclog.Logger, o options) {
 	b.t.Helper()
 	cfg := *b.cfg
@@ -224,6 +231,9 @@ func (b *bundle) door(log hclog.Logger, o options) {
 	h, err := ui.New(ui.Deps{Config: &cfg, Ops: b.d, Logger: log, Now: o.now})
 	if err != nil {
 		b.t.Fatalf("ui.New: %v", err)
+	}
+	if o.answers != nil {
+		h = o.answers.Wrap(h)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(ui.Prefix, h)

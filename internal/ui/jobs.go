@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -76,6 +77,11 @@ func (s *server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session)
 		return
 	}
 	data.Schedules = schedules.Schedules
+	release, ok := s.holdPage(w, r, jobsPerPage+1, httpguard.JobBytes)
+	if !ok {
+		return
+	}
+	defer release()
 	page, err := s.d.Ops.Jobs(ctx, wire.JobQuery{Kind: data.Kind, State: data.State, Before: before, Limit: jobsPerPage + 1})
 	jobs := page.Jobs
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/jsonindent"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -100,7 +101,14 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 	}
 	if d.By == byRecipient || d.By == byAuto {
 		// One more than a page, to know whether an older page exists; a
-		// page cut for its size (NextBefore within it) has one too.
+		// page cut for its size (NextBefore within it) has one too. It
+		// holds its share of the bound on answers in flight until it is
+		// rendered.
+		release, ok := s.holdPage(w, r, lookupPerPage+1, httpguard.NotificationBytes)
+		if !ok {
+			return
+		}
+		defer release()
 		page, err := s.d.Ops.NotificationsByRecipient(ctx, d.Q, before, lookupPerPage+1)
 		if err != nil {
 			s.failErr(w, r, "look up notifications by recipient", err)

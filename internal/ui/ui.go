@@ -343,6 +343,25 @@ func (s *server) failErr(w http.ResponseWriter, r *http.Request, op string, err 
 	s.fail(w, r, http.StatusInternalServerError, op+": "+err.Error())
 }
 
+// holdPage holds what a page of at most limit rows of rowBytes each may
+// read (httpguard.PageCharge) of the bound on answers in flight, which the
+// API's handler carries for the dashboard as for its own pages
+// (httpguard.Answers), until the page is rendered: call release then. When
+// the bound stays full it renders a 503 page naming it, with Retry-After,
+// and ok is false.
+func (s *server) holdPage(w http.ResponseWriter, r *http.Request, limit int, rowBytes int64) (release func(), ok bool) {
+	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(limit, rowBytes))
+	if err != nil {
+		var busy *httpguard.Busy
+		if errors.As(err, &busy) {
+			w.Header().Set("Retry-After", strconv.Itoa(busy.RetryAfter))
+		}
+		s.fail(w, r, http.StatusServiceUnavailable, "Unavailable: "+err.Error()+".")
+		return nil, false
+	}
+	return release, true
+}
+
 // redirect answers a POST with 303 See Other, so reloading the next page
 // does not resubmit the form.
 func redirect(w http.ResponseWriter, r *http.Request, to string) {
