@@ -390,6 +390,51 @@ const (
 	DefaultBreakerProbes    = 3
 )
 
+// The floors of the duration keys a loop runs on (a ticker, a poll, a
+// renewal) or that the Redis scripts read in whole milliseconds: under them
+// a loop is busy (1ns: as fast as Postgres or Redis answers) or a bound is
+// silently off. Each is refused at load naming the key; the values other
+// packages' tests set to run fast are at or above them.
+const (
+	// MinPluginHealth: Health is asked every interval and given the
+	// interval to answer; three misses replace the plugin, whose in-flight
+	// sends are sent again. Under a second a busy machine's pause is a miss.
+	MinPluginHealth = time.Second
+	// MinRelayInterval: a relay statement on Postgres each pass (LISTEN/
+	// NOTIFY wakes the relay sooner anyway).
+	MinRelayInterval = 100 * time.Millisecond
+	// MinPromoteInterval: a Redis script per queue each pass.
+	MinPromoteInterval = 10 * time.Millisecond
+	// MinEpochInterval: a Redis read each pass.
+	MinEpochInterval = 100 * time.Millisecond
+	// MinSweepInterval: a scan of the outbox's in-flight rows each pass.
+	MinSweepInterval = time.Second
+	// MinLeaseTTL: the lease is renewed every third of it (a Redis call per
+	// queue); 2ns made that interval 0, a panic at start, and a lease
+	// shorter than a pause lapses, and other instances take back its work
+	// (sent again).
+	MinLeaseTTL = 2 * time.Second
+	// MinJobHeartbeat: an UPDATE of the job's row each beat, per running
+	// job.
+	MinJobHeartbeat = time.Second
+	// MinRetentionInterval: a retention pass (an advisory lock and a walk)
+	// each interval.
+	MinRetentionInterval = time.Second
+	// MinRetentionRescan: each rescan the walk starts again from the oldest
+	// row, walking every kept row again.
+	MinRetentionRescan = time.Minute
+	// MinDeadLetterEvery: a Postgres statement per hooked channel each
+	// pass.
+	MinDeadLetterEvery = 100 * time.Millisecond
+	// MinBreakerCooldown: the Redis breaker is opened for whole
+	// milliseconds; under one it opened until the moment it opened, and a
+	// provider that is down was probed without pause.
+	MinBreakerCooldown = time.Second
+	// MinRateLimitPer: the Redis bucket reads per in whole milliseconds;
+	// under one it is 0, and the bucket granted every take.
+	MinRateLimitPer = time.Millisecond
+)
+
 // Default returns the configuration used when a key is absent.
 func Default() Config {
 	return Config{

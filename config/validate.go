@@ -178,6 +178,25 @@ func (c *Config) Validate() error {
 	}); err != nil {
 		return err
 	}
+	for _, f := range []struct {
+		key      string
+		d, least time.Duration
+		what     string
+	}{
+		{"plugins.health_interval", c.Plugins.HealthInterval, MinPluginHealth, "each plugin is asked for Health every interval and given the interval to answer; three misses replace it (its in-flight sends are sent again), and under a second a busy machine's pause is a miss"},
+		{"delivery.relay_interval", c.Delivery.RelayInterval, MinRelayInterval, "a relay statement on Postgres each interval (LISTEN/NOTIFY wakes the relay sooner)"},
+		{"delivery.promote_interval", c.Delivery.PromoteInterval, MinPromoteInterval, "a Redis script per queue each interval"},
+		{"delivery.epoch_interval", c.Delivery.EpochInterval, MinEpochInterval, "a Redis read each interval"},
+		{"delivery.sweep_interval", c.Delivery.SweepInterval, MinSweepInterval, "a scan of the outbox's in-flight rows each interval"},
+		{"delivery.lease_ttl", c.Delivery.LeaseTTL, MinLeaseTTL, "the lease is renewed every third of it, and one that lapses in a pause has its work taken back by other instances (sent again)"},
+		{"jobs.heartbeat", c.Jobs.Heartbeat, MinJobHeartbeat, "an UPDATE of each running job's row each beat"},
+		{"retention.interval", c.Retention.Interval, MinRetentionInterval, "a retention pass each interval"},
+		{"retention.rescan", c.Retention.Rescan, MinRetentionRescan, "each rescan the retention walk starts again from the oldest row"},
+	} {
+		if err := atLeast(f.key, f.d, f.least, f.what); err != nil {
+			return err
+		}
+	}
 	if c.Delivery.LeaseTTL > MaxLeaseTTL {
 		// It is how long a dead instance's work waits: seconds as a rule.
 		return &Error{Key: "delivery.lease_ttl", Reason: fmt.Sprintf("must be at most %s, got %s", MaxLeaseTTL, c.Delivery.LeaseTTL)}
@@ -261,6 +280,15 @@ func urlScheme(raw string, schemes ...string) string {
 	return fmt.Sprintf("scheme %q is not one notifyd speaks; use %s", scheme, strings.Join(schemes, ":// or ")+"://")
 }
 
+// atLeast refuses d under least (the floor of a key a loop runs on),
+// saying what each interval costs.
+func atLeast(key string, d, least time.Duration, what string) error {
+	if d < least {
+		return &Error{Key: key, Reason: fmt.Sprintf("%s is under %s, its floor: %s", d, least, what)}
+	}
+	return nil
+}
+
 func positive(durations map[string]time.Duration) error {
 	for key, d := range durations {
 		if d <= 0 {
@@ -309,6 +337,10 @@ func validateChannel(name string, ch Channel) error {
 		return &Error{Key: key + ".rate_limit.rate", Reason: "must not be negative (0 = no limit)"}
 	case rl.Per <= 0:
 		return &Error{Key: key + ".rate_limit.per", Reason: "must be a positive duration"}
+	case rl.Per < MinRateLimitPer:
+		return atLeast(key+".rate_limit.per", rl.Per, MinRateLimitPer, "the shared bucket counts in whole milliseconds; under one it is 0, and every take is granted (no limit)")
+	case rl.Per%time.Millisecond != 0:
+		return &Error{Key: key + ".rate_limit.per", Reason: fmt.Sprintf("%s is not a whole number of milliseconds: the shared bucket counts in them (it would be %s)", rl.Per, rl.Per.Truncate(time.Millisecond))}
 	case rl.Rate > 0 && rl.Burst < 1:
 		return &Error{Key: key + ".rate_limit.burst", Reason: "must be at least 1"}
 	case rl.PerRecipientDaily < 0:
@@ -320,8 +352,9 @@ func validateChannel(name string, ch Channel) error {
 	if ch.Breaker.Failures < -1 {
 		return &Error{Key: key + ".breaker.failures", Reason: "must be positive, or -1 to disable the breaker"}
 	}
-	if ch.Breaker.Cooldown <= 0 {
-		return &Error{Key: key + ".breaker.cooldown", Reason: "must be a positive duration"}
+	if err := atLeast(key+".breaker.cooldown", ch.Breaker.Cooldown, MinBreakerCooldown,
+		"an open breaker pauses sends to the provider this long; under a millisecond it opened until the moment it opened, and a provider that is down was probed without pause"); err != nil {
+		return err
 	}
 	if ch.Breaker.Ratio <= 0 || ch.Breaker.Ratio > 1 {
 		return &Error{Key: key + ".breaker.ratio", Reason: "must be more than 0 and at most 1 (the share of a window's sends that failed)"}
@@ -407,6 +440,8 @@ func (c *Config) validateDeadLetterHook(name string, h DeadLetterHook) error {
 		return &Error{Key: key + ".batch", Reason: fmt.Sprintf("must be between 1 and %d", MaxDeadLetterBatch)}
 	case h.Every < 0:
 		return &Error{Key: key + ".every", Reason: "must not be negative"}
+	case h.Every < MinDeadLetterEvery:
+		return atLeast(key+".every", h.Every, MinDeadLetterEvery, "a Postgres statement for the channel's dead letters each interval")
 	}
 	return nil
 }
