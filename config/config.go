@@ -603,7 +603,22 @@ type Error struct {
 // Error never prints a URL's credentials: a Reason that quotes a value (a
 // URL put under the wrong key, say) has them masked.
 func (e *Error) Error() string {
-	return fmt.Sprintf("config key %q: %s", cutKey(e.Key), sdk.RedactURLs(e.Reason))
+	return fmt.Sprintf("config key %q: %s", cutKey(e.Key), cutReason(sdk.RedactURLs(e.Reason), maxReasonShown))
+}
+
+// maxReasonShown bounds a reason as an error shows it, whatever it quotes
+// (each value is quoted within maxQuoted; this is the backstop).
+const maxReasonShown = 2048
+
+// cutReason is s within n bytes, cut on a UTF-8 boundary and marked "…".
+func cutReason(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // maxKeyShown bounds a key as an error names it: a key is as long as the
@@ -613,12 +628,5 @@ const maxKeyShown = 256
 // cutKey is key within maxKeyShown bytes, cut on a UTF-8 boundary and
 // marked with "…".
 func cutKey(key string) string {
-	if len(key) <= maxKeyShown {
-		return key
-	}
-	n := maxKeyShown
-	for n > 0 && !utf8.RuneStart(key[n]) {
-		n--
-	}
-	return key[:n] + "…"
+	return cutReason(key, maxKeyShown)
 }

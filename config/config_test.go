@@ -335,3 +335,38 @@ func TestLoad_TokensBounded(t *testing.T) {
 		t.Errorf("2,000 trusted proxies: Load = %v; want an error naming http.trusted_proxies, the count and the bound", err)
 	}
 }
+
+// TestLoad_LongValueQuotedWithinBound: a value the config names in its
+// error was quoted whole: a 1 MiB cron made a 3 MiB error (the value, and
+// robfig/cron's copies of it), a log.format, retry.jitter, http.listen,
+// trusted proxy, callback header or channel name 1-2 MiB, on the terminal
+// and in the log. A value is quoted within 64 bytes, and a reason within
+// 2 KiB whatever it quotes.
+func TestLoad_LongValueQuotedWithinBound(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("1", 1<<20)
+	sched := func(fields string) string {
+		return minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, audience: {topic: t}, payload: {x: y}, " + fields + "}}\n"
+	}
+	for key, yaml := range map[string]string{
+		"schedules.s.cron":                    sched(`cron: "0 8 * * ` + big + `"`),
+		"schedules.s.channel":                 minimal + "schedules: {s: {channel: " + big + ", cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}}}\n",
+		"log.format":                          minimal + "log: {format: " + big + "}\n",
+		"log.level":                           minimal + "log: {level: " + big + "}\n",
+		"http.listen":                         minimal + "http: {listen: " + big + "}\n",
+		"http.trusted_proxies[0]":             minimal + "http: {trusted_proxies: [" + big + "]}\n",
+		"channels.a.retry.jitter":             minimal + "channels: {a: {plugin: w, retry: {jitter: " + big + "}}}\n",
+		"channels.a.callback.header":          minimal + "channels: {a: {plugin: w, callback: {secret: 0123456789abcdef0, header: " + big + "}}}\n",
+		"channels.a.dead_letter_hook.channel": minimal + "channels: {a: {plugin: w, dead_letter_hook: {channel: " + big + ", recipient: r}}}\n",
+		"postgres":                            "postgres: " + big + "\n",
+	} {
+		err := loadErr(t, yaml, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), `config key "`+key+`"`) || len(err.Error()) > 2560 {
+			n := 0
+			if err != nil {
+				n = len(err.Error())
+			}
+			t.Errorf("%s: Load = %.200s… (%d bytes); want an error naming %s within 2.5 KiB", key, err, n, key)
+		}
+	}
+}

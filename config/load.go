@@ -431,7 +431,7 @@ func checkShape(key string, t reflect.Type, value any) error {
 	if l, ok := value.([]any); ok && len(l) == 0 {
 		return nil // `channels: []`: nothing, as the decoder has always read it
 	}
-	got := fmt.Sprintf("the value %q", fmt.Sprint(value))
+	got := "the value " + quote(fmt.Sprint(value))
 	if _, ok := value.([]any); ok {
 		got = "a list"
 	}

@@ -100,10 +100,10 @@ func (c *Config) Validate() error {
 	switch c.Log.Format {
 	case "text", "json":
 	default:
-		return &Error{Key: "log.format", Reason: fmt.Sprintf("%q is not one of text, json", c.Log.Format)}
+		return &Error{Key: "log.format", Reason: quote(c.Log.Format) + " is not one of text, json"}
 	}
 	if hclog.LevelFromString(c.Log.Level) == hclog.NoLevel {
-		return &Error{Key: "log.level", Reason: fmt.Sprintf("%q is not one of trace, debug, info, warn, error", c.Log.Level)}
+		return &Error{Key: "log.level", Reason: quote(c.Log.Level) + " is not one of trace, debug, info, warn, error"}
 	}
 	// An empty address listens on every interface, on a port the kernel
 	// picks: an empty NOTIFYD_HTTP_LISTEN (a template's unset value) put the
@@ -112,7 +112,7 @@ func (c *Config) Validate() error {
 		return &Error{Key: "http.listen", Reason: "is empty: give host:port (the default is " + DefaultListen + "; \":8080\" listens on every interface)"}
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
-		return &Error{Key: "http.listen", Reason: fmt.Sprintf("%q is not host:port (such as %s): %v", c.HTTP.Listen, DefaultListen, err)}
+		return &Error{Key: "http.listen", Reason: fmt.Sprintf("%s is not host:port (such as %s): %s", quote(c.HTTP.Listen), DefaultListen, cutReason(err.Error(), maxQuoted))}
 	}
 	if c.HTTP.MaxBodyBytes < 1 {
 		return &Error{Key: "http.max_body_bytes", Reason: "must be positive"}
@@ -141,7 +141,7 @@ func (c *Config) Validate() error {
 	for i, p := range c.HTTP.TrustedProxies {
 		if _, err := netip.ParsePrefix(p); err != nil {
 			if _, err := netip.ParseAddr(p); err != nil {
-				return &Error{Key: fmt.Sprintf("http.trusted_proxies[%d]", i), Reason: fmt.Sprintf("%q is not an address or CIDR", p)}
+				return &Error{Key: fmt.Sprintf("http.trusted_proxies[%d]", i), Reason: quote(p) + " is not an address or CIDR"}
 			}
 		}
 	}
@@ -327,7 +327,7 @@ func validateChannel(name string, ch Channel) error {
 	case r.Max < r.Base:
 		return &Error{Key: key + ".retry.max", Reason: "must be at least retry.base"}
 	case r.Jitter != JitterFull && r.Jitter != JitterWindow && r.Jitter != JitterNone:
-		return &Error{Key: key + ".retry.jitter", Reason: fmt.Sprintf("%q is not one of full, window, none", r.Jitter)}
+		return &Error{Key: key + ".retry.jitter", Reason: quote(r.Jitter) + " is not one of full, window, none"}
 	case r.MaxRetryAfter < 0 || r.MaxRetryAfter > 7*24*time.Hour:
 		return &Error{Key: key + ".retry.max_retry_after", Reason: "must be between 0 (the default, 1h) and 168h"}
 	}
@@ -380,7 +380,7 @@ func validateCallback(key string, cb Callback) error {
 	case cb.Secret != "" && !headerValue(cb.Secret):
 		return &Error{Key: key + ".secret", Reason: "holds a character an HTTP header cannot carry (a control character or non-ASCII byte)"}
 	case !headerName(cb.Header):
-		return &Error{Key: key + ".header", Reason: fmt.Sprintf("%q is not an HTTP header name", cb.Header)}
+		return &Error{Key: key + ".header", Reason: quote(cb.Header) + " is not an HTTP header name"}
 	case cb.MaxBodyBytes < 1 || cb.MaxBodyBytes > MaxCallbackBodyCeiling:
 		return &Error{Key: key + ".max_body_bytes", Reason: fmt.Sprintf("must be between 1 and %d", MaxCallbackBodyCeiling)}
 	}
@@ -427,11 +427,11 @@ func (c *Config) validateDeadLetterHook(name string, h DeadLetterHook) error {
 	hook, ok := c.Channels[h.Channel]
 	switch {
 	case !ok:
-		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q is not configured", h.Channel)}
+		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %s is not configured", quote(h.Channel))}
 	case h.Channel == name:
 		return &Error{Key: key + ".channel", Reason: "is the channel itself; name another channel (its own dead letters would feed it forever)"}
 	case hook.DeadLetterHook.Channel != "":
-		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q has a dead_letter_hook of its own; a hook channel may not (no chains or loops of hooks)", h.Channel)}
+		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %s has a dead_letter_hook of its own; a hook channel may not (no chains or loops of hooks)", quote(h.Channel))}
 	case h.Recipient == "":
 		return &Error{Key: key + ".recipient", Reason: "is required: who on the hook channel is told (a webhook URL, an address)"}
 	case len(h.Recipient) > wire.MaxRecipientLen:
@@ -452,10 +452,10 @@ func (c *Config) validateSchedule(name string, s Schedule) error {
 		return &Error{Key: key, Reason: "schedule name must match " + NameRE.String()}
 	}
 	if _, ok := c.Channels[s.Channel]; !ok {
-		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %q is not configured", s.Channel)}
+		return &Error{Key: key + ".channel", Reason: fmt.Sprintf("channel %s is not configured", quote(s.Channel))}
 	}
 	if _, err := ParseCron(s.Cron); err != nil {
-		return &Error{Key: key + ".cron", Reason: fmt.Sprintf("invalid cron %q: %v", s.Cron, err)}
+		return &Error{Key: key + ".cron", Reason: fmt.Sprintf("invalid cron %s: %s", quote(s.Cron), cutReason(err.Error(), 4*maxQuoted))}
 	}
 	if _, err := LoadZone(s.Timezone); err != nil {
 		return &Error{Key: key + ".timezone", Reason: err.Error()}
