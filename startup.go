@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notifyd/notifyd/internal/queue"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -30,6 +31,11 @@ type serviceError struct {
 }
 
 func (e *serviceError) Error() string {
+	var ev *queue.EvictionError
+	if e.final && errors.As(e.cause, &ev) {
+		// Redis' own configuration is what to change, not the key.
+		return fmt.Sprintf("%s: %s; waiting will not change this", e.key, ev)
+	}
 	if e.final {
 		return fmt.Sprintf("%s: %s; waiting will not change this, fix %s", e.key, e.msg, e.key)
 	}
@@ -66,8 +72,13 @@ func finalPostgres(err error) bool {
 }
 
 // finalRedis: Redis answered and refused the credentials or the database
-// number. LOADING, BUSY, MASTERDOWN and network errors are waited on.
+// number, or its maxmemory-policy evicts keys (queue.ErrEvicting: notifyd
+// will not use it until it is set to noeviction). LOADING, BUSY, MASTERDOWN
+// and network errors are waited on.
 func finalRedis(err error) bool {
+	if errors.Is(err, queue.ErrEvicting) {
+		return true
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false

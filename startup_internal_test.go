@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/notifyd/notifyd/internal/queue"
 )
 
 // redisErr is a reply error as go-redis returns one.
@@ -45,5 +47,9 @@ func TestFinal(t *testing.T) {
 		if got := finalRedis(fmt.Errorf("ping: %w", redisErr(msg))); got != want {
 			t.Errorf("finalRedis(%q) = %v, want %v", msg, got, want)
 		}
+	}
+	// A Redis that evicts keys: no wait sets it to noeviction.
+	if !finalRedis(fmt.Errorf("ping: %w", &queue.EvictionError{Addr: "r:6379", Policy: "allkeys-lru"})) {
+		t.Error("finalRedis(an evicting Redis) = false, want true")
 	}
 }

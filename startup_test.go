@@ -79,7 +79,7 @@ func passwordRedis(t *testing.T, password string) string {
 
 // TestStart_refusedForGood: what waiting cannot cure — a database or role
 // that does not exist, a Redis DB out of range, a Redis password missing or
-// wrong — fails Start at once without WaitForServices, and with it (as
+// wrong, a Redis that evicts keys — fails Start at once without WaitForServices, and with it (as
 // `notifyd serve` starts) arrives on Failed instead of being waited on
 // forever; either way naming the key to change and the server's own
 // reason, never a password.
@@ -87,6 +87,7 @@ func TestStart_refusedForGood(t *testing.T) {
 	t.Parallel()
 	rds := testenv.NewRedis(t)
 	locked := passwordRedis(t, "pw-SECRET-right")
+	evicting := testenv.StartRedis(t, "--maxmemory-policy", "allkeys-lru")
 	missingDB := fmt.Sprintf("notifyd_no_such_db_%d", time.Now().UnixNano())
 	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
 	t.Cleanup(providers.Close)
@@ -113,6 +114,11 @@ func TestStart_refusedForGood(t *testing.T) {
 			[]string{"redis.url", "NOAUTH"}},
 		{"a Redis password wrong", testenv.DatabaseURL(), "redis://:pw-SECRET-wrong@" + locked + "/0",
 			[]string{"redis.url", "WRONGPASS"}},
+		// A Redis that evicts keys when full can drop a queue, leaving its
+		// notifications QUEUED for good: refused until it is set to
+		// noeviction, which no wait does.
+		{"a Redis that evicts keys", testenv.DatabaseURL(), evicting.URL,
+			[]string{"redis.url", "Redis at " + evicting.Addr, "maxmemory-policy allkeys-lru", "set maxmemory-policy noeviction", "waiting will not change this"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,7 +1,10 @@
 package queue
 
 import (
+	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +178,114 @@ func TestQueue_Cluster(t *testing.T) {
 	_, err = q.Epoch(ctx)
 	if err != nil {
 		t.Fatalf("Epoch: %v", err)
+	}
+
+	// Each node's policy is read by the connections to it: one shard that
+	// evicts is refused, naming it, while the others are used.
+	node := redis.NewClient(&redis.Options{Addr: addrs[1]})
+	defer node.Close()
+	if err := node.ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := Connect("", addrs, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	err = ev.(*redis.ClusterClient).ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+		return c.Ping(ctx).Err()
+	})
+	if !errors.Is(err, ErrEvicting) || !strings.Contains(err.Error(), addrs[1]) || !strings.Contains(err.Error(), "allkeys-lfu") {
+		t.Errorf("a shard evicting: %v; want ErrEvicting naming %s and its policy", err, addrs[1])
+	}
+}
+
+// TestConnect_EvictionPolicy: a Redis whose maxmemory-policy evicts keys
+// can drop a queue's list while its ids stay members: no push queues them
+// again and their rows stay QUEUED for good. Under volatile-* only keys with
+// a TTL go, and notifyd has those too (rate limit buckets, daily caps, the
+// breaker's probe, a dead-list filter's drop hash). So a connection to a
+// Redis with any policy but noeviction fails, naming the policy and what
+// to set; one whose policy cannot be read (INFO and CONFIG refused) is used
+// and said once.
+func TestConnect_EvictionPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	s := testenv.StartRedis(t)
+	admin := s.Client()
+	for _, policy := range []string{"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"} {
+		if err := admin.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Connect(s.URL, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Ping(ctx).Err()
+		c.Close()
+		if !errors.Is(err, ErrEvicting) {
+			t.Errorf("%s: Ping = %v, want ErrEvicting", policy, err)
+			continue
+		}
+		for _, want := range []string{s.Addr, "maxmemory-policy " + policy, "set maxmemory-policy noeviction"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", policy, err, want)
+			}
+		}
+	}
+
+	// noeviction: used. A policy changed later is seen by the next
+	// connection.
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Connect(s.URL, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("noeviction: Ping = %v", err)
+	}
+
+	// A user that may run neither INFO nor CONFIG (a managed Redis's ACL):
+	// used, and the unchecked policy said once per server, however many
+	// connections.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all", "-info", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		told []string
+	)
+	u, err := Connect("redis://app:app-pw@"+s.Addr+"/0", nil, 8, OnPolicyUnchecked(func(addr string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, addr+": "+err.Error())
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			// Held at once, so that each opens a connection of its own.
+			if err := u.Do(ctx, "BLPOP", "nd-eviction-test-none", "0.2").Err(); err != nil && !errors.Is(err, redis.Nil) {
+				t.Errorf("a connection whose policy cannot be read: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || !strings.Contains(told[0], s.Addr) || !strings.Contains(told[0], "NOPERM") {
+		t.Errorf("told of the unchecked policy %d times: %q; want once, naming the server and why", len(told), told)
+	}
+	if n := u.PoolStats().TotalConns; n < 2 {
+		t.Errorf("%d connections opened, want several", n)
 	}
 }
