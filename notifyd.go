@@ -259,7 +259,12 @@ func (d *Daemon) prepare(o Options) (err error) {
 			return err
 		}
 	}
-	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize); err != nil {
+	// A Redis whose eviction policy cannot be read (an ACL without INFO or
+	// CONFIG) is used, and said once per server: it must be noeviction.
+	policyUnchecked := queue.OnPolicyUnchecked(func(addr string, why error) {
+		d.log.Warn("could not read Redis' maxmemory-policy; it must be noeviction, or a full Redis can drop a queue", "addr", addr, "error", why)
+	})
+	if d.redis, err = queue.Connect(cfg.Redis.URL, cfg.Redis.ClusterAddrs, cfg.Redis.PoolSize, policyUnchecked); err != nil {
 		return err // redacted by queue
 	}
 	d.parts.Defer("redis", func(context.Context) error { return d.redis.Close() })
