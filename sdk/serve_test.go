@@ -493,7 +493,9 @@ func TestServer_StuckSendsFailLiveness(t *testing.T) {
 	deadline := time.Now().Add(300 * time.Millisecond)
 	vs := send(t, single, messages(3, deadline))
 	wantOutcome(t, vs, 1, sdk.OutcomeTransient, sdk.DetailDeadline)
-	vs = send(t, batch, messages(2, time.Now().Add(300*time.Millisecond)))
+	// Time for SendBatch to be called on a loaded machine: a batch whose
+	// deadline has passed before it runs is never sent, so nothing sticks.
+	vs = send(t, batch, messages(2, time.Now().Add(2*time.Second)))
 	wantOutcome(t, vs, 0, sdk.OutcomeTransient, sdk.DetailDeadline)
 
 	ctx := context.Background()
@@ -502,9 +504,12 @@ func TestServer_StuckSendsFailLiveness(t *testing.T) {
 			t.Errorf("liveness %v after the deadline: %v, want nil", time.Since(deadline).Round(time.Millisecond), err)
 		}
 	}
-	for _, c := range []*providerclient.Client{single, batch} {
+	for i, c := range []*providerclient.Client{single, batch} {
 		var err error
-		for err == nil {
+		for end := time.Now().Add(3 * sdk.StuckAfter); err == nil; {
+			if time.Now().After(end) {
+				t.Fatalf("client %d: liveness still fine %s after its stuck call's deadline, want ResourceExhausted", i, 3*sdk.StuckAfter)
+			}
 			time.Sleep(100 * time.Millisecond)
 			err = c.Alive(ctx)
 		}
