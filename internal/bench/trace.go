@@ -78,9 +78,14 @@ func (t *tracer) hooks(i int) delivery.Hooks {
 			now := time.Now()
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			if at, ok := t.claimed[ids[0]]; ok {
-				t.sends = append(t.sends, now.Sub(at))
-				delete(t.claimed, ids[0])
+			// A streamed call's verdicts come back in answers of a few ids,
+			// so the batch's first id may be in any of them: the send is
+			// timed by the answer that carries it.
+			for _, id := range ids {
+				if at, ok := t.claimed[id]; ok {
+					t.sends = append(t.sends, now.Sub(at))
+					delete(t.claimed, id)
+				}
 			}
 			t.sentBy[i] += len(ids)
 			t.each(ids, func(x *idTrace) { x.sent = now })
