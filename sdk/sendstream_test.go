@@ -89,7 +89,7 @@ func TestServe_SendStream(t *testing.T) {
 
 // A stream's answers are as many as its verdicts need, but its results are
 // held to the protocol's bound in all, as Send's one answer is: results past
-// it are notes, every outcome kept (TestAuditC_AnswerWithinProtocolBound's
+// it are notes, every outcome kept (TestServe_AnswerWithinProtocolBound's
 // 20 results of 4 MiB, streamed).
 func TestServe_SendStream_ResultsWithinProtocolBound(t *testing.T) {
 	t.Parallel()

@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// TestProbeAuditI_ConfigReadBounded points Load at a FIFO that a writer
+// TestLoad_ConfigReadBounded points Load at a FIFO that a writer
 // feeds without end (as --config /dev/zero, or a log file or an image named
 // by mistake, would be): Load must stop reading at MaxFileBytes and say so,
 // naming the file, where it used to read whatever came into memory (a
 // 100 MB file held 500 MB; /dev/zero grew until the kernel killed it).
-func TestProbeAuditI_ConfigReadBounded(t *testing.T) {
+func TestLoad_ConfigReadBounded(t *testing.T) {
 	t.Parallel()
 	p := filepath.Join(t.TempDir(), "notifyd.yaml")
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
@@ -63,11 +63,11 @@ func TestProbeAuditI_ConfigReadBounded(t *testing.T) {
 	}
 }
 
-// TestProbeAuditI_ShellDefaultSyntaxRefused writes a secret with the
+// TestLoad_ShellDefaultSyntaxRefused writes a secret with the
 // shell's default syntax, ${NAME:-fallback}, which notifyd does not expand
 // (only ${NAME}): it was loaded silently as the literal text, so the API's
 // token was "${NOTIFYD_API_TOKEN:-…}" whether the variable was set or not.
-func TestProbeAuditI_ShellDefaultSyntaxRefused(t *testing.T) {
+func TestLoad_ShellDefaultSyntaxRefused(t *testing.T) {
 	t.Parallel()
 	for _, ref := range []string{
 		"${NOTIFYD_T:-0123456789abcdefghij}",

@@ -13,7 +13,7 @@ import (
 // sdk/client (and so `notifyd dlq replay`) reads, so the operator was told
 // the replay failed when it had succeeded. The count is every row; the list
 // is bounded (10,000 ids), whatever the dead-letter queue holds.
-func TestProbeAuditA_ReplayChannelListBounded(t *testing.T) {
+func TestDLQ_ReplayChannelListBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const n, listed = 10_005, 10_000

@@ -38,7 +38,7 @@ func (b *bundle) fetchAll(t *testing.T, channel, instance string) (ids []int64, 
 	return
 }
 
-func TestProbeAuditD_FetchBadMember(t *testing.T) {
+func TestQueue_FetchBadMember(t *testing.T) {
 	t.Parallel()
 	for _, bad := range badMembers {
 		t.Run(strings.ToValidUTF8(bad, "?"), func(t *testing.T) {
@@ -95,7 +95,7 @@ func TestProbeAuditD_FetchBadMember(t *testing.T) {
 
 // A bad member BLMOVE moves (the fetch that waited for a push) is dealt
 // with the same way.
-func TestProbeAuditD_FetchBadMemberAfterWait(t *testing.T) {
+func TestQueue_FetchBadMemberAfterWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	k := b.q.keys(ch)
@@ -116,7 +116,7 @@ func TestProbeAuditD_FetchBadMemberAfterWait(t *testing.T) {
 // A bad member written straight into a processing list (not through a
 // fetch) is dropped by the first Pending that meets it, with the valid ids
 // still returned.
-func TestProbeAuditD_PendingBadMember(t *testing.T) {
+func TestQueue_PendingBadMember(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	k := b.q.keys(ch)
@@ -138,7 +138,7 @@ func TestProbeAuditD_PendingBadMember(t *testing.T) {
 // before, every call on the queue failed with WRONGTYPE for good, or a script
 // failed half-way: the id in members (so no push could queue it again) and
 // in no list.
-func TestProbeAuditD_WrongTypeKey(t *testing.T) {
+func TestQueue_WrongTypeKey(t *testing.T) {
 	t.Parallel()
 	push := func(due time.Time) func(b *bundle) error {
 		return func(b *bundle) error { _, err := b.q.Push(b.ctx, ch, items([]int64{1}, due)); return err }
@@ -204,7 +204,7 @@ func TestProbeAuditD_WrongTypeKey(t *testing.T) {
 // An epoch key of the wrong type, or one grown huge, is replaced by a fresh
 // epoch (a change: one resync) instead of failing every epoch check or being
 // read whole on every one.
-func TestProbeAuditD_EpochOddValues(t *testing.T) {
+func TestQueue_EpochOddValues(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	key := b.r.Prefix + ":epoch"

@@ -12,7 +12,7 @@ import (
 	"github.com/notifyd/notifyd/sdk"
 )
 
-// TestProbeAuditG_callback409InProgressIsTransient: the callback carries an
+// TestSender_Send_callback409InProgressIsTransient: the callback carries an
 // Idempotency-Key, and a callback receiver that honours it (the IETF draft
 // draft-ietf-httpapi-idempotency-key-header §2.7, Stripe) answers 409
 // Conflict to a request whose key is still being processed. An earlier
@@ -20,7 +20,7 @@ import (
 // 409 is no final word. Judged PERMANENT, the notification was dead-lettered
 // although its callback was delivered; TRANSIENT, the next retry gets the
 // stored 2xx.
-func TestProbeAuditG_callback409InProgressIsTransient(t *testing.T) {
+func TestSender_Send_callback409InProgressIsTransient(t *testing.T) {
 	t.Parallel()
 	f := newFakeVoyage(t)
 	release := make(chan struct{})

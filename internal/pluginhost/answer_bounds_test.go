@@ -28,7 +28,7 @@ func hostAllocated(f func()) uint64 {
 // life of the plugin, logged (its name differs from the file's) and shown on
 // every dashboard channels page, and `notifyd plugins list` printed it raw.
 // Cut at the wire now, its controls escaped.
-func TestAuditC_DescribeBounded(t *testing.T) {
+func TestHost_DescribeBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	testenv.InstallPlugin(t, b.dir, "bigdescribe", rawPkg)
@@ -57,7 +57,7 @@ func TestAuditC_DescribeBounded(t *testing.T) {
 // choosing. The host now takes at most 64 KiB of a call's metadata.
 //
 // Not parallel: it measures the process's allocations.
-func TestAuditC_MetadataBounded(t *testing.T) {
+func TestHost_MetadataBounded(t *testing.T) {
 	b := setup(t)
 	testenv.InstallPlugin(t, b.dir, "bigmeta", rawPkg)
 	ctx := testenv.Context(t)
@@ -86,7 +86,7 @@ func TestAuditC_MetadataBounded(t *testing.T) {
 // at most pluginhost's answer bound (2 MiB; a Send still 64 MiB).
 //
 // Not parallel: it measures the process's allocations.
-func TestAuditC_HealthAnswerBounded(t *testing.T) {
+func TestHost_HealthAnswerBounded(t *testing.T) {
 	b := setup(t)
 	testenv.InstallPlugin(t, b.dir, "bighealth", rawPkg)
 	ctx := testenv.Context(t)

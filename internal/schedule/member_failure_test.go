@@ -10,14 +10,14 @@ import (
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
-// TestProbeAuditB_failedReasonStorable: a member's render error quoting a
+// TestService_failedReasonStorable: a member's render error quoting a
 // value the template made (a NUL from "\x00", an invalid UTF-8 byte from
 // slicing a Hangul syllable) is a reason Postgres cannot store. The FAILED
 // row's insert then failed the chunk, isolateBadRows found no PENDING row
 // at fault, and the job was handed back PENDING to fail the same way on
 // every claim, for ever. Each member must end FAILED with a storable reason
 // and the job DONE.
-func TestProbeAuditB_failedReasonStorable(t *testing.T) {
+func TestService_failedReasonStorable(t *testing.T) {
 	t.Parallel()
 	for name, bad := range map[string]string{
 		"NUL":             `{{range "a\x00b"}}{{end}}`,
@@ -56,12 +56,12 @@ func TestProbeAuditB_failedReasonStorable(t *testing.T) {
 	}
 }
 
-// TestProbeAuditB_oneFailureFailsOnlyItsMember: a template that does not
+// TestService_oneFailureFailsOnlyItsMember: a template that does not
 // read .data (so no member's data is decoded) failing for one member made
 // every later member of its chunk FAILED too, with that member's reason: the
 // chunk reader tested the render's error again for each of them. Only the
 // member at fault may fail.
-func TestProbeAuditB_oneFailureFailsOnlyItsMember(t *testing.T) {
+func TestService_oneFailureFailsOnlyItsMember(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	seedTopic(t, b.ctx, b.db.Pool, "news", "hooks", 6, 0)
@@ -77,7 +77,7 @@ func TestProbeAuditB_oneFailureFailsOnlyItsMember(t *testing.T) {
 	}
 }
 
-// TestProbeAuditB_clockEveryStep: a step's body can cost tens of
+// TestService_clockEveryStep: a step's body can cost tens of
 // milliseconds without calling a function that reads the clock: eq compares
 // its first argument with each of the others, and a 64 KiB template holds
 // 21,000 of them, each a 60 KiB string (an audience query's data reads back
@@ -85,7 +85,7 @@ func TestProbeAuditB_oneFailureFailsOnlyItsMember(t *testing.T) {
 // about 10 s past its 1 s bound, per recipient; read every step, it stops
 // one step after the bound. Not parallel: it measures wall time, with a
 // margin of seconds for a busy machine.
-func TestProbeAuditB_clockEveryStep(t *testing.T) {
+func TestService_clockEveryStep(t *testing.T) {
 	long := strings.Repeat("a", 60_000)
 	data := `{"a":"` + long + `x","b":"` + long + `y"}`
 	var tmpl strings.Builder
@@ -119,14 +119,14 @@ func seedBigAttributes(t *testing.T, b *testBundle, topic string, n, size int) {
 // (16 MiB the bound, a member's payload or data past it at most 1 MiB).
 const auditChunkBytes = 20 << 20
 
-// TestProbeAuditB_chunkRenderedBytes: every member's payload is within the
+// TestService_chunkRenderedBytes: every member's payload is within the
 // payload bound, but a chunk held all of its members' payloads at once,
 // rendered into one buffer and copied into one string: 200 members of 240
 // KB were 48 MB a chunk (1,000 at the default chunk size 240 MB, several
 // times that with the buffer's doubling and the read-ahead chunk; 10,000,
 // the largest chunk_size, 2.4 GB). A chunk stops at a byte bound, at a
 // member's end; the rest follow in the next chunks, none lost.
-func TestProbeAuditB_chunkRenderedBytes(t *testing.T) {
+func TestService_chunkRenderedBytes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const members, size = 200, 60_000
@@ -155,12 +155,12 @@ func TestProbeAuditB_chunkRenderedBytes(t *testing.T) {
 	}
 }
 
-// TestProbeAuditB_chunkReadBytes: a chunk read every member's data (each
+// TestService_chunkReadBytes: a chunk read every member's data (each
 // within 128 KiB as it reads back) before rendering any: 600 members of 60
 // KB were 36 MB read, and copied once more for the decoder (at
 // chunk_size 10,000, 1.2 GB). A page stops at a byte bound, at a member's
 // end, and the next page goes on from it: every member read once.
-func TestProbeAuditB_chunkReadBytes(t *testing.T) {
+func TestService_chunkReadBytes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const members, size = 600, 60_000
@@ -198,12 +198,12 @@ func TestProbeAuditB_chunkReadBytes(t *testing.T) {
 	}
 }
 
-// TestProbeAuditB_contentKeyBounded: a schedule's content_key is a
+// TestService_contentKeyBounded: a schedule's content_key is a
 // template of at most 200 bytes, but it ran without any of the payload's
 // bounds, at start (New renders it once) and at every run: a range over
 // 10^11 spun for good (New never returned, serve never started). It
 // is held to the payload templates' bounds: New fails naming the bound.
-func TestProbeAuditB_contentKeyBounded(t *testing.T) {
+func TestService_contentKeyBounded(t *testing.T) {
 	t.Parallel()
 	for name, key := range map[string]string{
 		"a range over 10^11": `{{range 100000000000}}{{end}}x`,

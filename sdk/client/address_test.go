@@ -11,13 +11,13 @@ import (
 	"github.com/notifyd/notifyd/sdk/client"
 )
 
-// TestProbeAuditI_CallerClientStillBounded gives the client an
+// TestClient_CallerClientStillBounded gives the client an
 // *http.Client of the caller's own (for its TLS or proxy, as WithHTTPClient
 // says) with no Timeout, and a context without a deadline, against a server
 // that answers 200 and then trickles its body for ever. DefaultTimeout
 // "bounds one API call when the caller's context has no deadline of its
 // own": the call must end with an error, where it used to wait for ever.
-func TestProbeAuditI_CallerClientStillBounded(t *testing.T) {
+func TestClient_CallerClientStillBounded(t *testing.T) {
 	t.Parallel()
 	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,13 +60,13 @@ func TestProbeAuditI_CallerClientStillBounded(t *testing.T) {
 	}
 }
 
-// TestProbeAuditI_AddressQueryOrFragment gives New an address with a query
+// TestClient_AddressQueryOrFragment gives New an address with a query
 // or a fragment (`--addr 'notifyd:8080/?env=prod'`, a URL pasted from a
 // browser). Each call's path was appended after it, so every call went to
 // the address's own path with the API path in the query or the fragment:
 // GET /healthz reached "/" and a server answering 200 there passed for a
 // healthy notifyd. New must refuse such an address, naming it.
-func TestProbeAuditI_AddressQueryOrFragment(t *testing.T) {
+func TestClient_AddressQueryOrFragment(t *testing.T) {
 	t.Parallel()
 	paths := make(chan string, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -32,12 +32,12 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestProbeAuditI_ConfigFIFONothingWrites runs the built `notifyd serve`
+// TestCLI_ConfigFIFONothingWrites runs the built `notifyd serve`
 // (and `migrate`) with --config naming a FIFO nothing writes to: opening it
 // blocks. The CLI must say what it waits for, and stop on Ctrl-C or
 // SIGTERM, where it used to hang silently and, since main catches both
 // signals, ignore them: only SIGKILL ended it.
-func TestProbeAuditI_ConfigFIFONothingWrites(t *testing.T) {
+func TestCLI_ConfigFIFONothingWrites(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildPlugin(t, "github.com/notifyd/notifyd/cmd/notifyd")
 	for _, tc := range []struct {

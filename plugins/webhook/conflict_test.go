@@ -65,13 +65,13 @@ func newIdempotentReceiver(t *testing.T, conflict func(http.ResponseWriter)) *id
 	return r
 }
 
-// TestProbeAuditG_409InProgressIsTransient: a retry that meets the first
+// TestSender_Send_409InProgressIsTransient: a retry that meets the first
 // attempt still in progress at the receiver (409 Conflict, the Idempotency-Key
 // draft's and Stripe's answer) says nothing final about the message: the
 // first attempt may yet deliver it (here it does). Judged PERMANENT, the
 // message was dead-lettered although it was delivered; TRANSIENT, the next
 // retry gets the stored 2xx.
-func TestProbeAuditG_409InProgressIsTransient(t *testing.T) {
+func TestSender_Send_409InProgressIsTransient(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string

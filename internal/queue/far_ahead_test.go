@@ -24,7 +24,7 @@ import (
 // id: as a member, no push could queue it again.
 var farScores = map[string]float64{"+inf": math.Inf(1), "a year ahead": float64(time.Now().AddDate(1, 0, 0).UnixMilli())}
 
-func TestProbeAuditE_DelayedScoreFarAhead(t *testing.T) {
+func TestQueue_DelayedScoreFarAhead(t *testing.T) {
 	t.Parallel()
 	for name, score := range farScores {
 		t.Run(name+", pushed again", func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestProbeAuditE_DelayedScoreFarAhead(t *testing.T) {
 // A dead instance's lease of +inf or a year ahead must not keep its backup
 // list from Reap for good; a live lease is still left alone, and Renew
 // refuses to write a lease that long.
-func TestProbeAuditE_LeaseFarAhead(t *testing.T) {
+func TestQueue_LeaseFarAhead(t *testing.T) {
 	t.Parallel()
 	for name, score := range farScores {
 		t.Run(name, func(t *testing.T) {
@@ -274,7 +274,7 @@ func fill(t *testing.T, b *bundle, key string, from, n int64) {
 // A dead instance's backup list of many ids goes back in bounded steps, each
 // one short script, keeping its order; and Pending, DeadOnce and an ack
 // against a long list read bounded parts of it, not the whole.
-func TestProbeAuditE_LongListsBounded(t *testing.T) {
+func TestQueue_LongListsBounded(t *testing.T) {
 	t.Parallel()
 	const long, limit = 12000, 5000
 	t.Run("reap", func(t *testing.T) {

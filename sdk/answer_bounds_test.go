@@ -21,7 +21,7 @@ import (
 // one — for an unknown outcome: each was sent again. The answer is held to
 // the protocol's bound now: every message keeps its outcome, the results
 // that do not fit are replaced by a note saying so.
-func TestAuditC_AnswerWithinProtocolBound(t *testing.T) {
+func TestServe_AnswerWithinProtocolBound(t *testing.T) {
 	t.Parallel()
 	result := json.RawMessage(`"` + strings.Repeat("e", wire.MaxResultBytes-2) + `"`)
 	c := serve(t, &fixture{info: sdk.Info{Name: "embed"}, configure: senderFor(sdk.SenderFunc(
@@ -57,7 +57,7 @@ func TestAuditC_AnswerWithinProtocolBound(t *testing.T) {
 // A result past what the host stores (wire.MaxResultBytes) travelled whole
 // to the host, which only replaced it with a note of its size: 40 MiB moved
 // and held on both sides for nothing. The SDK replaces it with the note.
-func TestAuditC_ResultPastStoredBoundNotSent(t *testing.T) {
+func TestServe_ResultPastStoredBoundNotSent(t *testing.T) {
 	t.Parallel()
 	result := json.RawMessage(`"` + strings.Repeat("e", 40<<20) + `"`)
 	c := serve(t, &fixture{info: sdk.Info{Name: "big"}, configure: senderFor(sdk.SenderFunc(
@@ -74,7 +74,7 @@ func TestAuditC_ResultPastStoredBoundNotSent(t *testing.T) {
 // bounds, its detail the value whole. At 65 MiB the answer was past the
 // protocol's bound and the call failed, so its batch-mate, delivered, was
 // sent again.
-func TestAuditC_PanicDetailBounded(t *testing.T) {
+func TestServe_PanicDetailBounded(t *testing.T) {
 	t.Parallel()
 	huge := strings.Repeat("p", 65<<20)
 	c := serve(t, &fixture{info: sdk.Info{Name: "panicky"}, configure: senderFor(sdk.SenderFunc(
@@ -101,7 +101,7 @@ func TestAuditC_PanicDetailBounded(t *testing.T) {
 // messages: the SDK formatted the panic's text once per message, 256 MiB
 // allocated (and held until each was cut) for one panic. Formatted once.
 // Not parallel: it measures the process's allocations.
-func TestAuditC_BatchPanicFormattedOnce(t *testing.T) {
+func TestServe_BatchPanicFormattedOnce(t *testing.T) {
 	val := strings.Repeat("q", 256<<10)
 	c := serve(t, &fixture{info: sdk.Info{Name: "batchpanic"}, configure: senderFor(batcher{
 		SenderFunc: func(context.Context, sdk.Message) sdk.Verdict { return sdk.Success(nil) },
@@ -138,7 +138,7 @@ func (h hangs) Health(context.Context) error { <-h.block; return nil }
 // channel runs at a time now; a call meanwhile waits for it.
 //
 // Not parallel: it counts the process's goroutines.
-func TestAuditC_HungHealthCheckRunsOnce(t *testing.T) {
+func TestServe_HungHealthCheckRunsOnce(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
 	c := serve(t, &fixture{info: sdk.Info{Name: "hung"}, configure: senderFor(hangs{
