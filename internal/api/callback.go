@@ -71,7 +71,9 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) error {
 	if e := s.checkCallbackSecret(w, r, name, door); e != nil {
 		return e
 	}
-	httpguard.Serving(r.Context())
+	if err := httpguard.Serving(r.Context()); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, door.maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {

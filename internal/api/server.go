@@ -330,7 +330,10 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 			}
 		}
 		if ac != partner { // a callback serves once its secret is checked (callback)
-			httpguard.Serving(r.Context())
+			if err := httpguard.Serving(r.Context()); err != nil {
+				s.answer(rec, r, err)
+				return
+			}
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.HTTP.MaxBodyBytes)

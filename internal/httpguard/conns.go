@@ -90,16 +90,23 @@ func (g *Conns) ConnContext(ctx context.Context, nc net.Conn) context.Context {
 
 // Serving says that the request of ctx serves someone: it showed a
 // credential, or its route needs none. Its connection is not closed to
-// admit another until the request is over. Without Conns.ConnContext on
-// the server it does nothing.
-func Serving(ctx context.Context) {
-	c, ok := ctx.Value(connKey{}).(*conn)
-	if !ok {
-		return
+// admit another until the request is over (without Conns.ConnContext on the
+// server, it has none to keep), and it takes its whole body's share of the
+// in-flight bound (Inflight), of which it held only PreCredentialBody
+// until now. When that share cannot be had, the error is a *Busy: answer
+// 503 with Retry-After.
+func Serving(ctx context.Context) error {
+	if c, ok := ctx.Value(connKey{}).(*conn); ok {
+		c.g.mu.Lock()
+		c.serving = true
+		c.g.mu.Unlock()
 	}
-	c.g.mu.Lock()
-	c.serving = true
-	c.g.mu.Unlock()
+	if v, ok := ctx.Value(reservationKey{}).(*reservation); ok {
+		if err := v.grow(v.full); err != nil {
+			return &Busy{RetryAfter: 1, Message: inflightBusy}
+		}
+	}
+	return nil
 }
 
 func (c *conn) Close() error {

@@ -87,7 +87,7 @@ func TestConns_ServingOnceSaid(t *testing.T) {
 	busy := make(chan struct{}, 4)
 	srv := &http.Server{ConnState: g.ConnState, ConnContext: g.ConnContext, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/served" {
-			Serving(r.Context())
+			_ = Serving(r.Context())
 		}
 		if r.URL.Path != "/fast" {
 			busy <- struct{}{}

@@ -8,6 +8,7 @@ package httpguard
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -193,10 +194,16 @@ func (t *Throttle) Fail(client string) {
 // One client (Proxies.ClientIP) may hold at most its share of the bound:
 // the share of the server's connections it may hold (PerClient of Max
 // connections, docs/config.md), and never less than one body. Without it,
-// one client's 64 connections declaring 1 MiB each and sending nothing —
-// no credentials needed, the body is reserved before any handler runs —
-// held the whole 64 MiB for the read timeout, and every other client's
-// request with a body got 503.
+// one client's 64 connections declaring 1 MiB each and sending nothing held
+// the whole 64 MiB for the read timeout, and every other client's request
+// with a body got 503.
+//
+// A request holds its whole body's share only once it has shown a
+// credential (Serving); until then it holds, and may read, at most
+// PreCredentialBody. Reserving the declared length before anyone was known
+// let four addresses' slow dashboard logins declaring 1 MiB each hold the
+// whole bound. A request reads no more of its body than it holds: past it,
+// a read fails with *http.MaxBytesError.
 type Inflight struct {
 	sem       *semaphore.Weighted
 	max       int64
@@ -209,6 +216,12 @@ type Inflight struct {
 	held  map[string]int64 // bytes reserved by each client holding any
 	freed chan struct{}    // closed, and replaced, when a client's hold drops
 }
+
+// PreCredentialBody is the most of its body a request holds, and may read,
+// before it has shown a credential (Serving): the dashboard's login form,
+// whose token is in its body, is the one route that reads one, within
+// 64 KiB.
+const PreCredentialBody = 64 << 10
 
 // NewInflight allows total bytes in flight, at most perClient of them to one
 // client (at least maxBody, at most max); maxBody is a body's own limit;
@@ -228,6 +241,9 @@ func ClientShare(total int64, perClient, maxConns int) int64 {
 	return total / int64(maxConns) * int64(perClient)
 }
 
+// inflightBusy is the 503's message when a request's bytes cannot be had.
+const inflightBusy = "too many request bytes in flight (http.max_inflight_body_bytes, or this client's share of it); retry"
+
 // Wrap applies the bound to h.
 func (f *Inflight) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -239,27 +255,95 @@ func (f *Inflight) Wrap(h http.Handler) http.Handler {
 		if n < 0 || n > f.maxBody {
 			n = f.maxBody // a larger body is refused by its own limit after maxBody bytes
 		}
-		n = min(n, f.max)
-		ctx, cancel := context.WithTimeout(r.Context(), f.wait)
-		who := f.client(r)
-		err := f.hold(ctx, who, n)
-		if err == nil {
-			if err = f.sem.Acquire(ctx, n); err != nil {
-				f.unhold(who, n)
-			}
-		}
-		cancel()
-		if err != nil {
+		res := &reservation{f: f, ctx: r.Context(), who: f.client(r), full: min(n, f.max)}
+		defer res.release()
+		if err := res.grow(min(res.full, PreCredentialBody)); err != nil {
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, `{"error":{"code":"unavailable","message":"too many request bytes in flight (http.max_inflight_body_bytes, or this client's share of it); retry"}}`+"\n")
+			_, _ = fmt.Fprintf(w, `{"error":{"code":"unavailable","message":%q}}`+"\n", inflightBusy)
 			return
 		}
-		defer f.unhold(who, n)
-		defer f.sem.Release(n)
+		r = r.WithContext(context.WithValue(r.Context(), reservationKey{}, res))
+		r.Body = &reservedBody{ReadCloser: r.Body, res: res}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// reservation is what one request holds of the bound.
+type reservation struct {
+	f    *Inflight
+	ctx  context.Context
+	who  string
+	full int64 // what its body may take: its declared length within the bounds
+
+	mu   sync.Mutex
+	held int64
+}
+
+type reservationKey struct{}
+
+// grow holds to bytes in all, waiting for them at most the bound's wait.
+func (v *reservation) grow(to int64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := to - v.held
+	if n <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(v.ctx, v.f.wait)
+	defer cancel()
+	if err := v.f.hold(ctx, v.who, n); err != nil {
+		return err
+	}
+	if err := v.f.sem.Acquire(ctx, n); err != nil {
+		v.f.unhold(v.who, n)
+		return err
+	}
+	v.held = to
+	return nil
+}
+
+func (v *reservation) limit() int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.held
+}
+
+func (v *reservation) release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.held > 0 {
+		v.f.sem.Release(v.held)
+		v.f.unhold(v.who, v.held)
+		v.held = 0
+	}
+}
+
+// reservedBody reads a body no further than its reservation holds, as
+// http.MaxBytesReader does its limit.
+type reservedBody struct {
+	io.ReadCloser
+	res  *reservation
+	read int64
+}
+
+func (b *reservedBody) Read(p []byte) (int, error) {
+	limit := b.res.limit()
+	if b.read > limit {
+		return 0, &http.MaxBytesError{Limit: limit}
+	}
+	if room := limit - b.read; int64(len(p)) > room+1 {
+		p = p[:room+1] // one byte past it tells a longer body from one that ends there
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.read+int64(n) > limit {
+		n = int(limit - b.read)
+		b.read = limit + 1
+		return n, &http.MaxBytesError{Limit: limit}
+	}
+	b.read += int64(n)
+	return n, err
 }
 
 // hold reserves n of who's share, waiting for it until ctx ends.

@@ -1,6 +1,8 @@
 package httpguard
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -94,6 +96,9 @@ func TestInflight(t *testing.T) {
 	release := make(chan struct{})
 	var admitted sync.WaitGroup
 	h := NewInflight(2<<20, 1<<20, 2<<20, 200*time.Millisecond, func(*http.Request) string { return "one" }).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serving(w, r) {
+			return
+		}
 		admitted.Done()
 		<-release // hold the body's bytes
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -133,8 +138,7 @@ func TestInflight(t *testing.T) {
 
 // One client holds at most its share of the in-flight bytes, so another
 // client's body is still read: a client that opened its connections as
-// bodies declared large and never sent (no credentials needed: the bytes
-// are reserved before any handler) held the whole bound, and everyone
+// bodies declared large and never sent held the whole bound, and everyone
 // else's request with a body got 503.
 func TestInflight_clientShare(t *testing.T) {
 	t.Parallel()
@@ -143,6 +147,9 @@ func TestInflight_clientShare(t *testing.T) {
 	const total, body, share = 4 << 20, 1 << 20, 2 << 20 // a client's share: 2 bodies
 	h := NewInflight(total, body, share, 200*time.Millisecond, func(r *http.Request) string { return r.Header.Get("X-Client") }).Wrap(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !serving(w, r) {
+				return
+			}
 			if r.Header.Get("X-Client") == "greedy" {
 				select {
 				case <-release:
@@ -188,6 +195,77 @@ func TestInflight_clientShare(t *testing.T) {
 	}
 	if got := post("greedy"); got != http.StatusOK {
 		t.Errorf("the greedy client once its bodies were read: %d, want 200 (its share freed)", got)
+	}
+}
+
+// serving is a handler's credential check passed: the request takes its
+// whole body's share (Serving), or is answered 503.
+func serving(w http.ResponseWriter, r *http.Request) bool {
+	if err := Serving(r.Context()); err != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return false
+	}
+	return true
+}
+
+// Before a request has shown a credential (Serving) it holds, and may read,
+// PreCredentialBody of its body, whatever it declares: slow requests
+// declaring 1 MiB that no one has vouched for held the whole bound. Past
+// it, a read fails as http.MaxBytesReader's does; once it serves someone,
+// its whole body is read.
+func TestInflight_beforeCredential(t *testing.T) {
+	t.Parallel()
+	const total = 1 << 20 // one declared body
+	held, release := make(chan struct{}), make(chan struct{})
+	h := NewInflight(total, total, total, 200*time.Millisecond, func(*http.Request) string { return "one" }).Wrap(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/served" && !serving(w, r) {
+				return
+			}
+			if r.URL.Path == "/hold" {
+				held <- struct{}{}
+				<-release
+				return
+			}
+			n, err := io.Copy(io.Discard, r.Body)
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				http.Error(w, fmt.Sprintf("read %d, over %d", n, tooBig.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			fmt.Fprintf(w, "read %d", n)
+		}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer close(release) // before Close, which waits for the handlers
+	post := func(path string, n int) (int, string) {
+		res, err := http.Post(srv.URL+path, "text/plain", strings.NewReader(strings.Repeat("x", n)))
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, strings.TrimSpace(string(b))
+	}
+	// Fifteen requests declaring the whole bound, none vouched for, hold
+	// 64 KiB each: a request that is vouched for is still read whole.
+	for range 15 {
+		go func() {
+			if res, err := http.Post(srv.URL+"/hold", "text/plain", strings.NewReader(strings.Repeat("x", total))); err == nil {
+				res.Body.Close()
+			}
+		}()
+		<-held
+	}
+	if code, body := post("/served", 64<<10); code != http.StatusOK || body != fmt.Sprint("read ", 64<<10) {
+		t.Errorf("a vouched-for 64 KiB body while 15 unvouched 1 MiB ones wait: %d %q, want it read", code, body)
+	}
+	if code, body := post("/", PreCredentialBody); code != http.StatusOK || body != fmt.Sprint("read ", PreCredentialBody) {
+		t.Errorf("an unvouched body of PreCredentialBody: %d %q, want it read", code, body)
+	}
+	if code, body := post("/", PreCredentialBody+1); code != http.StatusRequestEntityTooLarge || body != fmt.Sprintf("read %d, over %d", PreCredentialBody, PreCredentialBody) {
+		t.Errorf("an unvouched body one byte past PreCredentialBody: %d %q, want it refused as over %d", code, body, PreCredentialBody)
 	}
 }
 

@@ -202,7 +202,12 @@ func (s *server) requireSession(h func(http.ResponseWriter, *http.Request, *sess
 			s.fail(w, r, http.StatusForbidden, "You are not logged in (or your session expired). Log in and try again.")
 			return
 		}
-		httpguard.Serving(r.Context()) // a logged-in operator's: not closed to admit another
+		// A logged-in operator's: not closed to admit another, and its form
+		// may take its whole share of the in-flight bound.
+		if err := httpguard.Serving(r.Context()); err != nil {
+			s.busy(w, r, err)
+			return
+		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 			if err := r.ParseForm(); err != nil {

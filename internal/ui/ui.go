@@ -352,14 +352,20 @@ func (s *server) failErr(w http.ResponseWriter, r *http.Request, op string, err 
 func (s *server) holdPage(w http.ResponseWriter, r *http.Request, limit int, rowBytes int64) (release func(), ok bool) {
 	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(limit, rowBytes))
 	if err != nil {
-		var busy *httpguard.Busy
-		if errors.As(err, &busy) {
-			w.Header().Set("Retry-After", strconv.Itoa(busy.RetryAfter))
-		}
-		s.fail(w, r, http.StatusServiceUnavailable, "Unavailable: "+err.Error()+".")
+		s.busy(w, r, err)
 		return nil, false
 	}
 	return release, true
+}
+
+// busy renders a bound that stayed full (httpguard.Busy) as a 503 page
+// naming it, with Retry-After.
+func (s *server) busy(w http.ResponseWriter, r *http.Request, err error) {
+	var busy *httpguard.Busy
+	if errors.As(err, &busy) {
+		w.Header().Set("Retry-After", strconv.Itoa(busy.RetryAfter))
+	}
+	s.fail(w, r, http.StatusServiceUnavailable, "Unavailable: "+err.Error()+".")
 }
 
 // redirect answers a POST with 303 See Other, so reloading the next page
