@@ -238,3 +238,52 @@ func TestServer_UnauthenticatedRequestsCannotHoldConnections(t *testing.T) {
 		}
 	}
 }
+
+// A route open to everyone (/healthz, /readyz) reads no body, so a request
+// to it that declares one serves no one: its answer is written only after
+// net/http has waited for that body, for the read timeout. Two addresses,
+// 4 connections each (http.max_connections 8, …_per_client 4), each a
+// /healthz or /readyz declaring 100 bytes that never come, counted as
+// serving a request, so they held every connection for 60 s and everyone
+// else got 503 after 2 s. Such a connection is closed to admit another now.
+func TestServer_OpenRouteBodiesCannotHoldConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	cfg := *b.cfg
+	cfg.HTTP.Listen, cfg.HTTP.MaxConnections, cfg.HTTP.MaxConnectionsPerClient = "127.0.0.1:0", 8, 4
+	cfg.HTTP.ReadyWithStoppedChannels = true
+	srv := newServer(t, serverOptions{Config: &cfg, Store: b.store, Engine: b.engine, Redis: b.rds.Client})
+	must(t, srv.Start(context.Background()))
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	addr := srv.Addr().String()
+	for _, ip := range []byte{2, 3} {
+		for _, path := range []string{"/healthz", "/readyz", "/healthz", "/readyz"} {
+			c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, ip)}}).Dial("tcp", addr)
+			must(t, err)
+			t.Cleanup(func() { c.Close() })
+			_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+			must(t, err)
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			must(t, err)
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	other := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 4)}}).DialContext,
+	}}
+	for _, path := range []string{"/healthz", "/v1/channels"} {
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tokenA)
+		res, err := other.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s while open routes wait for bodies: %v", path, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("GET %s while 2 addresses' /healthz and /readyz wait for bodies: %d %s, want 200", path, res.StatusCode, body)
+		}
+	}
+}

@@ -329,7 +329,11 @@ func (s *Server) wrap(ac access, h handlerFunc) http.Handler {
 				return
 			}
 		}
-		if ac != partner { // a callback serves once its secret is checked (callback)
+		switch {
+		case ac == partner: // a callback serves once its secret is checked (callback)
+		case ac == open || ac == metricsAc && s.cfg.HTTP.PublicMetrics:
+			httpguard.Open(r)
+		default:
 			if err := httpguard.Serving(r.Context()); err != nil {
 				s.answer(rec, r, err)
 				return

@@ -109,6 +109,18 @@ func Serving(ctx context.Context) error {
 	return nil
 }
 
+// Open says that r, for a route that needs no credential, serves someone
+// (Serving), unless it declares a body: such a route reads none, and
+// net/http waits for that body, up to the read timeout, before it sends the
+// answer. A connection doing that serves no one, and may be closed to admit
+// another: two addresses' /healthz requests declaring 100 bytes that never
+// came held every connection for the read timeout.
+func Open(r *http.Request) {
+	if r.ContentLength == 0 {
+		_ = Serving(r.Context()) // no body: nothing to reserve, nothing to refuse
+	}
+}
+
 func (c *conn) Close() error {
 	c.g.release(c)
 	return c.Conn.Close()
