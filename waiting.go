@@ -32,7 +32,8 @@ type waitServer struct {
 }
 
 // conns bounds its connections as the API does (httpguard.Conns): the
-// stand-in must answer /healthz however many idle connections a client holds.
+// stand-in must answer /healthz however many connections a client holds,
+// idle or waiting for bodies that never come.
 func startWaitServer(listen string, conns *httpguard.Conns, log hclog.Logger) (*waitServer, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -51,8 +52,17 @@ func startWaitServer(listen string, conns *httpguard.Conns, log hclog.Logger) (*
 		writeWaitJSON(rw, http.StatusServiceUnavailable, wire.ErrorBody{Error: wire.ErrorDetail{
 			Code: wire.CodeUnavailable, Message: "notifyd is starting: " + w.waitingFor()}})
 	})
-	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, ConnState: conns.ConnState,
-		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})}
+	// Served as the API is (httpguard.Conns.Server): its timeouts, and a
+	// request serves someone only if it has no body, which none of these
+	// routes reads (httpguard.Open). Without them a request whose declared
+	// body never came held its connection for good: net/http waited for
+	// it after the answer, with no read timeout, and the connection was
+	// never closed to admit another.
+	open := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		httpguard.Open(r)
+		mux.ServeHTTP(rw, r)
+	})
+	w.srv = conns.Server(open, log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}))
 	w.turn = w.h.turn(false)
 	go func() { _ = w.srv.Serve(conns.Listener(w.turn)) }()
 	return w, nil

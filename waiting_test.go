@@ -1,6 +1,7 @@
 package notifyd_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -411,5 +412,71 @@ func TestStart_stopDuringBringUp(t *testing.T) {
 			t.Errorf("Stop after %s: %v", wait, err)
 		}
 		providers.Close()
+	}
+}
+
+// TestStart_standInConnectionsCannotBeHeld: the stand-in that answers while
+// notifyd waits for Postgres and Redis bounds its connections as the API
+// does, requests that show no credential included. Two addresses, 4
+// connections each (http.max_connections 8, …_per_client 4), each a request
+// whose declared body never comes — an enqueue without a token, a /healthz
+// with a body — held every connection for good: the stand-in answered
+// without reading the body, net/http then waited for it with no read
+// timeout, and such a connection was never closed to admit another, so
+// /healthz from anyone else got 503. They are closed to admit it now.
+func TestStart_standInConnectionsCannotBeHeld(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Postgres.URL = "postgres://postgres@127.0.0.1:1/nowhere?sslmode=disable"
+	cfg.Redis.URL = "redis://127.0.0.1:1/0"
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.HTTP.MaxConnections, cfg.HTTP.MaxConnectionsPerClient = 8, 4
+	cfg.Log.Level = "error"
+	providers := providers.NewInProcess(map[string]sdk.Provider{"inbox": &inbox{got: map[string][]string{}}}, nil)
+	t.Cleanup(providers.Close)
+	cfg.Channels = map[string]config.Channel{"inbox": {Plugin: "inbox"}}
+	d, err := notifyd.Start(context.Background(), &cfg, notifyd.Options{Providers: providers, WaitForServices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	addr := d.Addr().String()
+
+	heads := []string{
+		"POST /v1/notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+	}
+	for _, ip := range []byte{2, 3} {
+		for i := range 4 {
+			c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, ip)}}).Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			// A /healthz first, whose answer says the stand-in is reading
+			// the next request.
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"+heads[i%len(heads)]); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	other := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 4)}}).DialContext,
+	}}
+	res, err := other.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz while requests wait for their bodies: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("GET /healthz from another address while 2 addresses' requests wait for their bodies: %d %s, want 200", res.StatusCode, body)
 	}
 }

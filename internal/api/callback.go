@@ -44,7 +44,7 @@ func newCallbackDoors(cfg *config.Config) map[string]callbackDoor {
 }
 
 // Callback bounds past the request's own (the header block is at most
-// maxHeaderBytes, the body the channel's max_body_bytes).
+// httpguard.MaxHeaderBytes, the body the channel's max_body_bytes).
 const (
 	// inFlightRetryAfter is the Retry-After, in seconds, of a callback
 	// naming a notification not SENT yet.

@@ -51,21 +51,16 @@ import (
 // CountsTTLDefault is the default of Options.CountsTTL.
 const CountsTTLDefault = 5 * time.Second
 
-// Server timeouts: generous for a 1 MiB body on a slow link, short enough
-// that idle or stalled clients do not pile up.
+// Waits for the server's shared bounds (its timeouts are httpguard's: every
+// server on http.listen has the same).
 const (
-	readHeaderTimeout = 10 * time.Second
 	// inflightWait is how long a request waits for room under
 	// http.max_inflight_body_bytes before it is refused with 503.
 	inflightWait = 2 * time.Second
 	// answerWait is how long a page waits for its share of the bound on
 	// answers in flight (Options.MaxAnswerBytes) before it is refused
 	// with 503: a page is answered in well under a second.
-	answerWait     = 5 * time.Second
-	readTimeout    = 60 * time.Second
-	writeTimeout   = 60 * time.Second
-	idleTimeout    = 2 * time.Minute
-	maxHeaderBytes = 64 << 10
+	answerWait = 5 * time.Second
 )
 
 // Options configure a Server.
@@ -184,17 +179,7 @@ func (s *Server) Start(ctx context.Context) error {
 		cmp.Or(s.cfg.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient), s.proxies)
 	ln = conns.Listener(ln)
 	s.ln = ln
-	s.srv = &http.Server{
-		ConnState:         conns.ConnState,
-		ConnContext:       conns.ConnContext,
-		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          s.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
-	}
+	s.srv = conns.Server(s.handler, s.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}))
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("API server stopped", "error", err)

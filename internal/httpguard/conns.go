@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,7 +30,7 @@ import (
 // With http.Server.ConnContext set to Conns.ConnContext too, a request
 // serves someone only once its handler says so (Serving): until then its
 // connection may be closed like an idle one. Without it, every request
-// does from its first byte. A request refused before its body is read (no
+// does from its first byte. Conns.Server builds such a server. A request refused before its body is read (no
 // token) waits for that body for the read timeout, net/http reading it
 // before it answers, and a dashboard login may trickle its form as long: a
 // few addresses doing that held every connection without a credential.
@@ -44,6 +45,38 @@ type Conns struct {
 	changed chan struct{} // closed, and replaced, when a connection closes or goes idle
 
 	refusing chan struct{} // a token per connection being answered 503 (refuse)
+}
+
+// The timeouts and header bound of every server notifyd runs on its HTTP
+// address (Conns.Server): generous for a 1 MiB body on a slow link, short
+// enough that idle or stalled clients do not pile up. ReadTimeout bounds
+// how long net/http waits for a body a handler did not read.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 60 * time.Second
+	WriteTimeout      = 60 * time.Second
+	IdleTimeout       = 2 * time.Minute
+	MaxHeaderBytes    = 64 << 10
+)
+
+// Server is an http.Server for h under g's bounds, the one way notifyd
+// serves its HTTP address (the API, and the stand-in that answers while
+// notifyd waits for Postgres and Redis): its ConnState and ConnContext are
+// g's, so a request serves someone only once its handler says so (Serving,
+// Open), with the timeouts above. Serve it on g.Listener(ln). errorLog may
+// be nil.
+func (g *Conns) Server(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ConnState:         g.ConnState,
+		ConnContext:       g.ConnContext,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          errorLog,
+	}
 }
 
 // AdmitWait is how long a new connection waits for a busy one to finish
