@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -110,9 +111,36 @@ func (j *jobRow) dueAt() time.Time {
 	return j.FireTime
 }
 
-var jobColumns = `id, kind, coalesce(schedule, ''), fire_time, timezone, channel, audience, ` + boundedJobPayload + `, state,
-	coalesce(cursor, ''), done, skipped, failed, total, coalesce(owner, ''), heartbeat_at, coalesce(last_error, ''),
-	created_at, started_at, finished_at, updated_at, rerun, coalesce(content_key, ''), takeovers`
+var jobColumns = `id, left(kind, ` + readPast(maxJobName) + `), left(coalesce(schedule, ''), ` + readPast(maxJobName) + `), fire_time,
+	left(timezone, ` + readPast(maxJobName) + `), left(channel, ` + readPast(maxJobName) + `), ` + boundedJobAudience + `, ` + boundedJobPayload + `, state,
+	left(coalesce(cursor, ''), ` + readPast(MaxCursorReadBytes) + `), done, skipped, failed, total, left(coalesce(owner, ''), ` + readPast(maxJobName) + `),
+	heartbeat_at, left(coalesce(last_error, ''), ` + strconv.Itoa(wire.MaxErrorLen) + `),
+	created_at, started_at, finished_at, updated_at, rerun, left(coalesce(content_key, ''), ` + readPast(maxJobName) + `), takeovers`
+
+// A job's text columns are read back within bounds, as its payload is: a
+// row written by SQL with a 30 MB cursor or error made every page of jobs
+// that held it answer 60 MB (and every claim of it read as much). Each is
+// read one byte past its bound, so a column over it is known without
+// reading it: the job is then unreadable, never run on a cut value (its
+// schedule, channel and content key make its idempotency keys, its cursor
+// is where it resumes). The error is for people only, and cut.
+const (
+	// maxJobName bounds kind, schedule, timezone, channel, owner and content
+	// key as they read back: every one notifyd writes is within 200 bytes
+	// (config.NameRE's names, config.MaxContentKeyLen, an instance id).
+	maxJobName = 1024
+	// MaxCursorReadBytes bounds a job's cursor as it reads back: the last
+	// member key of its audience (a subscriber id, a query's key column,
+	// itself held to maxKeyLen).
+	MaxCursorReadBytes = maxKeyLen
+)
+
+func readPast(limit int) string { return strconv.Itoa(limit + 1) }
+
+// boundedJobAudience reads a job's audience (its topic, or its query and
+// key) within MaxTemplateReadBytes, as boundedJobPayload reads the payload.
+var boundedJobAudience = outbox.BoundedJSON("audience", "the audience", MaxTemplateReadBytes,
+	func(reason string) string { return `'!' || ` + reason })
 
 // boundedJobPayload reads a job's payload template as text only within
 // MaxTemplateReadBytes, measured in Postgres, as the outbox reads a payload
@@ -139,9 +167,23 @@ func scanJob(row pgx.Row) (*jobRow, error) {
 		return nil, err
 	}
 	j.size = len(audience) + len(payload) + len(j.Cursor) + len(j.Error) + len(j.Schedule) + len(j.Channel) + len(j.ContentKey)
-	if err := json.Unmarshal(audience, &j.Audience); err != nil {
+	if bytes.HasPrefix(audience, []byte("!")) {
+		j.unreadable = string(audience[1:])
+	} else if err := json.Unmarshal(audience, &j.Audience); err != nil {
 		j.unreadable = fmt.Sprintf("its audience does not decode: %v", err)
 		j.Audience = wire.Audience{}
+	}
+	for _, c := range []struct {
+		name  string
+		value *string
+		limit int
+	}{{"kind", &j.Kind, maxJobName}, {"schedule", &j.Schedule, maxJobName}, {"timezone", &j.Timezone, maxJobName},
+		{"channel", &j.Channel, maxJobName}, {"owner", &j.Owner, maxJobName}, {"content_key", &j.ContentKey, maxJobName},
+		{"cursor", &j.Cursor, MaxCursorReadBytes}} {
+		if len(*c.value) > c.limit {
+			*c.value = (*c.value)[:c.limit]
+			j.unreadable = fmt.Sprintf("its %s reads back past %d bytes", c.name, c.limit)
+		}
 	}
 	if bytes.HasPrefix(payload, []byte("!")) {
 		j.unreadable = string(payload[1:])

@@ -186,3 +186,52 @@ func TestService_getSubscriberBounded(t *testing.T) {
 		t.Errorf("GetSubscriber(4 MB address) = %v; want ErrInvalid with the read-back size and the repair", err)
 	}
 }
+
+// A job row is read back within bounds whatever SQL wrote into it: a 30 MB
+// cursor, error or audience query made every page of jobs that held it
+// answer 60 MB or more. The error is cut; a cursor, name or audience past
+// its bound makes the job unreadable (never run on a cut value), which a
+// worker finishes FAILED with the reason, as for an unreadable payload.
+func TestService_jobRowReadBackBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.service(t, "a")
+	seedTopic(t, b.ctx, b.db.Pool, "quiz", "hooks", 1, 0)
+	big := strings.Repeat("k", 8<<20)
+	cases := []struct{ name, set, want string }{
+		{"cursor", `cursor = $1`, "its cursor reads back past 1024 bytes"},
+		{"audience", `audience = jsonb_build_object('topic', 'quiz', 'query', $1::text)`, "the audience reads back as"},
+		{"content key", `content_key = $1`, "its content_key reads back past 1024 bytes"},
+		{"channel", `channel = $1`, "its channel reads back past 1024 bytes"},
+	}
+	for _, c := range cases {
+		job, err := s.CreateCampaign(b.ctx, wire.Campaign{Channel: "hooks", Audience: wire.Audience{Topic: "quiz"}, Payload: map[string]any{"text": "hi"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE jobs SET `+c.set+`, last_error = $1 WHERE id = $2`, big, job.ID); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, err := s.GetJob(b.ctx, job.ID)
+		if err != nil {
+			t.Fatalf("%s: GetJob: %v", c.name, err)
+		}
+		enc, _ := json.Marshal(got)
+		if len(enc) > 64<<10 {
+			t.Errorf("%s: GetJob answered %d bytes, want within 64 KiB", c.name, len(enc))
+		}
+		if note := fmt.Sprint(got.Payload["notifyd_omitted"]); !strings.Contains(note, c.want) {
+			t.Errorf("%s: the job's payload note = %q, want it to say %q", c.name, note, c.want)
+		}
+		if len(got.Error) > wire.MaxErrorLen {
+			t.Errorf("%s: last_error read back as %d bytes, want at most %d", c.name, len(got.Error), wire.MaxErrorLen)
+		}
+	}
+	page, err := s.ListJobs(b.ctx, wire.JobQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc, _ := json.Marshal(page); len(page) != len(cases) || len(enc) > 256<<10 {
+		t.Errorf("a page of %d such jobs answered %d bytes, want %d jobs within 256 KiB", len(page), len(enc), len(cases))
+	}
+}
