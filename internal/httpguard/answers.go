@@ -23,9 +23,11 @@ const (
 	NotificationBytes = wire.MaxPayloadBytes + wire.MaxResultBytes + wire.MaxErrorLen +
 		wire.MaxRecipientLen + wire.MaxIdempotencyKeyLen + wire.MaxChannelLen + 200
 	// JobBytes is what one job of a jobs page is charged: its payload
-	// template reads back within 128 KiB (schedule.MaxTemplateReadBytes),
-	// and as much again for its audience, cursor and error.
-	JobBytes = 256 << 10
+	// template and its audience read back within 128 KiB each
+	// (schedule.MaxTemplateReadBytes), its error within 4 KiB, its cursor
+	// and names within 1 KiB each (schedule's jobColumns), and room for
+	// the rest.
+	JobBytes = 2*(128<<10) + wire.MaxErrorLen + 8*(1<<10) + 4<<10
 )
 
 // PageCharge is what a page of at most limit rows of rowBytes each may hold:
