@@ -16,7 +16,7 @@ import (
 // must be linear in the body: here, well under 100 MiB allocated for a
 // 420 KB request, whatever its shape. Not parallel: it reads the process's
 // allocation counter.
-func TestProbeAuditA_NulFieldPathIsLinear(t *testing.T) {
+func TestServer_NulFieldPathIsLinear(t *testing.T) {
 	b := setup(t, setupOptions{})
 	key := strings.Repeat("k", 400<<10)
 	deep := `{"attributes":{"` + key + `":` + strings.Repeat(`{"a":`, 2000) + `1` + strings.Repeat("}", 2000) + `}}`
@@ -52,7 +52,7 @@ func TestProbeAuditA_NulFieldPathIsLinear(t *testing.T) {
 // times over (the quote, the JSON, the write), for every such request in
 // flight, past the bound http.max_inflight_body_bytes puts on bodies. Every
 // error message is cut to a bound of its own.
-func TestProbeAuditA_ErrorAnswerBounded(t *testing.T) {
+func TestServer_ErrorAnswerBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
 	for _, tc := range []struct{ name, method, path, body string }{

@@ -14,7 +14,7 @@ import (
 // accepts 9,000 deep; an application's SQL may write more) would be about
 // 9 GB, built in the daemon's memory for one page view (and again on each
 // refresh). The page must stay within a bound of the payload's own size.
-func TestProbeAuditA_NotificationPageNestedPayload(t *testing.T) {
+func TestUI_NotificationPageNestedPayload(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	chain := strings.Repeat("[", 3000) + strings.Repeat("]", 3000)
