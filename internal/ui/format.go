@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"github.com/notifyd/notifyd/config"
 	"html/template"
 	"math"
 	"net/url"
@@ -61,12 +62,13 @@ func timestamp(t time.Time) string {
 }
 
 // inZone is t in the IANA zone tz (a schedule's own), with the zone's
-// abbreviation.
+// abbreviation; in UTC for a zone config refuses (the machine's own, which a
+// job row SQL wrote may name).
 func inZone(t time.Time, tz string) string {
 	if t.IsZero() {
 		return "—"
 	}
-	loc, err := time.LoadLocation(tz)
+	loc, err := config.LoadZone(tz)
 	if err != nil {
 		return timestamp(t)
 	}
