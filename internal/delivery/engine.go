@@ -107,6 +107,9 @@ type Engine struct {
 	resyncState   sync.Mutex
 	relayFailedAt time.Time
 
+	// relayRefused counts the relays in a row that refused the oldest due
+	// row alone (relay.go); relayLoop's own.
+	relayRefused relayRefusal
 	// relayStall and claimStall time how long those stages have failed.
 	relayStall, claimStall stallClock
 }

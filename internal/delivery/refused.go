@@ -1,7 +1,7 @@
 package delivery
 
 import (
-	"errors"
+	"sync"
 
 	"github.com/notifyd/notifyd/internal/outbox"
 )
@@ -41,22 +41,67 @@ func refusedFor(err error, isolating bool) refusal {
 	if outbox.IsRowError(err) {
 		return rowRefused
 	}
-	var pg interface{ SQLState() string }
-	if !errors.As(err, &pg) || len(pg.SQLState()) < 2 {
-		return notRefused // not Postgres' answer: the connection, a context
-	}
-	switch pg.SQLState()[:2] {
-	// Postgres unable to run it now: connection (08), a read-only or
-	// aborted transaction (25: a standby after a failover), a rollback
-	// (40: serialization, deadlock), resources (53), a lock or an object
-	// in use (55), operator intervention (57: cancel, shutdown), system
-	// (58), internal (XX). These pass; a row committing alone meanwhile
-	// proves nothing.
-	case "08", "25", "40", "53", "55", "57", "58", "XX":
+	// Postgres unable to run it now (outbox.IsRefusal: connection,
+	// rollback, resources, shutdown, ...): a row committing alone
+	// meanwhile proves nothing.
+	if !outbox.IsRefusal(err) {
 		return notRefused
 	}
 	if isolating {
 		return rowRefused
 	}
 	return maybeRowRefused
+}
+
+// refusedAloneLimit is how many times in a row one row may be refused alone
+// (refusedFor: maybeRowRefused with no batch-mate to commit alone) before
+// it is ended as a row at fault is. Alone, nothing tells a row's refusal
+// from a statement's, and tried again for good it held a settle worker, or
+// was claimed or relayed again every second, without end. Three: a refusal
+// that passes (an operator fixing a trigger) has two retries to, while a
+// row's own refusal ends within seconds (the settle's pauses are 100 and
+// 200 ms; the claim and the relay try again within a second or so).
+// Failures of a class meaning Postgres cannot run statements now
+// (notRefused) are not counted. Several rows refused together, each alone
+// too, are not counted either: that is a statement no row can pass.
+const refusedAloneLimit = 3
+
+// maxRefusedAlone bounds the ids refusedAlone remembers: a row refused
+// alone once and then gone from the queue (cancelled, acked by another
+// instance) is never claimed again to be forgotten, so past this bound the
+// counts start afresh.
+const maxRefusedAlone = 1024
+
+// refusedAlone counts the times in a row each id was refused alone.
+type refusedAlone struct {
+	mu sync.Mutex
+	n  map[int64]int
+}
+
+// refused counts one refusal of id alone and reports whether it reached
+// refusedAloneLimit (id is then forgotten: it is ended).
+func (r *refusedAlone) refused(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil || len(r.n) >= maxRefusedAlone {
+		r.n = map[int64]int{}
+	}
+	r.n[id]++
+	if r.n[id] < refusedAloneLimit {
+		return false
+	}
+	delete(r.n, id)
+	return true
+}
+
+// passed forgets ids: they were written, so the next refusal starts afresh.
+func (r *refusedAlone) passed(ids []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.n) == 0 {
+		return
+	}
+	for _, id := range ids {
+		delete(r.n, id)
+	}
 }

@@ -18,29 +18,73 @@ import (
 // behind it, so the limit is halved until one row is refused alone: the
 // oldest due row, which is finished FAILED with the reason. The pass then
 // goes on (the caller calls again while rows come back).
+//
+// A refusal of no data class (an operator's trigger's RAISE EXCEPTION,
+// refused.go) is halved the same way, but the oldest due row refused alone
+// is at fault only if the other due rows relay without it (what they relay
+// is returned, to be pushed); refused too, it is the statement's, and the
+// error is returned (tried again whole). With no other row due, the row
+// refused so refusedAloneLimit times in a row is at fault. Only relayLoop
+// calls relay (e.relayRefused is its own).
 func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) {
 	queued, err := e.store.Relay(ctx, e.now(), limit)
-	for n := limit / 2; err != nil && outbox.IsRowError(err) && n >= 1; n /= 2 {
-		e.log.Warn("relay refused for a row's data; relaying fewer rows to find it", "limit", n, "error", err)
+	for n := limit / 2; err != nil && refusedFor(err, false) != notRefused && n >= 1; n /= 2 {
+		e.log.Warn("relay refused; relaying fewer rows to find the row at fault", "limit", n, "error", err)
 		queued, err = e.store.Relay(ctx, e.now(), n)
 	}
-	if err == nil || !outbox.IsRowError(err) {
-		return queued, err
+	if err == nil {
+		e.relayRefused = relayRefusal{}
+		return queued, nil
+	}
+	kind := refusedFor(err, false)
+	if kind == notRefused {
+		return nil, err
 	}
 	id, ferr := e.store.FirstDue(ctx, e.now())
 	if ferr != nil || id == 0 {
 		return nil, fmt.Errorf("%w (and finding the row at fault: %v)", err, ferr)
 	}
+	var others []outbox.Queued
+	if kind == maybeRowRefused {
+		var oerr error
+		others, oerr = e.store.RelayExcept(ctx, e.now(), limit, id)
+		switch {
+		case oerr != nil:
+			// The other rows refused too: no row is shown at fault.
+			return nil, err
+		case len(others) == 0:
+			// Alone: nothing tells the row's refusal from the statement's.
+			if e.relayRefused.id != id {
+				e.relayRefused = relayRefusal{id: id}
+			}
+			if e.relayRefused.n++; e.relayRefused.n < refusedAloneLimit {
+				return nil, err
+			}
+			e.log.Warn("relay of one row refused alone, again; ending it as a row at fault", "id", id, "times", e.relayRefused.n, "error", err)
+		}
+		e.relayRefused = relayRefusal{}
+	}
 	reason := fmt.Sprintf("could not be queued for sending (%v); ended FAILED", err)
 	if _, ferr := e.store.Finish(ctx, id, 0, outbox.StatusFailed, reason); ferr != nil {
 		e.log.Error("notification cannot be relayed or finished", "id", id, "cause", err, "error", ferr)
+		if len(others) > 0 {
+			// Relayed without it: pushed, and the next pass relays the
+			// next rows without it again.
+			return others, nil
+		}
 		return nil, fmt.Errorf("relay: notification %d cannot be written: %w", id, ferr)
 	}
 	e.log.Error("notification could not be relayed; finished it FAILED", "id", id, "cause", err)
 	e.metrics.Unstorable("", "relay")
 	// FAILED in Postgres is the dead-letter list the API and dashboard read;
 	// the id was never in a Redis queue, so there is nothing to move there.
-	return nil, nil
+	return others, nil
+}
+
+// relayRefusal is how many relays in a row refused row id alone.
+type relayRefusal struct {
+	id int64
+	n  int
 }
 
 // relayLoop moves due PENDING rows to QUEUED and pushes them, woken by

@@ -287,6 +287,10 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 		// Delivered: SENT without its details (finishUnstorable).
 		{"settle", "notification_attempts", `r = 'poison' AND NEW.provider_status IS NOT NULL`, outbox.StatusSent, ""},
 		{"claim", "notifications", `NEW.recipient = 'poison' AND NEW.status = 'PROCESSING'`, outbox.StatusFailed, "could not be claimed"},
+		// The oldest due row refused as it is relayed stopped the relay for
+		// every channel: a relay of one row was refused, the row at fault
+		// looked for only for a data error.
+		{"relay", "notifications", `NEW.recipient = 'poison' AND NEW.status = 'QUEUED'`, outbox.StatusFailed, "could not be queued"},
 	} {
 		t.Run(tt.stage, func(t *testing.T) {
 			t.Parallel()
@@ -356,4 +360,40 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEngine_RowAtFault_TriggerExceptionAlone: a row an operator's trigger
+// refuses (RAISE EXCEPTION, P0001) with no batch-mate to commit alone had
+// nothing to tell its refusal from a statement's: its claim was tried again
+// each second for good, its settle held a settle worker for good (two such
+// rows held both, and no channel's verdicts committed), its relay failed
+// every pass. Refused alone refusedAloneLimit (3) times in a row, it is
+// ended as a row at fault is. Each poison row is sent alone, on a quiet
+// engine; a good row sent after them is SENT.
+func TestEngine_RowAtFault_TriggerExceptionAlone(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ stage, table, cond, want, reason string }{
+		{"relay", "notifications", `NEW.recipient LIKE 'poison%' AND NEW.status = 'QUEUED'`, outbox.StatusFailed, "could not be queued"},
+	} {
+		t.Run(tt.stage, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil))
+			b.poisonCode(tt.table, tt.cond, "P0001")
+			b.engine("", delivery.Hooks{})
+			// Two poison rows one after the other (for the settle: as many
+			// as there are settle workers), then a good one. (Two refused
+			// rows batched together are not ended: a statement every row
+			// is refused by must not end them; see ..._TriggerException.)
+			for _, r := range []string{"poison-1", "poison-2"} {
+				id := b.send(r, "")
+				n := b.wait(id, 30*time.Second)
+				if n.Status != tt.want || !strings.Contains(n.LastError, tt.reason) {
+					t.Errorf("poison %d: %s (%q), want %s with %q", id, n.Status, n.LastError, tt.want, tt.reason)
+				}
+			}
+			if n := b.wait(b.send("ok", ""), 30*time.Second); n.Status != outbox.StatusSent {
+				t.Errorf("ok: %s (%q), want SENT", n.Status, n.LastError)
+			}
+		})
+	}
 }

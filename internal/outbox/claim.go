@@ -26,6 +26,13 @@ type Queued struct {
 // the NOTIFY that Listen turns into wakes until a Relay returns fewer than
 // limit rows (see 00001_outbox.sql for why). Poll as well: a wake is a hint.
 func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, error) {
+	return s.RelayExcept(ctx, now, limit, 0)
+}
+
+// RelayExcept is Relay leaving the row except (0: none) PENDING: when a
+// relay of the oldest due row alone is refused, it tells whether that row is
+// at fault (the others relay) or the statement is (they are refused too).
+func (s *Store) RelayExcept(ctx context.Context, now time.Time, limit int, except int64) ([]Queued, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("relay: limit %d, want > 0", limit)
 	}
@@ -33,7 +40,7 @@ func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, 
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
-	rows, err := relay.Query(ctx, relaySQL, now, limit)
+	rows, err := relay.Query(ctx, relaySQL, now, limit, except)
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
@@ -44,11 +51,11 @@ func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, 
 	return out, nil
 }
 
-// relaySQL: $1 now, $2 limit.
+// relaySQL: $1 now, $2 limit, $3 an id left out (0: none).
 const relaySQL = `
 WITH due AS (
     SELECT id FROM notifications
-     WHERE phase = 0 AND due_at <= $1
+     WHERE phase = 0 AND due_at <= $1 AND id <> $3
      ORDER BY due_at, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED

@@ -73,7 +73,7 @@ func TestStore_HotPlansAreMadeForTheBurst(t *testing.T) {
 		args   []any
 		want   []string // plan nodes that must be there
 	}{
-		{"relay", relay, "FOR UPDATE SKIP LOCKED", []any{now, 800},
+		{"relay", relay, "FOR UPDATE SKIP LOCKED", []any{now, 800, 0},
 			[]string{"Index Scan using notifications_pending_due", "LockRows"}},
 		{"claim", hot, "attempts = greatest(n.attempts, 0) + 1", []any{ids, now, now.Add(-time.Minute), "1m0s", outbox.MaxPayloadBytes},
 			[]string{"Index Scan using notifications_"}},

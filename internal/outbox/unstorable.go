@@ -37,6 +37,30 @@ func IsRowError(err error) bool {
 	return false
 }
 
+// IsRefusal reports whether err is Postgres' answer refusing the statement,
+// of any SQLSTATE class but those meaning it cannot run statements now:
+// connection (08), a read-only or aborted transaction (25: a standby after a
+// failover), a rollback (40: serialization, deadlock), resources (53), a lock
+// or an object in use (55), operator intervention (57: cancel, shutdown),
+// system (58), internal (XX). Besides IsRowError's classes, a refusal may be
+// one row's (an operator's trigger's RAISE EXCEPTION is P0001) or every
+// row's (a column a migration has not added yet, 42703): only a part of the
+// batch written alone tells which (delivery's refused.go, tellSplit).
+func IsRefusal(err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		return true
+	}
+	var pg interface{ SQLState() string }
+	if !errors.As(err, &pg) || len(pg.SQLState()) < 2 {
+		return false // not Postgres' answer: the connection, a context
+	}
+	switch pg.SQLState()[:2] {
+	case "08", "25", "40", "53", "55", "57", "58", "XX":
+		return false
+	}
+	return true
+}
+
 // Finish is the last resort for one row that a batched statement could not
 // write (IsRowError): it ends the row in status (SENT or FAILED) writing
 // nothing but the status, a bounded reason and, when attempt > 0, an attempt
