@@ -53,6 +53,8 @@ type channel struct {
 	// its partitions; a notification lives in queues[id mod K].
 	queues []string
 	flow   flow
+	// refused counts the claims of one row refused alone (refused.go).
+	refused refusedAlone
 
 	mu       sync.Mutex
 	ok       bool

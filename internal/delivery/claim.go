@@ -22,7 +22,9 @@ type resumingOwn struct{}
 // the batch is claimed alone (refused.go). When a later part fails for
 // another reason (Postgres unreachable) after an earlier part committed, the
 // ids of the failed part come back as ClaimDefer, tried again in a second.
-// The error is returned only when nothing was claimed.
+// The error is returned only when nothing was claimed. A row refused alone,
+// with no batch-mate to commit alone, refusedAloneLimit times in a row is
+// finished as a row at fault (refused.go).
 func (c *channel) claim(ctx context.Context, ids []int64, suspects bool) ([]outbox.Claimed, error) {
 	return c.claimRows(ctx, ids, suspects, false)
 }
@@ -33,12 +35,19 @@ func (c *channel) claimRows(ctx context.Context, ids []int64, suspects, isolatin
 	e := c.e
 	claimed, err := c.claimOnce(ctx, ids, suspects)
 	if err == nil {
+		c.refused.passed(ids)
 		return claimed, nil
 	}
 	switch refusedFor(err, isolating) {
 	case notRefused:
 		return nil, err
 	case maybeRowRefused:
+		if len(ids) == 1 && c.refused.refused(ids[0]) {
+			// Alone, with no batch-mate to tell a row's refusal from the
+			// statement's, refusedAloneLimit times in a row (refused.go).
+			c.log.Warn("claim of one row refused alone, again; ending it as a row at fault", "id", ids[0], "times", refusedAloneLimit, "error", err)
+			return []outbox.Claimed{c.finishUnclaimable(ctx, ids[0], err)}, nil
+		}
 		return c.claimAlone(ctx, ids, suspects, err)
 	}
 	if len(ids) == 1 {
@@ -71,6 +80,7 @@ func (c *channel) claimAlone(ctx context.Context, ids []int64, suspects bool, ca
 		if err != nil {
 			continue
 		}
+		c.refused.passed(ids[k : k+1])
 		c.log.Warn("claim refused, but not for every row; splitting the batch to find the rows at fault", "ids", len(ids), "error", cause)
 		rest := ids[1:]
 		if k > 0 {

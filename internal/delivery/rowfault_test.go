@@ -373,6 +373,8 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 func TestEngine_RowAtFault_TriggerExceptionAlone(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ stage, table, cond, want, reason string }{
+		{"settle", "notification_attempts", `r LIKE 'poison%' AND NEW.provider_status IS NOT NULL`, outbox.StatusSent, ""},
+		{"claim", "notifications", `NEW.recipient LIKE 'poison%' AND NEW.status = 'PROCESSING'`, outbox.StatusFailed, "could not be claimed"},
 		{"relay", "notifications", `NEW.recipient LIKE 'poison%' AND NEW.status = 'QUEUED'`, outbox.StatusFailed, "could not be queued"},
 	} {
 		t.Run(tt.stage, func(t *testing.T) {

@@ -290,8 +290,9 @@ func logErr(e *Engine, ch *channel, op string, err error) {
 // until the row at fault stands alone, the other halves committing as they
 // go; that row is finished by finishUnstorable. A refusal of no data class
 // (an operator's trigger's exception) is one row's too once a row of the
-// batch commits alone (refused.go). It returns false only when the settler
-// is killed.
+// batch commits alone (refused.go), and a batch of one row refused so
+// refusedAloneLimit times in a row is that row's. It returns false only when
+// the settler is killed.
 func (s *settler) commit(batch []settleItem, applied []bool) bool {
 	return s.commitRows(batch, applied, false)
 }
@@ -304,6 +305,7 @@ func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool)
 	for i, it := range batch {
 		ss[i] = it.s
 	}
+	alone := 0 // refusals of the batch's one row alone (refusedAloneLimit)
 	for failures := 1; ; failures++ {
 		got, err := e.store.Settle(s.ctx, ss)
 		if err == nil {
@@ -313,7 +315,17 @@ func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool)
 		if s.ctx.Err() != nil {
 			return false
 		}
-		switch refusedFor(err, isolating) {
+		kind := refusedFor(err, isolating)
+		if kind == maybeRowRefused && len(batch) == 1 {
+			if alone++; alone >= refusedAloneLimit {
+				// No batch-mate to tell the row's refusal from the
+				// statement's, refusedAloneLimit times in a row: ended as
+				// a row at fault, not holding this worker for good.
+				e.log.Warn("settle of one row refused alone, again; ending it as a row at fault", "id", batch[0].s.ID, "times", alone, "error", err)
+				kind = rowRefused
+			}
+		}
+		switch kind {
 		case rowRefused:
 			if len(batch) == 1 {
 				applied[0] = s.finishUnstorable(&batch[0], err)
