@@ -230,40 +230,69 @@ func hookPayload(channel string, count int, items []hookItem) []byte {
 
 // tellSplit inserts one hook notification listing items, in a savepoint. If
 // Postgres refuses it for its data, each half is told on its own, down to a
-// single dead letter, which is then recorded in res.Untold.
+// single dead letter, which is then recorded in res.Untold. A refusal of no
+// data class (IsRefusal: an operator's trigger's RAISE EXCEPTION) is a dead
+// letter's too once the first or last item is told alone (isolating); when
+// neither is, it is the statement's and is returned (the transaction rolls
+// back, and every event is taken again by a later call).
 func (s *Store) tellSplit(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items []hookItem, res *DeadLettersTold) error {
+	return s.tellRows(ctx, tx, h, items, res, false)
+}
+
+func (s *Store) tellRows(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items []hookItem, res *DeadLettersTold, isolating bool) error {
 	if len(items) == 0 {
 		return nil
 	}
-	row := NewNotification{
-		Channel: h.Hook, Recipient: h.Recipient, Payload: hookPayload(h.Channel, len(items), items),
-		IdempotencyKey: fmt.Sprintf("dead-letters:%s:%d", h.Channel, items[0].event),
-	}
-	err := Validate([]NewNotification{row})
-	if err != nil {
-		err = fmt.Errorf("%w: %v", ErrInvalid, err) // no retry makes it valid
-	} else {
-		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-			ins, err := Insert(ctx, sp, []NewNotification{row})
-			if err == nil {
-				res.Notifications = append(res.Notifications, ins[0].ID)
-			}
-			return err
-		})
-	}
+	err := s.tellOnce(ctx, tx, h, items, res)
 	switch {
 	case err == nil:
-		res.Told += len(items)
 		return nil
-	case !IsRowError(err):
+	case IsRowError(err), isolating && IsRefusal(err):
+	case IsRefusal(err) && len(items) > 1:
+		for _, k := range []int{0, len(items) - 1} {
+			if s.tellOnce(ctx, tx, h, items[k:k+1], res) != nil {
+				continue
+			}
+			rest := items[1:]
+			if k > 0 {
+				rest = items[:k]
+			}
+			return s.tellRows(ctx, tx, h, rest, res, true)
+		}
 		return err
-	case len(items) == 1:
+	default:
+		return err
+	}
+	if len(items) == 1 {
 		res.Untold = append(res.Untold, UntoldDeadLetter{ID: items[0].d.ID, Reason: wire.Truncate(err.Error(), MaxErrorLen)})
 		return nil
 	}
 	half := len(items) / 2
-	if err := s.tellSplit(ctx, tx, h, items[:half], res); err != nil {
+	if err := s.tellRows(ctx, tx, h, items[:half], res, isolating); err != nil {
 		return err
 	}
-	return s.tellSplit(ctx, tx, h, items[half:], res)
+	return s.tellRows(ctx, tx, h, items[half:], res, isolating)
+}
+
+// tellOnce inserts one hook notification listing items, in a savepoint, and
+// counts them told.
+func (s *Store) tellOnce(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items []hookItem, res *DeadLettersTold) error {
+	row := NewNotification{
+		Channel: h.Hook, Recipient: h.Recipient, Payload: hookPayload(h.Channel, len(items), items),
+		IdempotencyKey: fmt.Sprintf("dead-letters:%s:%d", h.Channel, items[0].event),
+	}
+	if err := Validate([]NewNotification{row}); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err) // no retry makes it valid
+	}
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		ins, err := Insert(ctx, sp, []NewNotification{row})
+		if err == nil {
+			res.Notifications = append(res.Notifications, ins[0].ID)
+		}
+		return err
+	})
+	if err == nil {
+		res.Told += len(items)
+	}
+	return err
 }

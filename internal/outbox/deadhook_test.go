@@ -293,3 +293,41 @@ func TestStore_TellDeadLetters_replayedBeforeTold(t *testing.T) {
 		t.Errorf("told %d, want 2; %d events left waiting, want 0", told, b.eventsWaiting(t))
 	}
 }
+
+// TestStore_TellDeadLetters_rowAtFault_triggerException: an operator's
+// trigger that refuses the hook notification listing one dead letter with a
+// plain RAISE EXCEPTION (SQLSTATE P0001, of no data class) failed every
+// call: the channel's oldest events were taken again each time, and no dead
+// letter of the channel was ever told. A hook notification of the batch
+// written alone shows the refusal is a dead letter's, and the batch is split
+// as for a data error. One refused alone, with no batch-mate, is an error
+// (the caller's to bound).
+func TestStore_TellDeadLetters_rowAtFault_triggerException(t *testing.T) {
+	t.Parallel()
+	b, h := hookSetup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
+        RAISE EXCEPTION 'poisoned dead letter';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+		t.Fatal(err)
+	}
+	ids := b.deadLetters(t, "no such recipient", "a", "b", "poison", "d", "e", "f", "g")
+	res, err := b.store.TellDeadLetters(b.ctx, h)
+	if err != nil {
+		t.Fatalf("TellDeadLetters: %v", err)
+	}
+	if res.Told != 6 || len(res.Untold) != 1 || res.Untold[0].ID != ids[2] || !strings.Contains(res.Untold[0].Reason, "poisoned dead letter") || res.More {
+		t.Errorf("told %d, untold %+v, more %v; want 6 told and %d untold naming the refusal, nothing more", res.Told, res.Untold, res.More, ids[2])
+	}
+	later := b.deadLetters(t, "no such recipient", "later")
+	tellAll(t, b, h)
+	toldOnce(t, b.hookPayloads(t), append(append(append([]int64{}, ids[:2]...), ids[3:]...), later...))
+	if n := b.eventsWaiting(t); n != 0 {
+		t.Errorf("%d events left waiting, want 0", n)
+	}
+}
