@@ -50,3 +50,54 @@ func TestEngine_InProcessProvider(t *testing.T) {
 		t.Errorf("provider sent %d, want 1", m.sent.Load())
 	}
 }
+
+// holder holds the message to "slow" until release is closed and answers
+// every other at once.
+type holder struct{ release chan struct{} }
+
+func (*holder) Describe() sdk.Info { return sdk.Info{Name: "holder", Version: "1"} }
+
+func (h *holder) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender, error) {
+	return sdk.SenderFunc(func(ctx context.Context, msg sdk.Message) sdk.Verdict {
+		if msg.Recipient == "slow" {
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return sdk.Transient("released by its deadline")
+			}
+		}
+		return sdk.Success(nil)
+	}), nil
+}
+
+// An in-process provider gets the streamed send a plugin binary gets: one
+// message it holds does not hold the verdicts of the messages sent with it
+// (TestEngine_SlowMessageHoldsNoBatchMate, without a plugin binary).
+func TestEngine_InProcessSlowMessageHoldsNoBatchMate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	cfg := *b.cfg
+	cfg.Channels = map[string]config.Channel{testChannel: {Plugin: "holder", Concurrency: 16, BatchSize: 16, Timeout: 2 * time.Minute}}
+	h := &holder{release: make(chan struct{})}
+	t.Cleanup(func() { close(h.release) })
+	ns := make([]outbox.NewNotification, 16)
+	for i := range ns {
+		ns[i] = outbox.NewNotification{Channel: testChannel, Recipient: "r", Payload: json.RawMessage(`{}`)}
+	}
+	ns[0].Recipient = "slow"
+	res, err := b.store.Insert(context.Background(), ns) // one batch, one call
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.startInProcess(&cfg, map[string]sdk.Provider{"holder": h})
+	for _, r := range res[1:] {
+		// Well within the 2 min the slow message is held: a batch-mate
+		// that waited for it would still be PROCESSING.
+		if n := b.wait(r.ID, time.Minute); n.Status != outbox.StatusSent {
+			t.Fatalf("batch-mate %d: %s (%q), want SENT while the slow message is held", r.ID, n.Status, n.LastError)
+		}
+	}
+	if n, err := b.store.Get(context.Background(), res[0].ID); err != nil || n.Status != outbox.StatusProcessing {
+		t.Fatalf("the slow message: %+v (%v), want still PROCESSING (held by its provider)", n, err)
+	}
+}

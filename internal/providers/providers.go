@@ -6,6 +6,7 @@
 package providers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,15 +131,46 @@ func (r *inProcess) Send(ctx context.Context, ms []sdk.Message) []sdk.Verdict {
 	if err == nil {
 		return vs
 	}
+	out := make([]sdk.Verdict, len(ms))
+	for i := range out {
+		out[i] = callFailed(ctx, err)
+	}
+	return out
+}
+
+// SendEach is Send with each verdict given to got as the provider answers
+// it (the protocol's SendStream), as a plugin binary's are: a message its
+// provider holds until the deadline holds none of its batch-mates' verdicts
+// nor their send permits. Messages the call leaves unanswered get the
+// verdict Send gives a failed call.
+func (r *inProcess) SendEach(ctx context.Context, ms []sdk.Message, got func(idx []int, vs []sdk.Verdict)) {
+	answered := make([]bool, len(ms))
+	err := r.c.SendEach(ctx, ms, func(idx []int, vs []sdk.Verdict) {
+		for _, i := range idx {
+			answered[i] = true
+		}
+		got(idx, vs)
+	})
+	var idx []int
+	var vs []sdk.Verdict
+	for i, done := range answered {
+		if !done {
+			idx, vs = append(idx, i), append(vs, callFailed(ctx, cmp.Or(err, errors.New("no verdict"))))
+		}
+	}
+	if len(idx) > 0 {
+		got(idx, vs)
+	}
+}
+
+// callFailed is the verdict of a message whose call failed with err: its
+// outcome unknown, so TRANSIENT, saying whether the deadline passed.
+func callFailed(ctx context.Context, err error) sdk.Verdict {
 	detail := pluginhost.DetailCallFailed
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		detail = pluginhost.DetailNoAnswer
 	}
-	out := make([]sdk.Verdict, len(ms))
-	for i := range out {
-		out[i] = sdk.Transient(fmt.Sprintf("%s: %v", detail, err))
-	}
-	return out
+	return sdk.Transient(fmt.Sprintf("%s: %v", detail, err))
 }
 
 func (r *inProcess) Callback(ctx context.Context, req sdk.CallbackRequest) (sdk.CallbackAnswer, error) {
