@@ -20,7 +20,7 @@ import (
 // program sharing the Redis, a partial restore) is fetched in one batch with
 // real notifications. They must all be delivered, and the member reported
 // in the log.
-func TestProbeAuditD_GarbageInReadyList(t *testing.T) {
+func TestEngine_GarbageInReadyList(t *testing.T) {
 	t.Parallel()
 	s := newSink(t, func(string, int, http.Header) (int, string) { return 200, "" })
 	b := setup(t, s)
@@ -61,7 +61,7 @@ func TestProbeAuditD_GarbageInReadyList(t *testing.T) {
 // One channel's queue key of the wrong type (another program's SET on it, an
 // operator's mistake) must not stop the relay for every other channel: the
 // relay pushes what a failed push left first, and ended every pass there.
-func TestProbeAuditD_WrongTypeKeyBlocksNoOtherChannel(t *testing.T) {
+func TestEngine_WrongTypeKeyBlocksNoOtherChannel(t *testing.T) {
 	t.Parallel()
 	s := newSink(t, func(string, int, http.Header) (int, string) { return 200, "" })
 	b := setup(t, s)

@@ -17,7 +17,7 @@ import (
 // instance's backup list (another program, a partial restore), is dropped by
 // the next orphan check's Pending. It must be said in the log: the orphan
 // check discarded Pending's error, so the drop left no trace.
-func TestProbeAuditE_BadMemberInBackupListLogged(t *testing.T) {
+func TestEngine_BadMemberInBackupListLogged(t *testing.T) {
 	t.Parallel()
 	s := newSink(t, func(string, int, http.Header) (int, string) { return 200, "" })
 	b := setup(t, s)

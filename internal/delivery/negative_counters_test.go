@@ -18,7 +18,7 @@ import (
 // ended FAILED after one transient failure, its retries never made, with a
 // reason about an unstorable verdict. It gets its retry.max_attempts
 // attempts, counted from 1, then FAILED with the provider's reason.
-func TestProbeAuditH_NegativeAttemptsBounded(t *testing.T) {
+func TestEngine_NegativeAttemptsBounded(t *testing.T) {
 	t.Parallel()
 	s := newSink(t, func(string, int, http.Header) (int, string) { return http.StatusServiceUnavailable, "busy" })
 	b := setup(t, s)
@@ -59,7 +59,7 @@ func TestProbeAuditH_NegativeAttemptsBounded(t *testing.T) {
 // delivery.quarantine_after (3 crashes in a row) nor the claim past
 // retry.max_attempts ever caught it, and it would have killed its daemon
 // about 2^31 times. It is FAILED within quarantine_after crashes.
-func TestProbeAuditH_NegativeCountersCrashLoopBounded(t *testing.T) {
+func TestEngine_NegativeCountersCrashLoopBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, newSink(t, nil))
 	ctx := context.Background()

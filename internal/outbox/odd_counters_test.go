@@ -15,7 +15,7 @@ import (
 // out of reach of both for 2^31 attempts or 32,768 crashes: retried without
 // end, or crashing its daemon tens of thousands of times before quarantine.
 // A claim counts from zero whatever the row held.
-func TestProbeAuditH_ClaimNegativeCounters(t *testing.T) {
+func TestStore_ClaimNegativeCounters(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ids := b.queue(t, 3)
@@ -54,7 +54,7 @@ func TestProbeAuditH_ClaimNegativeCounters(t *testing.T) {
 // so every later statement's deltas piled up unfolded (each count then reads
 // them all), and CountByStatus failed on its sum. Counts saturate at the
 // bigint's ends instead: the fold goes on, the overview reads.
-func TestProbeAuditH_CountsSaturate(t *testing.T) {
+func TestStore_CountsSaturate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.insertN(t, 3) // ch PENDING +3
@@ -96,7 +96,7 @@ func TestProbeAuditH_CountsSaturate(t *testing.T) {
 // 2999, or a clock that ran ahead) never came within retention.rescan of now,
 // so the walk never restarted: with the cursor past every id, no finished row
 // was deleted again. A started_at that is not in the past restarts the walk.
-func TestProbeAuditH_RetentionStateOddTimes(t *testing.T) {
+func TestStore_RetentionStateOddTimes(t *testing.T) {
 	t.Parallel()
 	for _, started := range []string{"infinity", "2999-01-01", "-infinity"} {
 		t.Run(started, func(t *testing.T) {
