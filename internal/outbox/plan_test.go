@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,74 +83,81 @@ func TestStore_HotPlansAreMadeForTheBurst(t *testing.T) {
 			[]string{"Index Scan using notifications_"}},
 	}
 	for _, c := range checks {
-		conn, err := c.pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
+		checkPlan(t, ctx, c.pool, c.name, c.marker, c.args, c.want)
+	}
+}
+
+// checkPlan checks the cached plan of the hot statement marked by marker
+// (TestStore_HotPlansAreMadeForTheBurst). Its connection goes back to the
+// pool however it returns: a Fatal holding it made the test's deferred
+// pool.Close wait for it until the package's timeout.
+func checkPlan(t *testing.T, ctx context.Context, pool *pgxpool.Pool, name, marker string, args []any, want []string) {
+	t.Helper()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var stmt string
+	var generic int64
+	err = conn.QueryRow(ctx, `SELECT name, generic_plans FROM pg_prepared_statements
+		WHERE strpos(statement, $1) > 0 AND strpos(statement, 'pg_prepared_statements') = 0`,
+		pgx.QueryExecModeSimpleProtocol, marker).Scan(&stmt, &generic)
+	if err != nil {
+		t.Fatalf("%s: not a cached statement on its hot-path connection: %v", name, err)
+	}
+	if generic == 0 {
+		t.Errorf("%s: its cached statement has never run on a generic plan", name)
+	}
+	// EXPLAIN EXECUTE takes no bind parameters: the arguments go in as
+	// literals. force_generic_plan makes it show the cached generic plan.
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = literal(t, a)
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{stmt}.Sanitize()+"("+strings.Join(params, ", ")+")",
+		pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	plan := strings.Join(lines, "\n")
+	for _, w := range want {
+		if !strings.Contains(plan, w) {
+			t.Errorf("%s: the cached plan has no %q:\n%s", name, w, plan)
 		}
-		var name string
-		var generic int64
-		err = conn.QueryRow(ctx, `SELECT name, generic_plans FROM pg_prepared_statements
-			WHERE strpos(statement, $1) > 0 AND strpos(statement, 'pg_prepared_statements') = 0`,
-			pgx.QueryExecModeSimpleProtocol, c.marker).Scan(&name, &generic)
-		if err != nil {
-			conn.Release()
-			t.Fatalf("%s: not a cached statement on its hot-path connection: %v", c.name, err)
+	}
+	t.Logf("%s:\n%s", name, plan)
+	for _, bad := range []string{"Bitmap", "JIT"} {
+		if strings.Contains(plan, bad) {
+			t.Errorf("%s: the cached plan has a %s:\n%s", name, bad, plan)
 		}
-		if generic == 0 {
-			t.Errorf("%s: its cached statement has never run on a generic plan", c.name)
+	}
+	// No join compares the batch's ids pair by pair.
+	for _, l := range lines {
+		if strings.Contains(l, "Join Filter") && strings.Contains(l, "id = ") {
+			t.Errorf("%s: the cached plan joins by nested loop (%s):\n%s", name, strings.TrimSpace(l), plan)
 		}
-		// EXPLAIN EXECUTE takes no bind parameters: the arguments go in as
-		// literals. force_generic_plan makes it show the cached generic plan.
-		params := make([]string, len(c.args))
-		for i, a := range c.args {
-			params[i] = literal(t, a)
+	}
+	// Every scan of notifications is bounded by an index condition: a
+	// scan with a filter only reads every row (of the table, or of a
+	// partial index) once per call.
+	for i, l := range lines {
+		if !strings.Contains(l, " on notifications") || !strings.Contains(l, "Scan") {
+			continue
 		}
-		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{name}.Sanitize()+"("+strings.Join(params, ", ")+")",
-			pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			conn.Release()
-			t.Fatalf("%s: %v", c.name, err)
+		if i+1 == len(lines) || !strings.Contains(lines[i+1], "Index Cond:") {
+			t.Errorf("%s: the cached plan reads notifications without an index condition (%s):\n%s",
+				name, strings.TrimSpace(l), plan)
 		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		conn.Release()
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		plan := strings.Join(lines, "\n")
-		for _, w := range c.want {
-			if !strings.Contains(plan, w) {
-				t.Errorf("%s: the cached plan has no %q:\n%s", c.name, w, plan)
-			}
-		}
-		t.Logf("%s:\n%s", c.name, plan)
-		for _, bad := range []string{"Bitmap", "JIT"} {
-			if strings.Contains(plan, bad) {
-				t.Errorf("%s: the cached plan has a %s:\n%s", c.name, bad, plan)
-			}
-		}
-		// No join compares the batch's ids pair by pair.
-		for _, l := range lines {
-			if strings.Contains(l, "Join Filter") && strings.Contains(l, "id = ") {
-				t.Errorf("%s: the cached plan joins by nested loop (%s):\n%s", c.name, strings.TrimSpace(l), plan)
-			}
-		}
-		// Every scan of notifications is bounded by an index condition: a
-		// scan with a filter only reads every row (of the table, or of a
-		// partial index) once per call.
-		for i, l := range lines {
-			if !strings.Contains(l, " on notifications") || !strings.Contains(l, "Scan") {
-				continue
-			}
-			if i+1 == len(lines) || !strings.Contains(lines[i+1], "Index Cond:") {
-				t.Errorf("%s: the cached plan reads notifications without an index condition (%s):\n%s",
-					c.name, strings.TrimSpace(l), plan)
-			}
-		}
-		if c.name == "relay" { // below the LIMIT one ordered index scan, no sort of the due rows
-			lock, update := strings.Index(plan, "LockRows"), strings.Index(plan, "Update on")
-			if lock < 0 || update < lock || strings.Contains(plan[lock:update], "Sort") {
-				t.Errorf("relay: the cached plan sorts the due rows (or lacks LockRows before the UPDATE):\n%s", plan)
-			}
+	}
+	if name == "relay" { // below the LIMIT one ordered index scan, no sort of the due rows
+		lock, update := strings.Index(plan, "LockRows"), strings.Index(plan, "Update on")
+		if lock < 0 || update < lock || strings.Contains(plan[lock:update], "Sort") {
+			t.Errorf("relay: the cached plan sorts the due rows (or lacks LockRows before the UPDATE):\n%s", plan)
 		}
 	}
 }
