@@ -94,8 +94,11 @@ func TestLoad_ReferencesExpandedInOnePass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if grew > 64<<20 {
-		t.Errorf("Load allocated %d MiB for %d references; want under 64 MiB", grew>>20, n)
+	// One pass allocates about 13 MiB here (120 under -race, as make test
+	// runs it); a Set a reference re-flattened the whole config each time,
+	// gigabytes for these 3,000.
+	if grew > 256<<20 {
+		t.Errorf("Load allocated %d MiB for %d references; want under 256 MiB", grew>>20, n)
 	}
 	c := cfg.Channels["x"].Config
 	for _, i := range []int{0, n / 2, n - 1} {
@@ -136,8 +139,10 @@ func TestLoad_ReferencesExpandWithinBound(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `config key "channels.x.config.k`) || !strings.Contains(err.Error(), "MaxFileBytes") {
 		t.Errorf("Load = %.300v; want an error naming a key under channels.x.config and config.MaxFileBytes", err)
 	}
-	if grew > 64<<20 {
-		t.Errorf("Load allocated %d MiB; want under 64 MiB", grew>>20)
+	// Refused at 16 MiB of expansion: about 63 MiB allocated (66 under
+	// -race), where the 100 MiB expanded in full allocated hundreds.
+	if grew > 128<<20 {
+		t.Errorf("Load allocated %d MiB; want under 128 MiB", grew>>20)
 	}
 	// Within the bound: 30 × 512 KiB.
 	cfg, err := Load(write(t, refs(30)), []string{big})
