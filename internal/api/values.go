@@ -41,7 +41,7 @@ const (
 // decoded. A body that is not valid JSON is left to the decoder, which says
 // where, and builds nothing before it has read the whole text.
 func checkBodyValues(b []byte, t reflect.Type) *Error {
-	s := valueCount{fields: map[reflect.Type][]jsonField{}, dec: jsontext.NewDecoder(bytes.NewReader(b),
+	s := valueCount{dec: jsontext.NewDecoder(bytes.NewReader(b),
 		jsontext.AllowDuplicateNames(true), // wire.RepeatedKey names a repeat, after the decode
 		jsontext.AllowInvalidUTF8(true))}   // checkBodyText refused it already
 	err := s.value(t)
@@ -55,13 +55,7 @@ func checkBodyValues(b []byte, t reflect.Type) *Error {
 type valueCount struct {
 	dec    *jsontext.Decoder
 	values int
-	fields map[reflect.Type][]jsonField // each struct's, as encoding/json fills them
-}
-
-// jsonField is a struct field as encoding/json fills it: by its json name.
-type jsonField struct {
-	name string
-	typ  reflect.Type
+	fields wire.Fields // each struct's, as encoding/json fills them
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
@@ -222,34 +216,5 @@ func (s *valueCount) where(drop int) string {
 }
 
 // field is the type of the field of struct t that encoding/json fills with
-// the member name: its json name exactly, else one that matches it
-// whatever the case; nil for none.
-func (s *valueCount) field(t reflect.Type, name string) reflect.Type {
-	fs, ok := s.fields[t]
-	if !ok {
-		for _, f := range reflect.VisibleFields(t) {
-			if !f.IsExported() || (f.Anonymous && f.Type.Kind() == reflect.Struct) {
-				continue
-			}
-			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case tag == "-":
-				continue
-			case tag == "":
-				tag = f.Name
-			}
-			fs = append(fs, jsonField{tag, f.Type})
-		}
-		s.fields[t] = fs
-	}
-	var folded reflect.Type
-	for _, f := range fs {
-		if f.name == name {
-			return f.typ
-		}
-		if folded == nil && strings.EqualFold(f.name, name) {
-			folded = f.typ
-		}
-	}
-	return folded
-}
+// the member name; nil for none.
+func (s *valueCount) field(t reflect.Type, name string) reflect.Type { return s.fields.Of(t, name) }

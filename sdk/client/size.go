@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"github.com/notifyd/notifyd/sdk/wire"
 	"reflect"
 	"strings"
 )
@@ -19,7 +20,7 @@ import (
 // decodedSize is about what decoding b, valid JSON, into a value of type t
 // allocates for its structure. It stops counting once past limit.
 func decodedSize(b []byte, t reflect.Type, limit int64) int64 {
-	s := sizeScan{b: b, limit: limit, fields: map[reflect.Type][]jsonField{}}
+	s := sizeScan{b: b, limit: limit}
 	s.value(t)
 	return s.size
 }
@@ -28,13 +29,7 @@ type sizeScan struct {
 	b           []byte
 	i           int
 	size, limit int64
-	fields      map[reflect.Type][]jsonField
-}
-
-// jsonField is a struct field as encoding/json fills it: by its json name.
-type jsonField struct {
-	name string
-	typ  reflect.Type
+	fields      wire.Fields
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -213,31 +208,5 @@ func (s *sizeScan) field(t reflect.Type, raw []byte) reflect.Type {
 	if strings.IndexByte(name, '\\') >= 0 {
 		_ = json.Unmarshal([]byte(`"`+name+`"`), &name)
 	}
-	fs, ok := s.fields[t]
-	if !ok {
-		for _, f := range reflect.VisibleFields(t) {
-			if !f.IsExported() || (f.Anonymous && f.Type.Kind() == reflect.Struct) {
-				continue
-			}
-			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case tag == "-":
-				continue
-			case tag == "":
-				tag = f.Name
-			}
-			fs = append(fs, jsonField{tag, f.Type})
-		}
-		s.fields[t] = fs
-	}
-	var folded reflect.Type
-	for _, f := range fs {
-		if f.name == name {
-			return f.typ
-		}
-		if folded == nil && strings.EqualFold(f.name, name) {
-			folded = f.typ
-		}
-	}
-	return folded
+	return s.fields.Of(t, name)
 }
