@@ -5,86 +5,21 @@ package sdk_test
 // answers no well-behaved server writes.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/notifyd/notifyd/sdk"
 	"github.com/notifyd/notifyd/sdk/sdktest"
 )
 
-// warmThenDrop is a provider on 127.0.0.1 that answers the first request on
-// each of its first warm connections with 200 once all of them are open (so
-// a client keeps that many idle connections), and from then on reads every
-// request whole, counts it and closes its connection without an answer, as a
-// receiver that crashes on the message does.
-type warmThenDrop struct {
-	url      string
-	drop     atomic.Bool
-	requests atomic.Int64 // requests read whole while dropping
-}
-
-func newWarmThenDrop(t *testing.T, warm int) *warmThenDrop {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &warmThenDrop{url: "http://" + ln.Addr().String() + "/send"}
-	var (
-		mu     sync.Mutex
-		opened int
-		allIn  = make(chan struct{})
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if s.drop.Load() {
-						s.requests.Add(1)
-						return
-					}
-					mu.Lock()
-					if opened++; opened == warm {
-						close(allIn)
-					}
-					mu.Unlock()
-					select {
-					case <-allIn:
-					case <-time.After(10 * time.Second):
-					}
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-				}
-			}()
-		}
-	}()
-	return s
-}
-
 // warm sends n messages at once, so the client is left with up to n idle
 // connections, and then makes the provider drop every later request.
-func (s *warmThenDrop) warm(t *testing.T, n int, send func(sdk.Message) sdk.Verdict) {
+func warmUp(t *testing.T, s *sdktest.DroppingReceiver, n int, send func(sdk.Message) sdk.Verdict) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -97,7 +32,7 @@ func (s *warmThenDrop) warm(t *testing.T, n int, send func(sdk.Message) sdk.Verd
 		}()
 	}
 	wg.Wait()
-	s.drop.Store(true)
+	s.Drop()
 }
 
 // TestHTTPSender_droppedAfterTheRequest: a provider that reads a request and
@@ -122,28 +57,28 @@ func TestHTTPSender_droppedAfterTheRequest(t *testing.T) {
 			name := name + map[bool]string{false: ", HTTPSender", true: ", HTTPBatchSender"}[batch]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				p := newWarmThenDrop(t, warm)
-				var sender sdk.Sender = &sdk.HTTPSender{Client: client, Build: postTo(p.url)}
+				p := sdktest.NewDroppingReceiver(t, "/send", warm)
+				var sender sdk.Sender = &sdk.HTTPSender{Client: client, Build: postTo(p.URL)}
 				if batch {
 					sender = &sdk.HTTPBatchSender{Client: client,
 						Build: func(ctx context.Context, ms []sdk.Message) (*http.Request, error) {
 							// A batch API that takes a key per request, as
 							// a provider honouring one does.
-							return sdk.PostJSON(ctx, p.url, ms[0].Payload, http.Header{"Idempotency-Key": {"batch-" + ms[0].Key()}})
+							return sdk.PostJSON(ctx, p.URL, ms[0].Payload, http.Header{"Idempotency-Key": {"batch-" + ms[0].Key()}})
 						},
 						Parse: func(_ *http.Response, _ []byte, ms []sdk.Message) (map[string]sdk.Verdict, error) {
 							return map[string]sdk.Verdict{ms[0].Key(): sdk.Success(nil)}, nil
 						}}
 				}
 				send := func(m sdk.Message) sdk.Verdict { return sender.Send(context.Background(), m) }
-				p.warm(t, warm, send)
+				warmUp(t, p, warm, send)
 				v := send(sdk.Message{ID: 1, Payload: json.RawMessage(`{}`)})
 				if v.Outcome != sdk.OutcomeTransient {
 					t.Errorf("verdict %v (%s); want TRANSIENT", v.Outcome, v.Detail)
 				}
 				// Every request was counted before its connection closed,
 				// which was before the send returned.
-				if got := p.requests.Load(); got < 1 || got > 2 {
+				if got := p.Dropped(); got < 1 || got > 2 {
 					t.Errorf("the provider got the message %d times in one send (%s); want 1 or 2", got, v.Detail)
 				}
 				if !strings.Contains(v.Detail, "request failed") {

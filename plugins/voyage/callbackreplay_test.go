@@ -1,80 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/sdktest"
 )
-
-// warmThenDrop is a callback receiver on 127.0.0.1 that answers the first
-// request on each of its first warm connections with 200 once all of them
-// are open (so the plugin keeps that many idle connections), and from then
-// on reads every request whole, counts it and closes its connection without
-// an answer, as a receiver that crashes on the callback does.
-type warmThenDrop struct {
-	url      string
-	drop     atomic.Bool
-	requests atomic.Int64 // requests read whole while dropping
-}
-
-func newWarmThenDrop(t *testing.T, warm int) *warmThenDrop {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &warmThenDrop{url: "http://" + ln.Addr().String() + "/cb"}
-	var (
-		mu     sync.Mutex
-		opened int
-		allIn  = make(chan struct{})
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if s.drop.Load() {
-						s.requests.Add(1)
-						return
-					}
-					mu.Lock()
-					if opened++; opened == warm {
-						close(allIn)
-					}
-					mu.Unlock()
-					select {
-					case <-allIn:
-					case <-time.After(10 * time.Second):
-					}
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-				}
-			}()
-		}
-	}()
-	return s
-}
 
 // TestSender_Send_callbackDroppedAfterTheRequest: a callback receiver that
 // reads the callback and closes the connection unanswered may have acted on
@@ -86,9 +21,9 @@ func newWarmThenDrop(t *testing.T, warm int) *warmThenDrop {
 func TestSender_Send_callbackDroppedAfterTheRequest(t *testing.T) {
 	t.Parallel()
 	const warm = 8
-	f, cb := newFakeVoyage(t), newWarmThenDrop(t, warm)
+	f, cb := newFakeVoyage(t), sdktest.NewDroppingReceiver(t, "/cb", warm)
 	raw, _ := json.Marshal(map[string]any{"api_key": testKey, "base_url": f.URL, "model": "voyage-3.5",
-		"callback_url": cb.url, "rpm": 0, "tpm": 0})
+		"callback_url": cb.URL, "rpm": 0, "tpm": 0})
 	s, err := (&provider{}).Configure(context.Background(), sdk.ConfigureRequest{Channel: "embed", Config: raw, Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +41,7 @@ func TestSender_Send_callbackDroppedAfterTheRequest(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	cb.drop.Store(true)
+	cb.Drop()
 
 	v := s.Send(context.Background(), message(`{"input":"a"}`))
 	if v.Outcome != sdk.OutcomeTransient {
@@ -114,7 +49,7 @@ func TestSender_Send_callbackDroppedAfterTheRequest(t *testing.T) {
 	}
 	// Every callback was counted before its connection closed, which was
 	// before the send returned.
-	if got := cb.requests.Load(); got < 1 || got > 2 {
+	if got := cb.Dropped(); got < 1 || got > 2 {
 		t.Errorf("the receiver got the callback %d times in one send (%s); want 1 or 2", got, v.Detail)
 	}
 }
