@@ -262,24 +262,18 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	defer cancel()
 	body := p.body
 	// net/http replays a request with an Idempotency-Key after a reused
-	// connection is lost before the answer, on every idle connection in turn:
-	// it can only do so while GetBody gives the body again, which it does
-	// maxAttempts-1 times, as fasthttp's MaxIdemponentCallAttempts.
-	var replays atomic.Int32
-	req := (&http.Request{
-		Method: http.MethodPost,
-		URL:    p.target,
-		Host:   p.target.Host,
-		Header: h,
-		Body:   bodyReader(body),
-		GetBody: func() (io.ReadCloser, error) {
-			if replays.Add(1) >= maxAttempts {
-				return nil, errReplayed
-			}
-			return bodyReader(body), nil
-		},
+	// connection is lost before the answer, on every idle connection in
+	// turn: sdk.ReplayOnce lets it do so once, as fasthttp's
+	// MaxIdemponentCallAttempts (maxAttempts) on the direct path.
+	req := sdk.ReplayOnce((&http.Request{
+		Method:        http.MethodPost,
+		URL:           p.target,
+		Host:          p.target.Host,
+		Header:        h,
+		Body:          bodyReader(body),
+		GetBody:       func() (io.ReadCloser, error) { return bodyReader(body), nil },
 		ContentLength: int64(len(body)),
-	}).WithContext(ctx)
+	}).WithContext(ctx))
 
 	resp, err := s.clients.std.Do(req)
 	if err != nil {
@@ -295,10 +289,6 @@ func (s *sender) sendStd(ctx context.Context, p *post) sdk.Verdict {
 	defer context.AfterFunc(ctx, func() { _ = resp.Body.Close() })()
 	return s.answered(p, resp.StatusCode, resp.Header.Get(hdrRetryAfter), resp.Body)
 }
-
-// errReplayed ends a send net/http would replay more than maxAttempts-1
-// times within one call.
-var errReplayed = errors.New("the connection was lost before an answer, also on the replay on another connection: not sent again")
 
 // answered classifies an answer (sdk.ClassifyKeyedStatus, ClassifyHTTP's rules)
 // and drains a bounded part of its body so the connection can be reused.
