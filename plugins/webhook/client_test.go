@@ -4,7 +4,6 @@ package main
 // a dead keep-alive connection, TLS, proxies, URL handling.
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/sdktest"
 )
 
 // countConns counts the TCP connections srv accepts.
@@ -404,42 +404,12 @@ func TestSender_Send_stalledBody(t *testing.T) {
 	}
 }
 
-// rawReceiver is a receiver speaking raw TCP: for each request it reads
-// whole (counted in requests, before answer runs) it calls answer, which
-// writes what it likes to c; the connection closes when answer returns
-// false. Its URL's path is /hook.
+// rawReceiver is sdktest.RawReceiver at the path /hook: for each request it
+// reads whole (counted in requests, before answer runs) it calls answer; the
+// connection closes when answer returns false.
 func rawReceiver(t *testing.T, answer func(c net.Conn) (keep bool)) (url string, requests *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	requests = new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					requests.Add(1)
-					if !answer(c) {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String() + "/hook", requests
+	return sdktest.RawReceiver(t, "/hook", answer)
 }
 
 // TestSender_Send_droppedAfterTheRequest: a receiver that takes the whole

@@ -1,10 +1,8 @@
 package sdktest
 
 import (
-	"bufio"
 	"io"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,50 +29,29 @@ type DroppingReceiver struct {
 // NewDroppingReceiver starts a DroppingReceiver whose URL ends in path.
 func NewDroppingReceiver(t testing.TB, path string, warm int) *DroppingReceiver {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &DroppingReceiver{URL: "http://" + ln.Addr().String() + path}
+	s := &DroppingReceiver{}
 	var (
 		mu     sync.Mutex
 		opened int
 		allIn  = make(chan struct{})
 	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if s.drop.Load() {
-						s.requests.Add(1)
-						return
-					}
-					mu.Lock()
-					if opened++; opened == warm {
-						close(allIn)
-					}
-					mu.Unlock()
-					select {
-					case <-allIn:
-					case <-time.After(10 * time.Second):
-					}
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-				}
-			}()
+	s.URL, _ = RawReceiver(t, path, func(c net.Conn) bool {
+		if s.drop.Load() {
+			s.requests.Add(1)
+			return false
 		}
-	}()
+		mu.Lock()
+		if opened++; opened == warm {
+			close(allIn)
+		}
+		mu.Unlock()
+		select {
+		case <-allIn:
+		case <-time.After(10 * time.Second):
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		return true
+	})
 	return s
 }
 
