@@ -1,27 +1,13 @@
 package main
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/sdktest"
 )
-
-// withHeader is a server on 127.0.0.1 that answers as h does, each answer
-// carrying an X-Big header of size bytes.
-func withHeader(t *testing.T, h http.Handler, size int) *httptest.Server {
-	t.Helper()
-	big := strings.Repeat("h", size)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Big", big)
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // TestSender_Send_hugeAnswerHeaders: Kakao's answer (memo, and the token
 // refresh on the same client) and an AlimTalk partner's are read within
@@ -45,7 +31,7 @@ func TestSender_Send_hugeAnswerHeaders(t *testing.T) {
 		t.Run("memo "+strconv.Itoa(size), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, nil)
-			front := withHeader(t, b.fake.api.Config.Handler, size)
+			front := sdktest.HugeHeaderServer(t, b.fake.api.Config.Handler, size)
 			check(t, size, b.send(b.configure(map[string]any{
 				"mode": "memo", "access_token": testAccess, "api_url": front.URL, "timeout": "5s",
 			}), "", textPayload))
@@ -53,7 +39,7 @@ func TestSender_Send_hugeAnswerHeaders(t *testing.T) {
 		t.Run("alimtalk "+strconv.Itoa(size), func(t *testing.T) {
 			t.Parallel()
 			f := newFakeSENS(t)
-			front := withHeader(t, f, size)
+			front := sdktest.HugeHeaderServer(t, f, size)
 			s, logs := atSetup(t, f, map[string]any{"confirm": "accepted", "api_url": front.URL}, quizTemplate)
 			vs := s.SendBatch(t.Context(), quizMessages(1, phone))
 			check(t, size, vs[0])

@@ -2,27 +2,13 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/notifyd/notifyd/sdk"
+	"github.com/notifyd/notifyd/sdk/sdktest"
 )
-
-// withHeader is a server on 127.0.0.1 that answers as h does, each answer
-// carrying an X-Big header of size bytes.
-func withHeader(t *testing.T, h http.Handler, size int) *httptest.Server {
-	t.Helper()
-	big := strings.Repeat("h", size)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Big", big)
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // TestSender_Send_hugeAnswerHeaders: Voyage's answer and the callback URL's
 // are read within sdk.MaxHTTPAnswerHeader of status line and headers, as the
@@ -40,9 +26,9 @@ func TestSender_Send_hugeAnswerHeaders(t *testing.T) {
 				f, cb := newFakeVoyage(t), newCallbackSink(t)
 				base, callback := f.URL, cb.URL
 				if where == "voyage" {
-					base = withHeader(t, f.Config.Handler, size).URL
+					base = sdktest.HugeHeaderServer(t, f.Config.Handler, size).URL
 				} else {
-					callback = withHeader(t, cb.Config.Handler, size).URL
+					callback = sdktest.HugeHeaderServer(t, cb.Config.Handler, size).URL
 				}
 				s := configure(t, map[string]any{"api_key": testKey, "base_url": base, "model": "voyage-3.5", "callback_url": callback})
 				v := s.Send(context.Background(), message(`{"input":"a"}`))

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -66,4 +68,20 @@ func RawServer(t testing.TB, answer string) string {
 		return false
 	})
 	return url
+}
+
+// HugeHeaderServer is a server on 127.0.0.1 that answers as h does, each
+// answer carrying an X-Big header of size bytes: for checking that a
+// plugin's client reads an answer's head within a bound
+// (sdk.MaxHTTPAnswerHeader, as the SDK's own client), where net/http's
+// default of 10 MiB is allocated several times over while parsed.
+func HugeHeaderServer(t testing.TB, h http.Handler, size int) *httptest.Server {
+	t.Helper()
+	big := strings.Repeat("h", size)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", big)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
