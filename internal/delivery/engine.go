@@ -109,7 +109,7 @@ type Engine struct {
 
 	// relayRefused counts the relays in a row that refused the oldest due
 	// row alone (relay.go); relayLoop's own.
-	relayRefused relayRefusal
+	relayRefused refusedAlone
 	// relayStall and claimStall time how long those stages have failed.
 	relayStall, claimStall stallClock
 }

@@ -105,3 +105,11 @@ func (r *refusedAlone) passed(ids []int64) {
 		delete(r.n, id)
 	}
 }
+
+// forget forgets every id: the statement passed, so every count starts
+// afresh (the relay's, whose refusals in a row end at any relay written).
+func (r *refusedAlone) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n = nil
+}

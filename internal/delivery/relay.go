@@ -33,7 +33,7 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 		queued, err = e.store.Relay(ctx, e.now(), n)
 	}
 	if err == nil {
-		e.relayRefused = relayRefusal{}
+		e.relayRefused.forget()
 		return queued, nil
 	}
 	kind := refusedFor(err, false)
@@ -54,15 +54,12 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 			return nil, err
 		case len(others) == 0:
 			// Alone: nothing tells the row's refusal from the statement's.
-			if e.relayRefused.id != id {
-				e.relayRefused = relayRefusal{id: id}
-			}
-			if e.relayRefused.n++; e.relayRefused.n < refusedAloneLimit {
+			if !e.relayRefused.refused(id) {
 				return nil, err
 			}
-			e.log.Warn("relay of one row refused alone, again; ending it as a row at fault", "id", id, "times", e.relayRefused.n, "error", err)
+			e.log.Warn("relay of one row refused alone, again; ending it as a row at fault", "id", id, "times", refusedAloneLimit, "error", err)
 		}
-		e.relayRefused = relayRefusal{}
+		e.relayRefused.forget()
 	}
 	reason := fmt.Sprintf("could not be queued for sending (%v); ended FAILED", err)
 	if _, ferr := e.store.Finish(ctx, id, 0, outbox.StatusFailed, reason); ferr != nil {
@@ -79,12 +76,6 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 	// FAILED in Postgres is the dead-letter list the API and dashboard read;
 	// the id was never in a Redis queue, so there is nothing to move there.
 	return others, nil
-}
-
-// relayRefusal is how many relays in a row refused row id alone.
-type relayRefusal struct {
-	id int64
-	n  int
 }
 
 // relayLoop moves due PENDING rows to QUEUED and pushes them, woken by
