@@ -220,7 +220,10 @@ func TestEngine_PrefetchStartsWithinTimeout(t *testing.T) {
 	g := newSendGate()
 	g.hang = true
 	close(g.open) // every send after the first succeeds at once
-	startSendGate(t, b, g, 1, 2, 500*time.Millisecond)
+	// 2 s, not less: every later attempt must also be answered within the
+	// timeout, and beside CPU burners a 500 ms one once ran out before the
+	// open gate's answer came back (a third attempt, "deadline exceeded").
+	startSendGate(t, b, g, 1, 2, 2*time.Second)
 
 	var notSent int64
 	for _, id := range ids {
@@ -231,7 +234,7 @@ func TestEngine_PrefetchStartsWithinTimeout(t *testing.T) {
 		if len(nt.Attempts) != 2 || nt.Attempts[0].Outcome != outbox.OutcomeTransient {
 			t.Fatalf("notification %d: attempts %+v, want a transient first and a success", id, nt.Attempts)
 		}
-		if strings.Contains(nt.Attempts[0].Error, "timeout (500ms) had passed since its claim before a send slot was free") {
+		if strings.Contains(nt.Attempts[0].Error, "timeout (2s) had passed since its claim before a send slot was free") {
 			notSent = id
 		}
 	}
