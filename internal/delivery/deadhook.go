@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/notifyd/notifyd/internal/outbox"
@@ -28,8 +29,9 @@ func (e *Engine) deadLetterHooks(ctx context.Context) {
 	for _, name := range hooked {
 		h := e.cfg.Channels[name].DeadLetterHook
 		hook := outbox.DeadLetterHook{Channel: name, Hook: h.Channel, Recipient: h.Recipient, Batch: h.Batch}
+		refused := &refusedAlone{}
 		e.goBackground(func(ctx context.Context) {
-			e.every(ctx, h.Every, func(ctx context.Context) { e.tellDeadLetters(ctx, hook) })
+			e.every(ctx, h.Every, func(ctx context.Context) { e.tellDeadLetters(ctx, hook, refused) })
 		})
 	}
 }
@@ -38,15 +40,28 @@ func (e *Engine) deadLetterHooks(ctx context.Context) {
 // notifications. A dead letter no hook notification could be written for
 // (outbox.DeadLettersTold.Untold) is logged with the reason and counted as
 // unstorable: it is recorded as told, so the channel's later dead letters
-// are told all the same.
-func (e *Engine) tellDeadLetters(ctx context.Context, h outbox.DeadLetterHook) {
+// are told all the same. A dead letter whose hook notification is refused
+// alone (outbox.RefusedAloneError) refusedAloneLimit times in a row is
+// recorded as told the same way: tried again for good, it failed its
+// channel's hook on every call while it was the only one waiting.
+func (e *Engine) tellDeadLetters(ctx context.Context, h outbox.DeadLetterHook, refused *refusedAlone) {
 	for ctx.Err() == nil {
 		res, err := e.store.TellDeadLetters(ctx, h)
+		var lone *outbox.RefusedAloneError
+		if errors.As(err, &lone) && refused.refused(lone.Event) {
+			e.log.Warn("dead-letter hook: the notification telling one dead letter was refused alone, again; recording it as told",
+				"channel", h.Channel, "hook", h.Hook, "id", lone.ID, "times", refusedAloneLimit, "error", err)
+			h.EndRefused = lone.Event
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("dead-letter hook", "channel", h.Channel, "hook", h.Hook, "error", err)
 			}
 			return
+		}
+		if res.Told > 0 || len(res.Untold) > 0 {
+			refused.forget() // refusals count in a row
 		}
 		for _, u := range res.Untold {
 			e.log.Error("dead letter could not be told: no hook notification listing it can be written; recorded as told",

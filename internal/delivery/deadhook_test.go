@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/sdk"
@@ -140,5 +142,108 @@ func TestEngine_DeadLetterHook(t *testing.T) {
 	var waiting int
 	if err := b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM dead_letter_events`).Scan(&waiting); err != nil || waiting != 0 {
 		t.Errorf("%d dead-letter events left waiting (%v), want 0", waiting, err)
+	}
+}
+
+// TestEngine_DeadLetterHook_refusedAlone: an operator's trigger refuses
+// (RAISE EXCEPTION) the hook notification of a channel's only waiting dead
+// letter. After refusedAloneLimit calls refused alone in a row it is
+// recorded as told without a notification, and the channel's later dead
+// letters are told. Before, the lone one failed the hook on every call for
+// as long as it was alone, and stayed waiting for good.
+func TestEngine_DeadLetterHook_refusedAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	cfg := *b.cfg
+	cfg.Channels = map[string]config.Channel{
+		testChannel: {Plugin: "memo", DeadLetterHook: config.DeadLetterHook{
+			Channel: "oncall", Recipient: "https://oncall.example/hook", Batch: 3, Every: 100 * time.Millisecond}},
+		"oncall": {Plugin: "pager"},
+	}
+	for name, ch := range cfg.Channels {
+		cfg.Channels[name] = config.FillChannel(ch)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.store.Pool().Exec(ctx, `
+CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
+        RAISE EXCEPTION 'poisoned dead letter';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+		t.Fatal(err)
+	}
+	p := &pager{}
+	b.startInProcess(&cfg, map[string]sdk.Provider{"memo": &memo{}, "pager": p})
+	// Failed at insert once the engine has recorded the hooked channels, so
+	// the insert trigger writes its event (checked in the same transaction,
+	// before the hook can see it).
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var hooked bool
+		if err := b.store.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM dead_letter_hooks WHERE channel = $1)`, testChannel).Scan(&hooked); err != nil {
+			t.Fatal(err)
+		}
+		if hooked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine did not record %s's dead_letter_hook within 15 s", testChannel)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var poison int64
+	var events int
+	if err := pgx.BeginFunc(ctx, b.store.Pool(), func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO notifications (channel, recipient, payload, status, last_error)
+			VALUES ($1, 'poison', '{}', 'FAILED', 'failed at insert') RETURNING id`, testChannel).Scan(&poison); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM dead_letter_events WHERE notification_id = $1`, poison).Scan(&events)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 {
+		t.Fatalf("%d dead-letter events written for %d, want 1", events, poison)
+	}
+	waiting := func() int {
+		t.Helper()
+		var n int
+		if err := b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM dead_letter_events WHERE notification_id = $1`, poison).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for waiting() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := waiting(); n != 0 {
+		t.Fatalf("the lone refused dead letter %d still waits to be told after 15 s (%d events)", poison, n)
+	}
+	later := b.send("nobody", "")
+	b.wait(later, 15*time.Second)
+	for {
+		p.mu.Lock()
+		seen := map[int64]int{}
+		for _, batch := range p.payloads {
+			for _, d := range batch.DeadLetters {
+				seen[d.ID]++
+			}
+		}
+		p.mu.Unlock()
+		if seen[later] > 0 || time.Now().After(deadline.Add(15*time.Second)) {
+			if seen[later] != 1 || seen[poison] != 0 {
+				t.Errorf("later dead letter %d told %d times (want once), the refused one %d told %d times (want never)", later, seen[later], poison, seen[poison])
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -43,7 +43,33 @@ type DeadLetterHook struct {
 	Hook      string // the channel told
 	Recipient string // who on Hook
 	Batch     int    // dead letters per notification, at most
+	// EndRefused is a dead_letter_events row the caller has seen refused
+	// alone (RefusedAloneError) as often as it allows: refused alone
+	// again, its dead letter is recorded as told without a notification
+	// (DeadLettersTold.Untold) instead of failing the call.
+	EndRefused int64
 }
+
+// RefusedAloneError is TellDeadLetters failing because the hook
+// notification listing one dead letter, with no other dead letter taken to
+// compare it with, was refused for a reason of no data class (IsRefusal: an
+// operator's trigger's RAISE EXCEPTION, a row-level security policy). Alone,
+// nothing tells a refusal of this dead letter from one of every hook
+// notification; the transaction is rolled back, and the caller counts the
+// refusals of Event in a row and names it in DeadLetterHook.EndRefused once
+// they are too many, so one dead letter cannot fail its channel's hook on
+// every call for good.
+type RefusedAloneError struct {
+	Event int64 // its dead_letter_events row
+	ID    int64 // the dead notification
+	Err   error // Postgres' refusal
+}
+
+func (e *RefusedAloneError) Error() string {
+	return fmt.Sprintf("the hook notification listing dead letter %d alone was refused: %v", e.ID, e.Err)
+}
+
+func (e *RefusedAloneError) Unwrap() error { return e.Err }
 
 // DeadLetter is one dead letter as a hook's payload lists it. Long text is
 // cut (hookRecipientLen, hookErrorLen, hookKeyLen), so one dead letter
@@ -234,7 +260,9 @@ func hookPayload(channel string, count int, items []hookItem) []byte {
 // data class (IsRefusal: an operator's trigger's RAISE EXCEPTION) is a dead
 // letter's too once the first or last item is told alone (isolating); when
 // neither is, it is the statement's and is returned (the transaction rolls
-// back, and every event is taken again by a later call).
+// back, and every event is taken again by a later call). One dead letter
+// refused so with no other to compare is a RefusedAloneError, unless it is
+// h.EndRefused: that one is recorded in res.Untold.
 func (s *Store) tellSplit(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items []hookItem, res *DeadLettersTold) error {
 	return s.tellRows(ctx, tx, h, items, res, false)
 }
@@ -260,6 +288,10 @@ func (s *Store) tellRows(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items
 			return s.tellRows(ctx, tx, h, rest, res, true)
 		}
 		return err
+	case IsRefusal(err) && len(items) == 1:
+		if items[0].event != h.EndRefused {
+			return &RefusedAloneError{Event: items[0].event, ID: items[0].d.ID, Err: err}
+		}
 	default:
 		return err
 	}

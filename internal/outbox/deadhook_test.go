@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -327,6 +328,56 @@ CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUN
 	later := b.deadLetters(t, "no such recipient", "later")
 	tellAll(t, b, h)
 	toldOnce(t, b.hookPayloads(t), append(append(append([]int64{}, ids[:2]...), ids[3:]...), later...))
+	if n := b.eventsWaiting(t); n != 0 {
+		t.Errorf("%d events left waiting, want 0", n)
+	}
+}
+
+// TestStore_TellDeadLetters_refusedAlone: the hook notification of a lone
+// dead letter refused by an operator's trigger (P0001), with no other dead
+// letter to compare, is a RefusedAloneError naming its event and the dead
+// notification, and nothing is told or deleted; named in EndRefused, it is
+// recorded as told without a notification (Untold, with the refusal), so a
+// later dead letter is told. Before, it was returned as a plain error on
+// every call, and the channel's hook was stuck on it while it was alone.
+func TestStore_TellDeadLetters_refusedAlone(t *testing.T) {
+	t.Parallel()
+	b, h := hookSetup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
+        RAISE EXCEPTION 'poisoned dead letter';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+		t.Fatal(err)
+	}
+	ids := b.deadLetters(t, "no such recipient", "poison")
+	var event int64
+	for range 2 { // the same answer every call, and nothing changed by it
+		_, err := b.store.TellDeadLetters(b.ctx, h)
+		var lone *outbox.RefusedAloneError
+		if !errors.As(err, &lone) || lone.ID != ids[0] || lone.Event == 0 || !strings.Contains(err.Error(), "poisoned dead letter") {
+			t.Fatalf("TellDeadLetters = %v; want a RefusedAloneError for dead letter %d naming the refusal", err, ids[0])
+		}
+		event = lone.Event
+		if n := b.eventsWaiting(t); n != 1 {
+			t.Fatalf("%d events waiting after a refused call, want 1", n)
+		}
+	}
+	h.EndRefused = event
+	res, err := b.store.TellDeadLetters(b.ctx, h)
+	if err != nil {
+		t.Fatalf("TellDeadLetters with EndRefused: %v", err)
+	}
+	if res.Told != 0 || len(res.Untold) != 1 || res.Untold[0].ID != ids[0] || !strings.Contains(res.Untold[0].Reason, "poisoned dead letter") {
+		t.Errorf("told %d, untold %+v; want dead letter %d untold with the refusal", res.Told, res.Untold, ids[0])
+	}
+	later := b.deadLetters(t, "no such recipient", "later")
+	tellAll(t, b, h)
+	toldOnce(t, b.hookPayloads(t), later)
 	if n := b.eventsWaiting(t); n != 0 {
 		t.Errorf("%d events left waiting, want 0", n)
 	}
