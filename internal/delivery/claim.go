@@ -66,31 +66,31 @@ func (c *channel) claimRows(ctx context.Context, ids []int64, suspects, isolatin
 	return append(first, rest...), nil
 }
 
-// claimAlone claims the first id alone, or else the last: a row claimed so
-// says the statement is fine, and the batch's refusal (cause) is the other
-// rows' own, which are then split to find them. Neither: no row is shown at
-// fault, and cause is returned (the ids are tried again whole: a statement
-// no row can pass must not end every row).
+// claimAlone claims ids alone in turn (outbox.ProbeOrder: the first, the
+// last, then others at random) until one is claimed: a row claimed so says
+// the statement is fine, and the batch's refusal (cause) is the other rows'
+// own, which are then split to find them. None: no row is shown at fault,
+// and cause is returned (the ids are tried again whole: a statement no row
+// can pass must not end every row).
 func (c *channel) claimAlone(ctx context.Context, ids []int64, suspects bool, cause error) ([]outbox.Claimed, error) {
-	if len(ids) < 2 {
-		return nil, cause
-	}
-	for _, k := range []int{0, len(ids) - 1} {
+	for _, k := range outbox.ProbeOrder(len(ids)) {
 		one, err := c.claimOnce(ctx, ids[k:k+1], suspects)
 		if err != nil {
 			continue
 		}
 		c.refused.passed(ids[k : k+1])
 		c.log.Warn("claim refused, but not for every row; splitting the batch to find the rows at fault", "ids", len(ids), "error", cause)
-		rest := ids[1:]
-		if k > 0 {
-			rest = ids[:k]
+		for _, rest := range [][]int64{ids[:k], ids[k+1:]} {
+			if len(rest) == 0 {
+				continue
+			}
+			more, err := c.claimRows(ctx, rest, suspects, true)
+			if err != nil {
+				more = deferAll(rest, c.e.now().Add(time.Second))
+			}
+			one = append(one, more...)
 		}
-		more, err := c.claimRows(ctx, rest, suspects, true)
-		if err != nil {
-			more = deferAll(rest, c.e.now().Add(time.Second))
-		}
-		return append(one, more...), nil
+		return one, nil
 	}
 	return nil, cause
 }

@@ -21,11 +21,15 @@ import (
 //
 // A refusal of no data class (an operator's trigger's RAISE EXCEPTION,
 // refused.go) is halved the same way, but the oldest due row refused alone
-// is at fault only if the other due rows relay without it (what they relay
-// is returned, to be pushed); refused too, it is the statement's, and the
-// error is returned (tried again whole). With no other row due, the row
-// refused so refusedAloneLimit times in a row is at fault. Only relayLoop
-// calls relay (e.relayRefused is its own).
+// is at fault only if another due row relays without it. While the others
+// are refused too, the oldest of them is tried alone, and refused so it is
+// a suspect as well, up to maxRelaySuspects of them a pass: the first row that
+// relays alone shows the statement is fine, and every suspect is finished
+// FAILED (what relayed is returned, to be pushed). With no row relaying, the
+// error is returned (tried again whole: a statement no row can pass must not
+// end rows). With no other row due, the one row refused so
+// refusedAloneLimit times in a row is at fault. Only relayLoop calls relay
+// (e.relayRefused is its own).
 func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) {
 	queued, err := e.store.Relay(ctx, e.now(), limit)
 	for n := limit / 2; err != nil && refusedFor(err, false) != notRefused && n >= 1; n /= 2 {
@@ -40,21 +44,21 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 	if kind == notRefused {
 		return nil, err
 	}
-	id, ferr := e.store.FirstDue(ctx, e.now())
+	id, ferr := e.store.FirstDue(ctx, e.now(), nil)
 	if ferr != nil || id == 0 {
 		return nil, fmt.Errorf("%w (and finding the row at fault: %v)", err, ferr)
 	}
+	suspects := []int64{id}
 	var others []outbox.Queued
 	if kind == maybeRowRefused {
-		var oerr error
-		others, oerr = e.store.RelayExcept(ctx, e.now(), limit, id)
-		switch {
-		case oerr != nil:
-			// The other rows refused too: no row is shown at fault.
+		var ok bool
+		if others, suspects, ok = e.relaySuspects(ctx, limit, suspects); !ok {
+			// No row relays alone: no row is shown at fault.
 			return nil, err
-		case len(others) == 0:
+		}
+		if len(others) == 0 {
 			// Alone: nothing tells the row's refusal from the statement's.
-			if !e.relayRefused.refused(id) {
+			if len(suspects) > 1 || !e.relayRefused.refused(id) {
 				return nil, err
 			}
 			e.log.Warn("relay of one row refused alone, again; ending it as a row at fault", "id", id, "times", refusedAloneLimit, "error", err)
@@ -62,20 +66,59 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 		e.relayRefused.forget()
 	}
 	reason := fmt.Sprintf("could not be queued for sending (%v); ended FAILED", err)
-	if _, ferr := e.store.Finish(ctx, id, 0, outbox.StatusFailed, reason); ferr != nil {
-		e.log.Error("notification cannot be relayed or finished", "id", id, "cause", err, "error", ferr)
-		if len(others) > 0 {
-			// Relayed without it: pushed, and the next pass relays the
-			// next rows without it again.
-			return others, nil
+	for _, id := range suspects {
+		if _, ferr := e.store.Finish(ctx, id, 0, outbox.StatusFailed, reason); ferr != nil {
+			e.log.Error("notification cannot be relayed or finished", "id", id, "cause", err, "error", ferr)
+			if len(others) > 0 {
+				// Relayed without it: pushed, and the next pass relays the
+				// next rows without it again.
+				continue
+			}
+			return nil, fmt.Errorf("relay: notification %d cannot be written: %w", id, ferr)
 		}
-		return nil, fmt.Errorf("relay: notification %d cannot be written: %w", id, ferr)
+		e.log.Error("notification could not be relayed; finished it FAILED", "id", id, "cause", err)
+		e.metrics.Unstorable("", "relay")
 	}
-	e.log.Error("notification could not be relayed; finished it FAILED", "id", id, "cause", err)
-	e.metrics.Unstorable("", "relay")
 	// FAILED in Postgres is the dead-letter list the API and dashboard read;
 	// the id was never in a Redis queue, so there is nothing to move there.
 	return others, nil
+}
+
+// maxRelaySuspects bounds the rows one relay pass tries alone, each refused
+// alone, before a row relays alone (relay): two statements each, so a
+// statement no row can pass costs at most 2 × 64 a pass, and up to 64 rows
+// at fault at the head of the due rows are found in one pass.
+const maxRelaySuspects = 64
+
+// relaySuspects relays up to limit due rows other than suspects (each
+// refused alone). While that is refused, the oldest other row is relayed
+// alone: relayed, it is the answer; refused, it joins the suspects. ok is
+// false when no row relayed and none can be shown to: Postgres could not
+// run the statement, no other row is due to try, or maxRelaySuspects rows were
+// refused alone. others may be empty with ok: no other row is due.
+func (e *Engine) relaySuspects(ctx context.Context, limit int, suspects []int64) (others []outbox.Queued, _ []int64, ok bool) {
+	for {
+		others, err := e.store.RelayExcept(ctx, e.now(), limit, suspects)
+		if err == nil {
+			return others, suspects, true
+		}
+		if refusedFor(err, false) == notRefused || len(suspects) >= maxRelaySuspects {
+			return nil, suspects, false
+		}
+		one, err := e.store.RelayExcept(ctx, e.now(), 1, suspects)
+		if err == nil {
+			return one, suspects, len(one) > 0
+		}
+		if refusedFor(err, false) == notRefused {
+			return nil, suspects, false
+		}
+		next, err := e.store.FirstDue(ctx, e.now(), suspects)
+		if err != nil || next == 0 {
+			return nil, suspects, false
+		}
+		e.log.Warn("relay refused without the rows refused alone too; trying the next due row alone", "suspects", len(suspects)+1, "id", next)
+		suspects = append(suspects, next)
+	}
 }
 
 // relayLoop moves due PENDING rows to QUEUED and pushes them, woken by

@@ -314,6 +314,40 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 		})
 	}
 
+	// Rows at fault where a fixed order of probes looked: the two oldest due
+	// (the relay tried the oldest alone, then all the others together) and
+	// the batch's first and last (the claim, the settle and the dead-letter
+	// hook tried only those two alone). Before, the relay retried such rows
+	// whole for good, and no channel's due rows were queued; the claim's
+	// and the settle's batch was retried whole until a retry happened to
+	// batch the rows differently (the claim's: a second later, in this test's
+	// one fetch of all 43 ids). outbox's TestStore_TellDeadLetters_rowsAtFaultAtTheEnds
+	// shows the same for a batch whose order is fixed.
+	for _, tt := range []struct{ stage, table, cond, want, reason string }{
+		{"settle, rows at fault at the ends", "notification_attempts", `r LIKE 'poison%' AND NEW.provider_status IS NOT NULL`, outbox.StatusSent, ""},
+		{"claim, rows at fault at the ends", "notifications", `NEW.recipient LIKE 'poison%' AND NEW.status = 'PROCESSING'`, outbox.StatusFailed, "could not be claimed"},
+		{"relay, rows at fault at the ends", "notifications", `NEW.recipient LIKE 'poison%' AND NEW.status = 'QUEUED'`, outbox.StatusFailed, "could not be queued"},
+	} {
+		t.Run(tt.stage, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil), wide)
+			b.poisonCode(tt.table, tt.cond, "P0001")
+			rs := append([]string{"poison-a"}, recipients("poison-b", 40)...)
+			ids := b.sendBatch(append(rs, "poison-c")...)
+			b.engine("", delivery.Hooks{})
+			for r, id := range ids {
+				n := b.wait(id, 30*time.Second)
+				want := outbox.StatusSent
+				if strings.HasPrefix(r, "poison") {
+					want = tt.want
+				}
+				if n.Status != want || (strings.HasPrefix(r, "poison") && !strings.Contains(n.LastError, tt.reason)) {
+					t.Errorf("%s: %s (%q), want %s", r, n.Status, n.LastError, want)
+				}
+			}
+		})
+	}
+
 	// Refused any write, even the finish that ends it without its details:
 	// left PROCESSING for an operator (as for a data error), the others SENT.
 	t.Run("settle, the row refused any write", func(t *testing.T) {

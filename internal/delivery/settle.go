@@ -344,28 +344,28 @@ func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool)
 	}
 }
 
-// commitAlone commits the first row of batch alone, or else its last: one
-// that commits says the statement is fine, and the batch's refusal (cause)
-// is the other rows' own, which are then split to find them. ok is false
-// when neither commits: no row is shown at fault, and the batch is retried
-// whole (a statement no row can pass must not end every row).
+// commitAlone commits rows of batch alone in turn (outbox.ProbeOrder: the
+// first, the last, then others at random) until one commits: that says the
+// statement is fine, and the batch's refusal (cause) is the other rows' own,
+// which are then split to find them. ok is false when none commits: no row
+// is shown at fault, and the batch is retried whole (a statement no row can
+// pass must not end every row).
 func (s *settler) commitAlone(batch []settleItem, applied []bool, cause error) (done, ok bool) {
-	if len(batch) < 2 {
-		return false, false
-	}
-	for _, k := range []int{0, len(batch) - 1} {
+	for _, k := range outbox.ProbeOrder(len(batch)) {
 		got, err := s.e.store.Settle(s.ctx, []outbox.Settlement{batch[k].s})
 		if err != nil {
 			continue
 		}
 		applied[k] = got[0]
 		s.e.log.Warn("settle refused, but not for every row; splitting the batch to find the rows at fault", "rows", len(batch), "error", cause)
-		if k == 0 {
-			return s.commitRows(batch[1:], applied[1:], true), true
-		}
-		return s.commitRows(batch[:k], applied[:k], true), true
+		return s.commitPart(batch[:k], applied[:k]) && s.commitPart(batch[k+1:], applied[k+1:]), true
 	}
 	return false, false
+}
+
+// commitPart is commitRows isolating, for a part of a batch that may be empty.
+func (s *settler) commitPart(batch []settleItem, applied []bool) bool {
+	return len(batch) == 0 || s.commitRows(batch, applied, true)
 }
 
 // finishUnstorable ends one row whose verdict Postgres refused to store: SENT

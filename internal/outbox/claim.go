@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -26,13 +27,20 @@ type Queued struct {
 // the NOTIFY that Listen turns into wakes until a Relay returns fewer than
 // limit rows (see 00001_outbox.sql for why). Poll as well: a wake is a hint.
 func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, error) {
-	return s.RelayExcept(ctx, now, limit, 0)
+	return s.relayWith(ctx, relaySQL, now, limit, int64(0))
 }
 
-// RelayExcept is Relay leaving the row except (0: none) PENDING: when a
-// relay of the oldest due row alone is refused, it tells whether that row is
-// at fault (the others relay) or the statement is (they are refused too).
-func (s *Store) RelayExcept(ctx context.Context, now time.Time, limit int, except int64) ([]Queued, error) {
+// RelayExcept is Relay leaving the rows except PENDING: when a relay of the
+// oldest due row alone is refused, it tells whether that row is at fault
+// (the others relay) or the statement is (they are refused too).
+func (s *Store) RelayExcept(ctx context.Context, now time.Time, limit int, except []int64) ([]Queued, error) {
+	if except == nil {
+		except = []int64{} // NULL would leave every row out
+	}
+	return s.relayWith(ctx, relayExceptSQL, now, limit, except)
+}
+
+func (s *Store) relayWith(ctx context.Context, sql string, now time.Time, limit int, except any) ([]Queued, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("relay: limit %d, want > 0", limit)
 	}
@@ -40,7 +48,7 @@ func (s *Store) RelayExcept(ctx context.Context, now time.Time, limit int, excep
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
-	rows, err := relay.Query(ctx, relaySQL, now, limit, except)
+	rows, err := relay.Query(ctx, sql, now, limit, except)
 	if err != nil {
 		return nil, fmt.Errorf("relay up to %d notifications: %w", limit, err)
 	}
@@ -72,6 +80,10 @@ wake AS (
      WHERE wake_wanted <> w.drained
 )
 SELECT id, channel FROM queued ORDER BY due_at, id`
+
+// relayExceptSQL is relaySQL leaving out the ids in the array $3 (the hot
+// statement keeps its one scalar, whose plan TestStore_HotPlansAreMadeForTheBurst checks).
+var relayExceptSQL = strings.Replace(relaySQL, "id <> $3", "id <> ALL($3::bigint[])", 1)
 
 // The UPDATE names its rows by primary key only: due locked them as PENDING
 // in this statement, so they still are, and a status test here would let the

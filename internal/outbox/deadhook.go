@@ -258,8 +258,8 @@ func hookPayload(channel string, count int, items []hookItem) []byte {
 // Postgres refuses it for its data, each half is told on its own, down to a
 // single dead letter, which is then recorded in res.Untold. A refusal of no
 // data class (IsRefusal: an operator's trigger's RAISE EXCEPTION) is a dead
-// letter's too once the first or last item is told alone (isolating); when
-// neither is, it is the statement's and is returned (the transaction rolls
+// letter's too once an item is told alone (isolating; ProbeOrder picks which
+// are tried); when none is, it is the statement's and is returned (the transaction rolls
 // back, and every event is taken again by a later call). One dead letter
 // refused so with no other to compare is a RefusedAloneError, unless it is
 // h.EndRefused: that one is recorded in res.Untold.
@@ -277,15 +277,14 @@ func (s *Store) tellRows(ctx context.Context, tx pgx.Tx, h DeadLetterHook, items
 		return nil
 	case IsRowError(err), isolating && IsRefusal(err):
 	case IsRefusal(err) && len(items) > 1:
-		for _, k := range []int{0, len(items) - 1} {
+		for _, k := range ProbeOrder(len(items)) {
 			if s.tellOnce(ctx, tx, h, items[k:k+1], res) != nil {
 				continue
 			}
-			rest := items[1:]
-			if k > 0 {
-				rest = items[:k]
+			if err := s.tellRows(ctx, tx, h, items[:k], res, true); err != nil {
+				return err
 			}
-			return s.tellRows(ctx, tx, h, rest, res, true)
+			return s.tellRows(ctx, tx, h, items[k+1:], res, true)
 		}
 		return err
 	case IsRefusal(err) && len(items) == 1:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +381,87 @@ CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUN
 	toldOnce(t, b.hookPayloads(t), later)
 	if n := b.eventsWaiting(t); n != 0 {
 		t.Errorf("%d events left waiting, want 0", n)
+	}
+}
+
+// TestStore_TellDeadLetters_rowsAtFaultAtTheEnds: a trigger refuses (P0001)
+// the hook notifications listing the first and the last of the dead letters
+// taken. Both told alone are refused, as the whole is; an earlier version
+// tried only those two alone and returned the refusal as the statement's,
+// every call, and no dead letter of the channel was told. A dead letter
+// between them told alone shows the refusal is theirs (outbox.ProbeOrder).
+func TestStore_TellDeadLetters_rowsAtFaultAtTheEnds(t *testing.T) {
+	t.Parallel()
+	b, h := hookSetup(t)
+	if _, err := b.db.Pool.Exec(b.ctx, `
+CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
+        RAISE EXCEPTION 'poisoned dead letter';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+		t.Fatal(err)
+	}
+	ids := b.deadLetters(t, "no such recipient", "poison-a", "b", "c", "d", "e", "poison-f")
+	res, err := b.store.TellDeadLetters(b.ctx, h)
+	if err != nil {
+		t.Fatalf("TellDeadLetters: %v", err)
+	}
+	var untold []int64
+	for _, u := range res.Untold {
+		untold = append(untold, u.ID)
+	}
+	if res.Told != 4 || !slices.Equal(untold, []int64{ids[0], ids[5]}) {
+		t.Errorf("told %d, untold %v; want 4 told and %v untold", res.Told, untold, []int64{ids[0], ids[5]})
+	}
+	toldOnce(t, b.hookPayloads(t), ids[1:5])
+	if n := b.eventsWaiting(t); n != 0 {
+		t.Errorf("%d events left waiting, want 0", n)
+	}
+}
+
+// TestProbeOrder: the first and the last come first; every position of a
+// batch of up to AloneProbes rows is named once; a larger batch gets
+// AloneProbes distinct positions in range, the middle ones drawn afresh.
+func TestProbeOrder(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1} {
+		if got := outbox.ProbeOrder(n); got != nil {
+			t.Errorf("ProbeOrder(%d) = %v, want nil", n, got)
+		}
+	}
+	for _, n := range []int{2, 3, 17, outbox.AloneProbes} {
+		got := outbox.ProbeOrder(n)
+		if len(got) != n || got[0] != 0 || got[1] != n-1 {
+			t.Errorf("ProbeOrder(%d) = %v, want all %d positions, the first and last first", n, got, n)
+		}
+		seen := map[int]bool{}
+		for _, k := range got {
+			seen[k] = true
+		}
+		if len(seen) != n {
+			t.Errorf("ProbeOrder(%d) = %v names a position twice", n, got)
+		}
+	}
+	drawn := map[int]bool{}
+	for range 20 {
+		n := 256
+		got := outbox.ProbeOrder(n)
+		if len(got) != outbox.AloneProbes || got[0] != 0 || got[1] != n-1 {
+			t.Fatalf("ProbeOrder(%d) = %v, want %d positions, the first and last first", n, got, outbox.AloneProbes)
+		}
+		seen := map[int]bool{}
+		for _, k := range got {
+			if k < 0 || k >= n || seen[k] {
+				t.Fatalf("ProbeOrder(%d) = %v: %d out of range or named twice", n, got, k)
+			}
+			seen[k] = true
+			drawn[k] = true
+		}
+	}
+	if len(drawn) < 3*outbox.AloneProbes {
+		t.Errorf("20 orders of 256 named %d positions in all; want the middle ones drawn afresh each time", len(drawn))
 	}
 }

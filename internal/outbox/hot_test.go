@@ -112,7 +112,7 @@ func TestStore_StateQueriesReadTheirPartialIndexes(t *testing.T) {
 	if _, err := b.store.NextDue(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.FirstDue(b.ctx, time.Now()); err != nil {
+	if _, err := b.store.FirstDue(b.ctx, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.store.Sweep(b.ctx, time.Now().Add(-time.Minute), 0, 100); err != nil {

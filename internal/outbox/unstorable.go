@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -59,6 +60,36 @@ func IsRefusal(err error) bool {
 		return false
 	}
 	return true
+}
+
+// AloneProbes bounds how many rows of a refused batch ProbeOrder names: each
+// is one statement of a single row, so a statement no row can pass costs at
+// most this many on every try, however large the batch.
+const AloneProbes = 32
+
+// ProbeOrder is the positions of a batch of n rows to write alone, in turn,
+// after the batch was refused for a reason of no data class (IsRefusal), until
+// one commits and shows the refusal is other rows' own: the first, the last,
+// then up to AloneProbes-2 of the others drawn at random, afresh on every try.
+// So rows at fault placed where a fixed order looks (the two ends, as an
+// earlier version tried only) cannot hide a batch-mate that commits for good;
+// only a batch of which no row commits alone is the statement's. Nil for
+// fewer than two rows.
+func ProbeOrder(n int) []int {
+	if n < 2 {
+		return nil
+	}
+	out := []int{0, n - 1}
+	if n <= AloneProbes {
+		for i := 1; i < n-1; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	for _, i := range rand.Perm(n - 2)[:AloneProbes-2] {
+		out = append(out, i+1)
+	}
+	return out
 }
 
 // Finish is the last resort for one row that a batched statement could not
