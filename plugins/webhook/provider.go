@@ -218,6 +218,7 @@ func (p *provider) client() *clients {
 			StreamResponseBody: true,
 			ConfigureClient: func(hc *fasthttp.HostClient) error {
 				hc.DialTimeout = dialer(hc.IsTLS, p.tlsConfig)
+				hc.Transport = alertTransport{}
 				return nil
 			},
 		}}
@@ -455,6 +456,11 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(q)
 	c.read += int64(n)
+	if err != nil && n == 0 && refusedTLS(err) != "" {
+		// fasthttp reports an error before the answer's first byte as
+		// io.EOF: the alert reaches the request another way.
+		alerts.put(alertKey(c.LocalAddr(), c.RemoteAddr()), err)
+	}
 	if err != nil && n == 0 && !c.stale() {
 		return n, noReplay{err}
 	}

@@ -70,6 +70,11 @@ var contentTypeJSON = []string{"application/json"}
 type post struct {
 	target *url.URL
 	rawURL string // target, as sent
+	// hostHeader is the Host header when it is not target's host as
+	// written: an IPv6 literal's zone ([fe80::1%eth0]) names an interface
+	// of this host, dialed through but never sent (RFC 6874 §4; RFC 9110
+	// §7.2's uri-host has no zone). "" otherwise.
+	hostHeader string
 	// headers are the channel's static headers, or nil when target is a
 	// recipient's URL other than the channel's own endpoint (sameEndpoint):
 	// a caller who picks the URL never gets the channel's credentials.
@@ -128,6 +133,7 @@ func (s *sender) Send(ctx context.Context, m sdk.Message) sdk.Verdict {
 		return s.failed(&p, err)
 	}
 
+	p.hostHeader = hostWithoutZone(target.Host)
 	if target == s.url {
 		p.rawURL = s.rawURL
 		if s.urlProxied {
@@ -206,6 +212,11 @@ func (s *sender) sendFast(p *post) sdk.Verdict {
 	defer fasthttp.ReleaseResponse(resp)
 
 	req.SetRequestURI(p.rawURL)
+	if p.hostHeader != "" {
+		// fasthttp sends the URL's host as written, zone and all.
+		req.UseHostHeader = true
+		req.Header.SetHost(p.hostHeader)
+	}
 	req.Header.SetMethod(fasthttp.MethodPost)
 	for k, v := range p.headers {
 		req.Header.Set(k, v[0])
@@ -314,6 +325,19 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 	// message (sdk.ClassifyHTTP), so it is retried.
 	v = sdk.ClassifyKeyedStatus(code, retryAfter, start)
 	drain(body, maxDrainBytes-len(start))
+	if code == http.StatusSeeOther {
+		// 303 See Other: the receiver has processed the POST and points
+		// at its answer elsewhere, "an indirect response to the original
+		// request" (RFC 9110 §15.4.4); it is also how a receiver answers
+		// a POST whose result is a resource it has already, a delivery
+		// seen before (§9.3.3). The message was accepted: SUCCESS, also
+		// with retry_all_non_2xx. The Location is not followed (a GET of
+		// it tells nothing more about the delivery), and sending the POST
+		// again, which a TRANSIENT does (and a PERMANENT's replay from
+		// the dead-letter queue), could deliver it twice. Any other 3xx
+		// is no answer about the message: PERMANENT.
+		return sdk.Success(nil).WithStatus(code)
+	}
 	if code == http.StatusGone {
 		// Standard Webhooks: 410 means the receiver wants no more; retrying
 		// never helps. Final, and said once per endpoint in the log.
@@ -379,7 +403,15 @@ func (s *sender) failed(p *post, err error) sdk.Verdict {
 	if errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
 		err = &timeoutError{timeout: s.timeout, message: p.ctxBounded}
 	}
-	v := sdk.ClassifyHTTP(nil, &url.Error{Op: "Post", URL: redactURL(p.target), Err: err})
+	ue := &url.Error{Op: "Post", URL: redactURL(p.target), Err: err}
+	var v sdk.Verdict
+	if why := refusedTLS(err); why != "" {
+		// sdk.ClassifyHTTP does not know these alerts (it reads a remote
+		// alert's text, for TLS versions only): found by type here.
+		v = sdk.Permanent("request failed: " + ue.Error() + " (final: " + why + ")")
+	} else {
+		v = sdk.ClassifyHTTP(nil, ue)
+	}
 	// fasthttp's parse errors quote the answer's head whole, twice (49 KB
 	// for a garbled 16 KB head): cut to what last_error holds before it is
 	// made printable and redacted (Redact drops a secret's start at the
@@ -434,6 +466,21 @@ func (s *sender) target(recipient string) (u *url.URL, configured bool, err erro
 		return nil, false, errors.New("recipient is not an http(s) URL and the channel has no url")
 	}
 	return s.url, true, nil
+}
+
+// hostWithoutZone is host (a URL's host and port) with its IPv6 zone
+// removed, or "" when it has none: "[fe80::1%eth0]:8080" is
+// "[fe80::1]:8080".
+func hostWithoutZone(host string) string {
+	i := strings.IndexByte(host, '%')
+	if i < 0 || !strings.HasPrefix(host, "[") {
+		return ""
+	}
+	j := strings.IndexByte(host[i:], ']')
+	if j < 0 {
+		return ""
+	}
+	return host[:i] + host[i+j:]
 }
 
 // sameEndpoint reports whether a and b name one endpoint: the same scheme,
