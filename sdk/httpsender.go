@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/textproto"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -172,21 +175,36 @@ const maxReplays = 1
 var errReplayed = errors.New("the connection was lost before an answer, also on the replay on another connection: not sent again")
 
 // ReplayOnce is req (a copy when changed) that net/http's Transport sends
-// again at most once within one call, as HTTPSender and HTTPBatchSender
-// send theirs: a plugin sending a request with a body and an
-// Idempotency-Key on its own client passes it through ReplayOnce before Do.
-// The Transport replays such a request when a reused connection is lost
-// before the answer's first byte, on every idle connection in turn and then
-// on a new one, and can do so only while the body's GetBody gives it again:
-// after one replay GetBody fails, and Do with it, saying the request was not
-// sent again. A request whose body GetBody cannot give again is never
-// replayed and is left as it is; so is one without a body (a GET), which the
-// Transport replays however often (no hook bounds it): fit for a read, not
-// for a bodyless request that must not repeat.
+// at most twice within one call, as HTTPSender and HTTPBatchSender send
+// theirs: a plugin sending a request with an Idempotency-Key on its own
+// client passes it through ReplayOnce before Do. The Transport replays such
+// a request — and any GET, HEAD, OPTIONS or TRACE — when a reused
+// connection is lost before the answer's first byte, on every idle
+// connection in turn and then on a new one. With a body it can do so only
+// while GetBody gives the body again: after one replay GetBody fails, and
+// Do with it, saying the request was not sent again. A request whose body
+// GetBody cannot give again is never replayed and is left as it is. A
+// request without a body (a GET, a DELETE, a POST with none) has no GetBody
+// the Transport asks, so its context is replaced by one that ends, with
+// that error as its cause, when the Transport asks for a connection a third
+// time before any answer: the request cannot be written again, whatever
+// the transport's pool holds. That context lives as long as req's does; give
+// the request a context that ends (a deadline per call), as HTTPSender's
+// message deadline does.
 func ReplayOnce(req *http.Request) *http.Request {
+	r, _ := replayOnce(req)
+	return r
+}
+
+// replayOnce is ReplayOnce, and a function that releases what it made once
+// the call is over (its answer read).
+func replayOnce(req *http.Request) (*http.Request, func()) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return bodylessReplayOnce(req)
+	}
 	get := req.GetBody
 	if get == nil {
-		return req
+		return req, func() {}
 	}
 	var replays atomic.Int32
 	r := req.WithContext(req.Context())
@@ -196,7 +214,26 @@ func ReplayOnce(req *http.Request) *http.Request {
 		}
 		return get()
 	}
-	return r
+	return r, func() {}
+}
+
+// bodylessReplayOnce bounds the sends of a request without a body by its
+// context: the Transport asks for a connection (httptrace GetConn) once per
+// send, so a third ask before an answer's first byte (which a redirect's
+// next request follows) ends the context, before any connection is handed
+// to the request.
+func bodylessReplayOnce(req *http.Request) (*http.Request, func()) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	var sends atomic.Int32
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) {
+			if sends.Add(1) > 1+maxReplays {
+				cancel(errReplayed)
+			}
+		},
+		GotFirstResponseByte: func() { sends.Store(0) },
+	})
+	return req.WithContext(ctx), func() { cancel(nil) }
 }
 
 // noRedirects is the helpers' default client. Following a redirect would
@@ -296,8 +333,12 @@ func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, 
 	if req.Context().Done() == nil { // built without a context: the message's deadline
 		req = req.WithContext(ctx)
 	}
-	req = ReplayOnce(req)
+	req, release := replayOnce(req)
+	defer release()
 	resp, err := x.client.Do(req)
+	if err != nil && context.Cause(req.Context()) == errReplayed {
+		err = &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: errReplayed}
+	}
 	if resp != nil && resp.Body != nil {
 		// Every read of the body ends at the message's deadline, whatever
 		// the body is: net/http stops reading a normal one when the
@@ -323,4 +364,13 @@ func (x *exchange) do(ctx context.Context, read bool) (Verdict, *http.Response, 
 		v = Transient(fmt.Sprintf("the answer is larger than %d bytes (MaxAnswer); not read further", x.limit)).WithStatus(resp.StatusCode)
 	}
 	return x.redact(v), resp, body
+}
+
+// urlErrorOp is the Op net/http's Client gives a *url.Error for method:
+// "Get", "Post", "Delete".
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
 }
