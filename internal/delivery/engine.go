@@ -110,6 +110,10 @@ type Engine struct {
 	// relayRefused counts the relays in a row that refused the oldest due
 	// row alone (relay.go); relayLoop's own.
 	relayRefused refusedAlone
+	// relaySuspects are the due rows earlier relay passes found refused
+	// alone with no row relaying after them (relay.go), at most
+	// maxRefusedAlone; relayLoop's own, forgotten with relayRefused.
+	relaySuspects []int64
 	// relayStall and claimStall time how long those stages have failed.
 	relayStall, claimStall stallClock
 }

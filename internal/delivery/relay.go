@@ -7,29 +7,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/queue"
 )
 
-// relay relays up to limit due rows. A relay Postgres refuses for a row's
-// data (outbox.IsRowError) would fail every pass and hold every due row
-// behind it, so the limit is halved until one row is refused alone: the
-// oldest due row, which is finished FAILED with the reason. The pass then
-// goes on (the caller calls again while rows come back).
-//
-// A refusal of no data class (an operator's trigger's RAISE EXCEPTION,
-// refused.go) is halved the same way, but the oldest due row refused alone
-// is at fault only if another due row relays without it. While the others
-// are refused too, the oldest of them is tried alone, and refused so it is
-// a suspect as well, up to maxRelaySuspects of them a pass: the first row that
-// relays alone shows the statement is fine, and every suspect is finished
-// FAILED (what relayed is returned, to be pushed). With no row relaying, the
-// error is returned (tried again whole: a statement no row can pass must not
-// end rows). With no other row due, the one row refused so
-// refusedAloneLimit times in a row is at fault. Only relayLoop calls relay
-// (e.relayRefused is its own).
+// relay relays up to limit due rows. A relay Postgres refuses would fail
+// every pass and hold every due row behind it, so the limit is halved while
+// it is refused; refused at one row, the rows at fault are looked for by id
+// (relayAtFault), finished FAILED with the reason, and what relayed meanwhile
+// is returned, to be pushed. The caller calls again while rows come back.
+// Only relayLoop calls relay (e.relayRefused is its own).
 func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) {
 	queued, err := e.store.Relay(ctx, e.now(), limit)
 	for n := limit / 2; err != nil && refusedFor(err, false) != notRefused && n >= 1; n /= 2 {
@@ -38,38 +28,30 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 	}
 	if err == nil {
 		e.relayRefused.forget()
+		e.relaySuspects = nil
 		return queued, nil
 	}
-	kind := refusedFor(err, false)
-	if kind == notRefused {
+	if refusedFor(err, false) == notRefused {
 		return nil, err
 	}
-	id, ferr := e.store.FirstDue(ctx, e.now(), nil)
-	if ferr != nil || id == 0 {
+	atFault, relayed, ferr := e.relayAtFault(ctx, err)
+	if ferr != nil {
 		return nil, fmt.Errorf("%w (and finding the row at fault: %v)", err, ferr)
 	}
-	suspects := []int64{id}
-	var others []outbox.Queued
-	if kind == maybeRowRefused {
-		var ok bool
-		if others, suspects, ok = e.relaySuspects(ctx, limit, suspects); !ok {
-			// No row relays alone: no row is shown at fault.
-			return nil, err
+	if len(atFault) == 0 {
+		if len(relayed) > 0 {
+			return relayed, nil
 		}
-		if len(others) == 0 {
-			// Alone: nothing tells the row's refusal from the statement's.
-			if len(suspects) > 1 || !e.relayRefused.refused(id) {
-				return nil, err
-			}
-			e.log.Warn("relay of one row refused alone, again; ending it as a row at fault", "id", id, "times", refusedAloneLimit, "error", err)
-		}
-		e.relayRefused.forget()
+		// No row is shown at fault: the statement's, tried again whole.
+		return nil, err
 	}
+	e.relayRefused.forget()
+	e.relaySuspects = nil
 	reason := fmt.Sprintf("could not be queued for sending (%v); ended FAILED", err)
-	for _, id := range suspects {
+	for _, id := range atFault {
 		if _, ferr := e.store.Finish(ctx, id, 0, outbox.StatusFailed, reason); ferr != nil {
 			e.log.Error("notification cannot be relayed or finished", "id", id, "cause", err, "error", ferr)
-			if len(others) > 0 {
+			if len(relayed) > 0 {
 				// Relayed without it: pushed, and the next pass relays the
 				// next rows without it again.
 				continue
@@ -81,44 +63,98 @@ func (e *Engine) relay(ctx context.Context, limit int) ([]outbox.Queued, error) 
 	}
 	// FAILED in Postgres is the dead-letter list the API and dashboard read;
 	// the id was never in a Redis queue, so there is nothing to move there.
-	return others, nil
+	return relayed, nil
 }
 
-// maxRelaySuspects bounds the rows one relay pass tries alone, each refused
-// alone, before a row relays alone (relay): two statements each, so a
-// statement no row can pass costs at most 2 × 64 a pass, and up to 64 rows
-// at fault at the head of the due rows are found in one pass.
+// maxRelaySuspects bounds the rows one relay pass tries alone after a
+// refusal (relayAtFault): two statements each, so a statement no row can
+// pass costs at most 2 × 64 a pass (retried with relayLoop's backoff), and
+// rows at fault at the head of the due rows are found 64 a pass, up to
+// maxRefusedAlone of them remembered between passes.
 const maxRelaySuspects = 64
 
-// relaySuspects relays up to limit due rows other than suspects (each
-// refused alone). While that is refused, the oldest other row is relayed
-// alone: relayed, it is the answer; refused, it joins the suspects. ok is
-// false when no row relayed and none can be shown to: Postgres could not
-// run the statement, no other row is due to try, or maxRelaySuspects rows were
-// refused alone. others may be empty with ok: no other row is due.
-func (e *Engine) relaySuspects(ctx context.Context, limit int, suspects []int64) (others []outbox.Queued, _ []int64, ok bool) {
-	for {
-		others, err := e.store.RelayExcept(ctx, e.now(), limit, suspects)
-		if err == nil {
-			return others, suspects, true
+// relayAtFault relays the oldest due rows one at a time, each by its id
+// (outbox.RelayOne; one another instance relayed meanwhile comes back
+// empty and is passed over), after the relay of the oldest due row alone
+// was refused (cause):
+//   - a row refused for its data (outbox.IsRowError) is at fault by itself,
+//     and returned alone at once;
+//   - a row refused otherwise (an operator's trigger's RAISE EXCEPTION,
+//     refused.go) is a suspect: nothing tells its refusal from the
+//     statement's until a later row relays alone (relayed), which shows the
+//     statement is fine. Then every suspect is at fault, those of earlier
+//     passes (e.relaySuspects) once each is refused alone again;
+//   - with no row relaying, no row is shown at fault (nil): the statement's,
+//     tried again whole. The pass's suspects are remembered, so the next
+//     pass starts past them. One row that was the only due row, refused so
+//     refusedAloneLimit passes in a row, is at fault.
+//
+// At most maxRelaySuspects new suspects a pass.
+func (e *Engine) relayAtFault(ctx context.Context, cause error) (atFault []int64, relayed []outbox.Queued, err error) {
+	tried := slices.Clone(e.relaySuspects)
+	var suspects []int64
+	for len(suspects) < maxRelaySuspects {
+		id, err := e.store.FirstDue(ctx, e.now(), tried)
+		if err != nil {
+			return nil, nil, err
 		}
-		if refusedFor(err, false) == notRefused || len(suspects) >= maxRelaySuspects {
-			return nil, suspects, false
+		if id == 0 {
+			break
 		}
-		one, err := e.store.RelayExcept(ctx, e.now(), 1, suspects)
-		if err == nil {
-			return one, suspects, len(one) > 0
+		tried = append(tried, id)
+		one, rerr := e.store.RelayOne(ctx, e.now(), id)
+		if rerr == nil {
+			if len(one) == 0 {
+				continue
+			}
+			earlier, more := e.relayAgainAlone(ctx)
+			return append(earlier, suspects...), append(one, more...), nil
 		}
-		if refusedFor(err, false) == notRefused {
-			return nil, suspects, false
+		switch refusedFor(rerr, false) {
+		case notRefused:
+			return nil, nil, rerr
+		case rowRefused:
+			return []int64{id}, nil, nil
 		}
-		next, err := e.store.FirstDue(ctx, e.now(), suspects)
-		if err != nil || next == 0 {
-			return nil, suspects, false
+		if len(suspects) == 0 {
+			e.log.Warn("relay of a due row alone refused; relaying the next ones alone to tell a row's refusal from the statement's",
+				"id", id, "earlier_suspects", len(e.relaySuspects), "error", rerr)
 		}
-		e.log.Warn("relay refused without the rows refused alone too; trying the next due row alone", "suspects", len(suspects)+1, "id", next)
-		suspects = append(suspects, next)
+		suspects = append(suspects, id)
 	}
+	if len(tried) == 1 && len(e.relaySuspects)+len(suspects) == 1 && e.relayRefused.refused(tried[0]) {
+		// The only due row, remembered or new, with no other to tell its
+		// refusal from the statement's, refusedAloneLimit passes in a row
+		// (refused.go).
+		e.log.Warn("relay of one row refused alone, again; ending it as a row at fault", "id", tried[0], "times", refusedAloneLimit, "error", cause)
+		return tried[:1], nil, nil
+	}
+	if len(e.relaySuspects)+len(suspects) <= maxRefusedAlone {
+		e.relaySuspects = append(e.relaySuspects, suspects...)
+	} else {
+		e.relaySuspects = nil // past the bound the search starts afresh
+	}
+	return nil, nil, nil
+}
+
+// relayAgainAlone relays each suspect of earlier passes alone again, once a
+// row relayed alone: refused again, it is at fault; relayed (its refusal
+// passed meanwhile), it is pushed like any row.
+func (e *Engine) relayAgainAlone(ctx context.Context) (atFault []int64, relayed []outbox.Queued) {
+	for _, id := range e.relaySuspects {
+		one, rerr := e.store.RelayOne(ctx, e.now(), id)
+		switch {
+		case rerr == nil:
+			relayed = append(relayed, one...)
+		case refusedFor(rerr, false) == notRefused:
+			// Postgres cannot run statements now: the ones not tried again
+			// are found again by a later pass if still refused.
+			return atFault, relayed
+		default:
+			atFault = append(atFault, id)
+		}
+	}
+	return atFault, relayed
 }
 
 // relayLoop moves due PENDING rows to QUEUED and pushes them, woken by

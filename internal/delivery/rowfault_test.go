@@ -348,6 +348,38 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 		})
 	}
 
+	// More rows at fault at the head of the due rows than one relay pass
+	// tries alone (64): the next pass goes on past those the first found,
+	// and once a row relays alone every one is tried alone again and ended.
+	t.Run("relay, 70 rows at fault at the head", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil), wide)
+		b.poisonCode("notifications", `NEW.recipient LIKE 'poison%' AND NEW.status = 'QUEUED'`, "P0001")
+		var rs []string
+		for i := range 70 {
+			rs = append(rs, fmt.Sprintf("poison-%d", i))
+		}
+		for i := range 5 {
+			rs = append(rs, fmt.Sprintf("ok-%d", i))
+		}
+		ids := b.sendBatch(rs...)
+		b.engine("", delivery.Hooks{})
+		var wrong []string
+		for r, id := range ids {
+			n := b.wait(id, 60*time.Second)
+			want := outbox.StatusSent
+			if strings.HasPrefix(r, "poison") {
+				want = outbox.StatusFailed
+			}
+			if n.Status != want {
+				wrong = append(wrong, fmt.Sprintf("%s %s (%q), want %s", r, n.Status, n.LastError, want))
+			}
+		}
+		if len(wrong) > 0 {
+			t.Errorf("%d of %d rows wrong, e.g. %v", len(wrong), len(ids), wrong[:min(len(wrong), 5)])
+		}
+	})
+
 	// Refused any write, even the finish that ends it without its details:
 	// left PROCESSING for an operator (as for a data error), the others SENT.
 	t.Run("settle, the row refused any write", func(t *testing.T) {
@@ -366,6 +398,34 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 		}
 		if n, err := b.store.Get(context.Background(), ids["poison"]); err != nil || n.Status != outbox.StatusProcessing {
 			t.Errorf("poison = %+v (%v), want left PROCESSING for an operator", n, err)
+		}
+	})
+
+	// The relay too: every due row refused alone is not ended row by row
+	// (each pass tries them alone, remembers them, and finds no row that
+	// relays); the trigger dropped, every row is SENT.
+	t.Run("relay, every row refused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newSink(t, nil), wide)
+		b.poisonCode("notifications", `NEW.status = 'QUEUED'`, "P0001")
+		ids := b.sendBatch(recipients("r", 10)...)
+		logs := &testenv.SyncBuffer{}
+		b.start(delivery.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+		waitFor(t, 30*time.Second, "four refused relay passes", func() bool {
+			return strings.Count(logs.String(), "relay: error=") >= 4
+		})
+		for r, id := range ids {
+			if n, err := b.store.Get(context.Background(), id); err != nil || n.Status != outbox.StatusPending {
+				t.Fatalf("%s = %+v (%v), want still PENDING: a statement no row can pass ended rows", r, n, err)
+			}
+		}
+		if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notifications ON notifications`); err != nil {
+			t.Fatal(err)
+		}
+		for r, id := range ids {
+			if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
+				t.Errorf("%s: %s (%q), want SENT once the relay can commit", r, n.Status, n.LastError)
+			}
 		}
 	})
 

@@ -30,14 +30,12 @@ func (s *Store) Relay(ctx context.Context, now time.Time, limit int) ([]Queued, 
 	return s.relayWith(ctx, relaySQL, now, limit, int64(0))
 }
 
-// RelayExcept is Relay leaving the rows except PENDING: when a relay of the
-// oldest due row alone is refused, it tells whether that row is at fault
-// (the others relay) or the statement is (they are refused too).
-func (s *Store) RelayExcept(ctx context.Context, now time.Time, limit int, except []int64) ([]Queued, error) {
-	if except == nil {
-		except = []int64{} // NULL would leave every row out
-	}
-	return s.relayWith(ctx, relayExceptSQL, now, limit, except)
+// RelayOne relays the row id alone, if it is still PENDING and due (none
+// back: it is not, or another relay holds it): after a relay was refused,
+// it tells a row's refusal from the statement's by the row's id, not by
+// its place among the due rows, which other instances' relays change.
+func (s *Store) RelayOne(ctx context.Context, now time.Time, id int64) ([]Queued, error) {
+	return s.relayWith(ctx, relayOneSQL, now, 1, id)
 }
 
 func (s *Store) relayWith(ctx context.Context, sql string, now time.Time, limit int, except any) ([]Queued, error) {
@@ -81,9 +79,8 @@ wake AS (
 )
 SELECT id, channel FROM queued ORDER BY due_at, id`
 
-// relayExceptSQL is relaySQL leaving out the ids in the array $3 (the hot
-// statement keeps its one scalar, whose plan TestStore_HotPlansAreMadeForTheBurst checks).
-var relayExceptSQL = strings.Replace(relaySQL, "id <> $3", "id <> ALL($3::bigint[])", 1)
+// relayOneSQL is relaySQL for the one row $3 ($2 is 1).
+var relayOneSQL = strings.Replace(relaySQL, "phase = 0 AND due_at <= $1 AND id <> $3", "id = $3 AND phase = 0 AND due_at <= $1", 1)
 
 // The UPDATE names its rows by primary key only: due locked them as PENDING
 // in this statement, so they still are, and a status test here would let the
