@@ -12,6 +12,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 )
 
@@ -38,14 +39,11 @@ func (p *pager) Configure(context.Context, sdk.ConfigureRequest) (sdk.Sender, er
 	}), nil
 }
 
-// TestEngine_DeadLetterHook: a channel's dead letters — from a provider's
-// final answer, and one failed at insert — are told to its hook channel in
-// batches of at most dead_letter_hook.batch, each exactly once, with the
-// reason; a delivered notification is never told, a dead letter replayed and
-// failing again is told again, and nothing is left waiting.
-func TestEngine_DeadLetterHook(t *testing.T) {
-	t.Parallel()
-	b := setup(t, newSink(t, nil))
+// hookConfig is b's config with the test channel on the in-process "memo"
+// provider telling its dead letters, 3 a notification every 100 ms, to the
+// channel "oncall" on "pager".
+func hookConfig(t *testing.T, b *bundle) config.Config {
+	t.Helper()
 	cfg := *b.cfg
 	cfg.Channels = map[string]config.Channel{
 		testChannel: {Plugin: "memo", DeadLetterHook: config.DeadLetterHook{
@@ -58,6 +56,18 @@ func TestEngine_DeadLetterHook(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// TestEngine_DeadLetterHook: a channel's dead letters — from a provider's
+// final answer, and one failed at insert — are told to its hook channel in
+// batches of at most dead_letter_hook.batch, each exactly once, with the
+// reason; a delivered notification is never told, a dead letter replayed and
+// failing again is told again, and nothing is left waiting.
+func TestEngine_DeadLetterHook(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	cfg := hookConfig(t, b)
 	p := &pager{}
 	e := b.startInProcess(&cfg, map[string]sdk.Provider{"memo": &memo{}, "pager": p})
 	ok := b.send("somebody", "")
@@ -154,28 +164,9 @@ func TestEngine_DeadLetterHook(t *testing.T) {
 func TestEngine_DeadLetterHook_refusedAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, newSink(t, nil))
-	cfg := *b.cfg
-	cfg.Channels = map[string]config.Channel{
-		testChannel: {Plugin: "memo", DeadLetterHook: config.DeadLetterHook{
-			Channel: "oncall", Recipient: "https://oncall.example/hook", Batch: 3, Every: 100 * time.Millisecond}},
-		"oncall": {Plugin: "pager"},
-	}
-	for name, ch := range cfg.Channels {
-		cfg.Channels[name] = config.FillChannel(ch)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := hookConfig(t, b)
 	ctx := context.Background()
-	if _, err := b.store.Pool().Exec(ctx, `
-CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
-        RAISE EXCEPTION 'poisoned dead letter';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+	if _, err := b.store.Pool().Exec(ctx, testenv.RefuseHookPoisonSQL); err != nil {
 		t.Fatal(err)
 	}
 	p := &pager{}

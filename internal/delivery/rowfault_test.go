@@ -401,59 +401,40 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 		}
 	})
 
-	// The relay too: every due row refused alone is not ended row by row
-	// (each pass tries them alone, remembers them, and finds no row that
-	// relays); the trigger dropped, every row is SENT.
-	t.Run("relay, every row refused", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, newSink(t, nil), wide)
-		b.poisonCode("notifications", `NEW.status = 'QUEUED'`, "P0001")
-		ids := b.sendBatch(recipients("r", 10)...)
-		logs := &testenv.SyncBuffer{}
-		b.start(delivery.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
-		waitFor(t, 30*time.Second, "four refused relay passes", func() bool {
-			return strings.Count(logs.String(), "relay: error=") >= 4
+	// A statement every row is refused by is not ended row by row: refused
+	// claims are tried again each second, refused relay passes try the rows
+	// alone, remember them and find no row that relays; nothing ends
+	// meanwhile, and with the trigger dropped every row is SENT.
+	for _, tt := range []struct{ stage, status, logged string }{
+		{"claim", outbox.StatusProcessing, "claim failed; retrying later"},
+		{"relay", outbox.StatusQueued, "relay: error="},
+	} {
+		t.Run(tt.stage+", every row refused", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, newSink(t, nil), wide)
+			b.poisonCode("notifications", fmt.Sprintf(`NEW.status = '%s'`, tt.status), "P0001")
+			ids := b.sendBatch(recipients("r", 10)...)
+			logs := &testenv.SyncBuffer{}
+			b.start(delivery.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+			waitFor(t, 30*time.Second, "four refused "+tt.stage+"s", func() bool {
+				return strings.Count(logs.String(), tt.logged) >= 4
+			})
+			before := map[string]string{"claim": outbox.StatusQueued, "relay": outbox.StatusPending}[tt.stage]
+			for r, id := range ids {
+				if n, err := b.store.Get(context.Background(), id); err != nil || n.Status != before {
+					t.Fatalf("%s = %+v (%v), want still %s: a statement no row can pass ended rows", r, n, err, before)
+				}
+			}
+			if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notifications ON notifications`); err != nil {
+				t.Fatal(err)
+			}
+			for r, id := range ids {
+				if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
+					t.Errorf("%s: %s (%q), want SENT once the %s can commit", r, n.Status, n.LastError, tt.stage)
+				}
+			}
 		})
-		for r, id := range ids {
-			if n, err := b.store.Get(context.Background(), id); err != nil || n.Status != outbox.StatusPending {
-				t.Fatalf("%s = %+v (%v), want still PENDING: a statement no row can pass ended rows", r, n, err)
-			}
-		}
-		if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notifications ON notifications`); err != nil {
-			t.Fatal(err)
-		}
-		for r, id := range ids {
-			if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
-				t.Errorf("%s: %s (%q), want SENT once the relay can commit", r, n.Status, n.LastError)
-			}
-		}
-	})
-
-	t.Run("every row refused", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, newSink(t, nil), wide)
-		b.poisonCode("notifications", `NEW.status = 'PROCESSING'`, "P0001")
-		ids := b.sendBatch(recipients("r", 10)...)
-		logs := &testenv.SyncBuffer{}
-		b.start(delivery.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
-		// Refused claims, tried again each second: nothing ends meanwhile.
-		waitFor(t, 30*time.Second, "three refused claims", func() bool {
-			return strings.Count(logs.String(), "claim failed; retrying later") >= 3
-		})
-		for r, id := range ids {
-			if n, err := b.store.Get(context.Background(), id); err != nil || n.Status != outbox.StatusQueued {
-				t.Fatalf("%s = %+v (%v), want still QUEUED: a statement no row can pass ended rows", r, n, err)
-			}
-		}
-		if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notifications ON notifications`); err != nil {
-			t.Fatal(err)
-		}
-		for r, id := range ids {
-			if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent {
-				t.Errorf("%s: %s (%q), want SENT once the claim can commit", r, n.Status, n.LastError)
-			}
-		}
-	})
+	}
 }
 
 // TestEngine_RowAtFault_TriggerExceptionAlone: a row an operator's trigger

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/internal/testenv"
 )
 
 // deadLetters writes FAILED notifications on the hooked channel "ch" straight
@@ -307,15 +308,7 @@ func TestStore_TellDeadLetters_replayedBeforeTold(t *testing.T) {
 func TestStore_TellDeadLetters_rowAtFault_triggerException(t *testing.T) {
 	t.Parallel()
 	b, h := hookSetup(t)
-	if _, err := b.db.Pool.Exec(b.ctx, `
-CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
-        RAISE EXCEPTION 'poisoned dead letter';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, testenv.RefuseHookPoisonSQL); err != nil {
 		t.Fatal(err)
 	}
 	ids := b.deadLetters(t, "no such recipient", "a", "b", "poison", "d", "e", "f", "g")
@@ -344,15 +337,7 @@ CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUN
 func TestStore_TellDeadLetters_refusedAlone(t *testing.T) {
 	t.Parallel()
 	b, h := hookSetup(t)
-	if _, err := b.db.Pool.Exec(b.ctx, `
-CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
-        RAISE EXCEPTION 'poisoned dead letter';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, testenv.RefuseHookPoisonSQL); err != nil {
 		t.Fatal(err)
 	}
 	ids := b.deadLetters(t, "no such recipient", "poison")
@@ -393,15 +378,7 @@ CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUN
 func TestStore_TellDeadLetters_rowsAtFaultAtTheEnds(t *testing.T) {
 	t.Parallel()
 	b, h := hookSetup(t)
-	if _, err := b.db.Pool.Exec(b.ctx, `
-CREATE FUNCTION no_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.channel = 'oncall' AND position('poison' in NEW.payload::text) > 0 THEN
-        RAISE EXCEPTION 'poisoned dead letter';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER no_poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION no_poison();`); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, testenv.RefuseHookPoisonSQL); err != nil {
 		t.Fatal(err)
 	}
 	ids := b.deadLetters(t, "no such recipient", "poison-a", "b", "c", "d", "e", "poison-f")
