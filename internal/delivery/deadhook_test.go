@@ -59,6 +59,19 @@ func hookConfig(t *testing.T, b *bundle) config.Config {
 	return cfg
 }
 
+// told is how many times each dead letter was told so far.
+func (p *pager) told() map[int64]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[int64]int{}
+	for _, batch := range p.payloads {
+		for _, d := range batch.DeadLetters {
+			seen[d.ID]++
+		}
+	}
+	return seen
+}
+
 // TestEngine_DeadLetterHook: a channel's dead letters — from a provider's
 // final answer, and one failed at insert — are told to its hook channel in
 // batches of at most dead_letter_hook.batch, each exactly once, with the
@@ -92,18 +105,11 @@ func TestEngine_DeadLetterHook(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			p.mu.Lock()
-			seen := map[int64]int{}
-			for _, batch := range p.payloads {
-				for _, d := range batch.DeadLetters {
-					seen[d.ID]++
-				}
-			}
+			seen := p.told()
 			n := 0
 			for _, c := range seen {
 				n += c
 			}
-			p.mu.Unlock()
 			if n >= want || time.Now().After(deadline) {
 				return seen
 			}
@@ -221,14 +227,7 @@ func TestEngine_DeadLetterHook_refusedAlone(t *testing.T) {
 	later := b.send("nobody", "")
 	b.wait(later, 15*time.Second)
 	for {
-		p.mu.Lock()
-		seen := map[int64]int{}
-		for _, batch := range p.payloads {
-			for _, d := range batch.DeadLetters {
-				seen[d.ID]++
-			}
-		}
-		p.mu.Unlock()
+		seen := p.told()
 		if seen[later] > 0 || time.Now().After(deadline.Add(15*time.Second)) {
 			if seen[later] != 1 || seen[poison] != 0 {
 				t.Errorf("later dead letter %d told %d times (want once), the refused one %d told %d times (want never)", later, seen[later], poison, seen[poison])
