@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/schedule"
@@ -26,11 +27,12 @@ import (
 // 24 × 40 MiB of heap at once. The pages' answers now hold a bounded share
 // (httpguard.Answers, charged by each page's read bound): the rest wait and
 // are answered 503 with Retry-After naming the bound, the heap stays within
-// a few pages, and a request that reads no page (/healthz, one
-// notification) is served meanwhile. Not parallel: it reads the process's
-// heap.
+// a few pages, and a request that reads no page (/healthz), or another
+// client's (one notification: it holds its own read bound, and the pages'
+// client holds at most its share) is served meanwhile. Not parallel: it
+// reads the process's heap.
 func TestServer_PageAnswersInFlightBounded(t *testing.T) {
-	b := setup(t, setupOptions{})
+	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} }})
 	// 4 dead letters of 1 MiB of payload and 4 MiB of result each: one page
 	// of 20 MiB (the page stops at the row past 16 MiB).
 	big := rows("orders", "a", "b", "c", "d")
@@ -73,6 +75,7 @@ func TestServer_PageAnswersInFlightBounded(t *testing.T) {
 			defer once()
 			req, _ := http.NewRequestWithContext(b.ctx, "GET", b.url+"/v1/dlq?channel=orders&limit=1000", nil)
 			req.Header.Set("Authorization", "Bearer "+tokenA)
+			req.Header.Set("X-Forwarded-For", "10.0.0.1") // one client, behind a trusted proxy
 			res, err := client.Do(req)
 			if err != nil {
 				t.Errorf("page %d: %v", i, err)
@@ -116,6 +119,7 @@ func TestServer_PageAnswersInFlightBounded(t *testing.T) {
 	for _, path := range []string{"/healthz", fmt.Sprintf("/v1/notifications/%d", small)} {
 		req, _ := http.NewRequestWithContext(ctx, "GET", b.url+path, nil)
 		req.Header.Set("Authorization", "Bearer "+tokenA)
+		req.Header.Set("X-Forwarded-For", "10.0.0.2") // another client
 		res, err := (&http.Client{}).Do(req)
 		if err != nil {
 			t.Fatalf("GET %s while pages are answered: %v", path, err)

@@ -27,7 +27,7 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(int(limit), httpguard.NotificationBytes))
+	release, err := holdAnswer(r, httpguard.PageCharge(int(limit), httpguard.NotificationBytes))
 	if err != nil {
 		return err
 	}
@@ -36,8 +36,7 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page)
-	return nil
+	return writeAnswer(w, r, http.StatusOK, page)
 }
 
 // dlqReplay: POST /v1/dlq/replay {"ids": [...]} | {"channel": "..."}; the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -90,6 +91,13 @@ func refusal(se *service.Error) *Error {
 // times that, past what sdk/client reads (client.MaxAnswerBytes). An answer
 // is application/json with nosniff, never HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	status, b := encodeJSON(status, v)
+	writeEncoded(w, status, b)
+}
+
+// encodeJSON is v as writeJSON answers it, and the status to answer it
+// with (a 500 for an encoding that failed).
+func encodeJSON(status int, v any) (int, *bytes.Buffer) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -99,10 +107,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b.Reset()
 		_ = enc.Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeInternal, Message: "encode answer: " + err.Error()}})
 	}
+	return status, &b
+}
+
+func writeEncoded(w http.ResponseWriter, status int, b *bytes.Buffer) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = b.WriteTo(w)
+}
+
+// holdAnswer holds n bytes, an answer's read bound, of the bound on answers
+// in flight (httpguard.HoldAnswer) for r until it has answered; the error
+// is a *httpguard.Busy. Every route that reads rows whose size a client or
+// an application's SQL controls holds its bound: a page (httpguard.PageCharge)
+// and one row read alone (a notification with its attempt log is ~9 MiB at
+// its largest) alike. It answers with writeAnswer.
+func holdAnswer(r *http.Request, n int64) (release func(), err error) {
+	return httpguard.HoldAnswer(r.Context(), n)
+}
+
+// writeAnswer is writeJSON for an answer read under holdAnswer: once it is
+// encoded, the request holds the encoded answer's size instead of its read
+// bound (httpguard.Encoded: less for small rows, more for text JSON
+// escapes) while it is written, for as long as its client takes to read
+// it. A *httpguard.Busy error says the bound stayed full: nothing was
+// written, answer the error.
+func writeAnswer(w http.ResponseWriter, r *http.Request, status int, v any) error {
+	status, b := encodeJSON(status, v)
+	if err := httpguard.Encoded(r.Context(), int64(b.Len())); err != nil {
+		return err
+	}
+	writeEncoded(w, status, b)
+	return nil
 }
 
 // writeError answers e as {"error": {"code", "message"}}.

@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/sdk/traceparent"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
@@ -55,18 +56,25 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) (err error) {
 	return nil
 }
 
-// getNotification: GET /v1/notifications/{id}.
+// getNotification: GET /v1/notifications/{id}, holding the row's read
+// bound (httpguard.NotificationGetBytes: its payload, result and attempt
+// log, ~9 MiB at their largest) of the bound on answers in flight until it
+// has answered, as a page does.
 func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	id, e := parseID(r, "notification")
 	if e != nil {
 		return e
 	}
+	release, err := holdAnswer(r, httpguard.NotificationGetBytes)
+	if err != nil {
+		return err
+	}
+	defer release()
 	n, err := s.ops.Notification(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, n)
-	return nil
+	return writeAnswer(w, r, http.StatusOK, n)
 }
 
 // cancel: POST /v1/notifications/{id}/cancel. PENDING and QUEUED become

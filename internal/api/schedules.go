@@ -16,22 +16,33 @@ func (s *Server) putSubscriber(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
+	// The answer is the subscriber as stored, read back: topics added
+	// before (by SQL of one's own too) are in it.
+	release, err := holdAnswer(r, httpguard.SubscriberBytes)
+	if err != nil {
+		return err
+	}
+	defer release()
 	got, err := s.ops.PutSubscriber(r.Context(), sub)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, got)
-	return nil
+	return writeAnswer(w, r, http.StatusOK, got)
 }
 
-// getSubscriber: GET /v1/subscribers/{id}.
+// getSubscriber: GET /v1/subscribers/{id}, holding a subscriber's read
+// bound (httpguard.SubscriberBytes) of the bound on answers in flight.
 func (s *Server) getSubscriber(w http.ResponseWriter, r *http.Request) error {
+	release, err := holdAnswer(r, httpguard.SubscriberBytes)
+	if err != nil {
+		return err
+	}
+	defer release()
 	got, err := s.ops.Subscriber(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, got)
-	return nil
+	return writeAnswer(w, r, http.StatusOK, got)
 }
 
 // deleteSubscriber: DELETE /v1/subscribers/{id}; 204.
@@ -63,6 +74,11 @@ func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
+	release, err := holdAnswer(r, httpguard.JobBytes) // the job, read back
+	if err != nil {
+		return err
+	}
+	defer release()
 	job, err := s.ops.RunSchedule(r.Context(), r.PathValue("name"), req)
 	if err != nil {
 		return err
@@ -71,8 +87,7 @@ func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) error {
 	if job.Outcome == wire.RunExists {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, job)
-	return nil
+	return writeAnswer(w, r, code, job)
 }
 
 // createCampaign: POST /v1/campaigns; 202 with the campaign's job.
@@ -81,12 +96,16 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
+	release, err := holdAnswer(r, httpguard.JobBytes) // the job, read back
+	if err != nil {
+		return err
+	}
+	defer release()
 	job, err := s.ops.CreateCampaign(r.Context(), c)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, job)
-	return nil
+	return writeAnswer(w, r, http.StatusAccepted, job)
 }
 
 // Job kinds and states a jobs query may name.
@@ -116,7 +135,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		return e
 	}
 	f.Before, f.Limit = before, int(limit)
-	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(f.Limit, httpguard.JobBytes))
+	release, err := holdAnswer(r, httpguard.PageCharge(f.Limit, httpguard.JobBytes))
 	if err != nil {
 		return err
 	}
@@ -125,20 +144,24 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return writeAnswer(w, r, http.StatusOK, out)
 }
 
-// getJob: GET /v1/jobs/{id}.
+// getJob: GET /v1/jobs/{id}, holding a job's read bound
+// (httpguard.JobBytes) of the bound on answers in flight.
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	id, e := parseID(r, "job")
 	if e != nil {
 		return e
 	}
+	release, err := holdAnswer(r, httpguard.JobBytes)
+	if err != nil {
+		return err
+	}
+	defer release()
 	job, err := s.ops.Job(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, job)
-	return nil
+	return writeAnswer(w, r, http.StatusOK, job)
 }

@@ -91,11 +91,13 @@ type Options struct {
 	// Tracer records the enqueue's server span, whose trace each new
 	// notification keeps (internal/tracing); nil: tracing off.
 	Tracer trace.Tracer
-	// MaxAnswerBytes bounds the bytes of answers built from pages of rows
-	// in flight at once, the API's and the dashboard's together
-	// (httpguard.Answers): each page holds its read bound
-	// (httpguard.PageCharge, up to about 21 MiB) until it has answered.
-	// Default DefaultMaxAnswerBytes.
+	// MaxAnswerBytes bounds the bytes of answers built from rows in flight
+	// at once, the API's and the dashboard's together (httpguard.Answers):
+	// each page holds its read bound (httpguard.PageCharge, up to about
+	// 21 MiB), and each row read alone its own (a notification ~9 MiB),
+	// then its encoded answer's size until it has been written; one client
+	// address at most its share (httpguard.AnswerShare). Default
+	// DefaultMaxAnswerBytes.
 	MaxAnswerBytes int64
 }
 
@@ -155,7 +157,14 @@ func New(o Options) (*Server, error) {
 	share := httpguard.ClientShare(inflight, cmp.Or(o.Config.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient),
 		cmp.Or(o.Config.HTTP.MaxConnections, config.DefaultMaxConnections))
 	s.handler = httpguard.NewInflight(inflight, o.Config.HTTP.MaxBodyBytes, share, inflightWait, s.proxies.ClientIP).Wrap(s.routes())
-	s.handler = httpguard.NewAnswers(cmp.Or(o.MaxAnswerBytes, DefaultMaxAnswerBytes), answerWait).Wrap(s.handler)
+	// One client (address) holds at most its connections' share of the
+	// answers in flight, and at least one page at its largest: an answer
+	// is held until its client has read it, so without a share three slow
+	// readers of big pages held the bound for the write timeout.
+	answers := cmp.Or(o.MaxAnswerBytes, DefaultMaxAnswerBytes)
+	s.handler = httpguard.NewAnswers(answers, answerWait).PerClient(httpguard.AnswerShare(answers,
+		cmp.Or(o.Config.HTTP.MaxConnectionsPerClient, config.DefaultMaxConnectionsPerClient),
+		cmp.Or(o.Config.HTTP.MaxConnections, config.DefaultMaxConnections)), s.proxies.ClientIP).Wrap(s.handler)
 	return s, nil
 }
 

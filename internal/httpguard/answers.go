@@ -22,12 +22,41 @@ const (
 	// and 200 bytes for the rest (outbox's row size).
 	NotificationBytes = wire.MaxPayloadBytes + wire.MaxResultBytes + wire.MaxErrorLen +
 		wire.MaxRecipientLen + wire.MaxIdempotencyKeyLen + wire.MaxChannelLen + 200
+	// History is the most attempts a notification's GET reads
+	// (outbox.MaxHistory; a test holds them equal).
+	History = 1000
+	// AttemptBytes bounds one attempt of the log as a GET reads it: its
+	// error and provider code within the database's CHECKs, and 200 bytes
+	// for its times, outcome and status.
+	AttemptBytes = wire.MaxErrorLen + wire.MaxProviderCodeLen + 200
+	// ReceiptBytes bounds a notification's receipt as a GET reads it: its
+	// detail and code as Postgres cuts them (outbox.MaxReceiptDetail), and
+	// room for the rest.
+	ReceiptBytes = 1<<10 + wire.MaxProviderCodeLen + 200
+	// NotificationGetBytes is what one notification read alone is charged
+	// (GET /v1/notifications/{id}, the dashboard's notification page and
+	// its look-ups by id and key, which read the same row): the row, its
+	// latest History attempts and its receipt. About 9.3 MiB: a row of a
+	// 1 MiB payload and a 4 MiB result with a full log read ~9 MiB, and its
+	// answer is a second copy.
+	NotificationGetBytes = NotificationBytes + History*AttemptBytes + ReceiptBytes
+	// SummaryBytes is what one row of a list that shows summaries is
+	// charged (the dashboard's dead letters and look-up by recipient,
+	// outbox.Summary: no payload, result or attempt log): its channel,
+	// recipient and cut error within the database's CHECKs, and 200 bytes
+	// for the rest (outbox.SummaryBytes; a test holds them equal).
+	SummaryBytes = wire.MaxChannelLen + wire.MaxRecipientLen + wire.MaxErrorLen + 200
 	// JobBytes is what one job of a jobs page is charged: its payload
 	// template and its audience read back within 128 KiB each
 	// (schedule.MaxTemplateReadBytes), its error within 4 KiB, its cursor
 	// and names within 1 KiB each (schedule's jobColumns), and room for
-	// the rest.
+	// the rest. A job read alone (GET /v1/jobs/{id}) is charged as much.
 	JobBytes = 2*(128<<10) + wire.MaxErrorLen + 8*(1<<10) + 4<<10
+	// SubscriberBytes is what one subscriber read alone is charged (GET
+	// /v1/subscribers/{id}): its addresses within 256 KiB as text, its
+	// first 1,000 topics of at most 200 bytes (and a string header each),
+	// its attributes within 128 KiB, its external id.
+	SubscriberBytes = 256<<10 + 1000*(wire.MaxChannelLen+16) + 128<<10 + 4<<10
 )
 
 // PageCharge is what a page of at most limit rows of rowBytes each may hold:
@@ -36,67 +65,213 @@ func PageCharge(limit int, rowBytes int64) int64 {
 	return min(int64(max(limit, 1))*rowBytes, PageBytes+rowBytes)
 }
 
-// Answers bounds the memory that answers built from pages of rows hold at
-// once: a dead-letter page reads up to PageBytes past its first row (about
-// 21 MiB), and its answer, encoded, is a second copy of it. Without a bound
-// a token holder's 256 connections (64 per address) of such pages held
-// several GB. Each such request holds its page's bound (PageCharge) from
-// before it reads until it has answered; one that cannot get it within the
-// bound's wait, or before its context ends, is answered 503 with
-// Retry-After (Busy). Requests that read no page never wait for it.
+// MaxCharge is the largest charge any one answer is given before it reads:
+// a page of notifications at its read bound.
+const MaxCharge = PageBytes + NotificationBytes
+
+// Answers bounds the memory that answers built from rows hold at once: a
+// dead-letter page reads up to PageBytes past its first row (about 21 MiB),
+// one notification with its attempt log up to ~9 MiB, and an answer,
+// encoded, is a second copy. Without a bound a token holder's 256
+// connections (64 per address) of such pages held several GB. Each such
+// request holds its read bound (PageCharge, NotificationGetBytes, …) from
+// before it reads; once its answer is encoded it holds the encoded answer's
+// size instead (Encoded: less for a page of small rows, more for text that
+// JSON or HTML escapes) until it has been written; a request that cannot
+// get its bytes within the bound's wait, or before its context ends, is
+// answered 503 with Retry-After (Busy). Requests that read no row never
+// wait for it.
+//
+// One client (PerClient: an address, as Proxies.ClientIP names it) may hold
+// at most its share of the bound. An answer is held until the client has
+// read it into the kernel's buffers, for up to the server's write timeout:
+// without a share, three slow readers of big pages held the whole bound for
+// a minute and every other reader got 503.
 //
 // The handler Wrap returns carries the bound in each request's context,
 // where HoldAnswer finds it: the API's routes and the dashboard's pages
 // (served under the API's handler) share one bound.
 type Answers struct {
-	sem  *semaphore.Weighted
-	max  int64
-	wait time.Duration
+	sem       *semaphore.Weighted
+	max       int64
+	wait      time.Duration
+	perClient int64
+	client    func(*http.Request) string
+
+	mu    sync.Mutex
+	held  map[string]int64 // bytes held by each client holding any
+	freed chan struct{}    // closed, and replaced, when a client's hold drops
 }
 
 // NewAnswers allows max bytes of answers in flight; a request waits at most
-// wait for its share.
+// wait for its share. Every client may hold all of it until PerClient says
+// otherwise.
 func NewAnswers(max int64, wait time.Duration) *Answers {
-	return &Answers{sem: semaphore.NewWeighted(max), max: max, wait: wait}
+	return &Answers{sem: semaphore.NewWeighted(max), max: max, wait: wait, perClient: max,
+		held: map[string]int64{}, freed: make(chan struct{})}
+}
+
+// PerClient lets each client, as client names a request's, hold at most
+// share bytes (at least MaxCharge, so that any one answer can be had; at
+// most the whole bound), and returns a. Call it before Wrap.
+func (a *Answers) PerClient(share int64, client func(*http.Request) string) *Answers {
+	a.perClient, a.client = min(max(share, MaxCharge), a.max), client
+	return a
+}
+
+// AnswerShare is a client's share of a bound on answers of total bytes:
+// its share of the server's connections (ClientShare), and never less than
+// the largest one answer (MaxCharge).
+func AnswerShare(total int64, perClient, maxConns int) int64 {
+	return min(max(ClientShare(total, perClient, maxConns), MaxCharge), total)
 }
 
 type answersKey struct{}
 
-// Wrap carries a in the context of h's requests.
+// answer is what one request holds of the bound.
+type answer struct {
+	a   *Answers
+	ctx context.Context
+	who string
+
+	mu   sync.Mutex
+	held int64
+}
+
+// Wrap carries a in the context of h's requests, and gives back what a
+// request still holds when h returns.
 func (a *Answers) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), answersKey{}, a)))
+		q := &answer{a: a, ctx: r.Context()}
+		if a.client != nil {
+			q.who = a.client(r)
+		}
+		defer q.set(0)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), answersKey{}, q)))
 	})
 }
 
-// HoldAnswer holds n bytes of the bound on answers in flight that ctx
-// carries (Answers.Wrap), as Answers.Hold does. Without a bound on ctx it
-// holds nothing.
+// HoldAnswer holds n more bytes of the bound on answers in flight that ctx
+// carries (Answers.Wrap) for its request, at most the whole bound or the
+// client's share; release gives back all the request holds (also given
+// back when the request ends). When the bytes cannot be had within the
+// bound's wait, or before ctx ends, the error is a *Busy naming the bound.
+// Without a bound on ctx it holds nothing.
 func HoldAnswer(ctx context.Context, n int64) (release func(), err error) {
-	a, ok := ctx.Value(answersKey{}).(*Answers)
+	q, ok := ctx.Value(answersKey{}).(*answer)
 	if !ok {
 		return func() {}, nil
 	}
-	return a.Hold(ctx, n)
+	q.mu.Lock()
+	to := q.held + n
+	q.mu.Unlock()
+	if err := q.set(to); err != nil {
+		return nil, err
+	}
+	return func() { _ = q.set(0) }, nil
 }
 
-// Hold holds n bytes of the bound, at most the whole bound: a page larger
-// than it waits until it answers alone. release gives them back; call it
-// once the answer is written. When the bytes cannot be had within the
-// bound's wait, or before ctx ends, the error is a *Busy naming the bound.
+// Encoded tells the bound that ctx's request has encoded its answer into n
+// bytes, about to be written: a request that holds any of the bound
+// (HoldAnswer) holds n from now on instead of its read bound — it gives
+// back the rest, or waits, as HoldAnswer does, for what JSON's or HTML's
+// escapes added. A request that holds nothing is not charged. A *Busy error
+// says the answer must not be written.
+func Encoded(ctx context.Context, n int64) error {
+	q, ok := ctx.Value(answersKey{}).(*answer)
+	if !ok {
+		return nil
+	}
+	q.mu.Lock()
+	holding := q.held > 0
+	q.mu.Unlock()
+	if !holding {
+		return nil
+	}
+	return q.set(max(n, 1))
+}
+
+// set makes q hold to bytes (within the client's share), waiting for more
+// at most the bound's wait.
+func (q *answer) set(to int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.a
+	to = min(to, a.perClient)
+	if to < q.held {
+		a.sem.Release(q.held - to)
+		a.unhold(q.who, q.held-to)
+		q.held = to
+		return nil
+	}
+	n := to - q.held
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(q.ctx, a.wait)
+	defer cancel()
+	if err := a.hold(ctx, q.who, n); err != nil {
+		return a.busy()
+	}
+	if err := a.sem.Acquire(ctx, n); err != nil {
+		a.unhold(q.who, n)
+		return a.busy()
+	}
+	q.held = to
+	return nil
+}
+
+func (a *Answers) busy() error {
+	share := ""
+	if a.perClient < a.max {
+		share = fmt.Sprintf(" (one client at most %d of them)", a.perClient)
+	}
+	return &Busy{RetryAfter: 1, Message: fmt.Sprintf(
+		"too many pages are being answered at once: they hold the %d bytes of answers in flight this server allows%s; "+
+			"retry in 1 s, or ask for a smaller page (limit)", a.max, share)}
+}
+
+// hold reserves n of who's share, waiting for it until ctx ends.
+func (a *Answers) hold(ctx context.Context, who string, n int64) error {
+	for {
+		a.mu.Lock()
+		if a.held[who]+n <= a.perClient {
+			a.held[who] += n
+			a.mu.Unlock()
+			return nil
+		}
+		freed := a.freed
+		a.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *Answers) unhold(who string, n int64) {
+	a.mu.Lock()
+	if a.held[who] -= n; a.held[who] <= 0 {
+		delete(a.held, who)
+	}
+	close(a.freed)
+	a.freed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// Hold holds n bytes of the bound for no request in particular (a test's
+// stand-in for answers in flight), at most the whole bound, as HoldAnswer
+// does; release gives them back.
 func (a *Answers) Hold(ctx context.Context, n int64) (release func(), err error) {
 	if n <= 0 {
 		return func() {}, nil
 	}
-	n = min(n, a.max)
-	wctx, cancel := context.WithTimeout(ctx, a.wait)
-	defer cancel()
-	if err := a.sem.Acquire(wctx, n); err != nil {
-		return nil, &Busy{RetryAfter: 1, Message: fmt.Sprintf(
-			"too many pages are being answered at once: they hold the %d bytes of answers in flight this server allows; "+
-				"retry in 1 s, or ask for a smaller page (limit)", a.max)}
+	q := &answer{a: a, ctx: ctx, who: "\x00test"}
+	if err := q.set(min(n, a.max)); err != nil {
+		return nil, err
 	}
-	return sync.OnceFunc(func() { a.sem.Release(n) }), nil
+	return sync.OnceFunc(func() { _ = q.set(0) }), nil
 }
 
 // Busy is a bound that stayed full for as long as a request may wait for

@@ -1,0 +1,213 @@
+package api_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/httpguard"
+	"github.com/notifyd/notifyd/internal/outbox"
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// bigRow makes id the largest notification a GET reads: a 1 MiB payload, a
+// 4 MiB result and 1,000 attempts of a 4 KiB error (written as an
+// application's SQL may: every value within the database's CHECKs).
+func (b *bundle) bigRow(id int64) {
+	b.t.Helper()
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET payload = jsonb_build_object('p', repeat('x', $2)),
+	       result = jsonb_build_object('r', repeat('y', $3)) WHERE id = $1`, id, 1<<20-64, 4<<20-64); err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO notification_attempts
+	    (notification_id, attempt, started_at, finished_at, outcome, provider_status, provider_code, error)
+	  SELECT $1, g, now(), now(), 'TRANSIENT', 500, repeat('c', 256), repeat('"', 4096) FROM generate_series(1, 1000) g`, id); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// rawGet sends a GET on a connection of its own, from client (the
+// X-Forwarded-For a trusted proxy would add), and returns the connection
+// unread.
+func (b *bundle) rawGet(path, client string) net.Conn {
+	b.t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { _ = c.Close() })
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: notifyd\r\nAuthorization: Bearer %s\r\nX-Forwarded-For: %s\r\n\r\n",
+		path, tokenA, client); err != nil {
+		b.t.Fatal(err)
+	}
+	return c
+}
+
+// A notification read alone is up to a 1 MiB payload, a 4 MiB result and
+// 1,000 attempts of a 4 KiB error: ~9 MiB read and as much again encoded
+// (more: JSON escapes each `"` of an error). GET /v1/notifications/{id}
+// held nothing of the bound on answers in flight, so 24 GETs of such a row
+// whose clients read only once every GET had answered grew the heap by
+// ~24 × 20 MiB. It now holds its read bound (httpguard.NotificationGetBytes)
+// as a page does: the rest wait, and are answered 503 with Retry-After
+// naming the bound. Not parallel: it reads the process's heap.
+func TestServer_NotificationGetHoldsAnswersInFlight(t *testing.T) {
+	b := setup(t, setupOptions{})
+	id := b.insert("orders", "big")[0]
+	b.bigRow(id)
+
+	const gets = 24
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	type result struct {
+		status int
+		body   []byte
+		retry  string
+	}
+	var (
+		answered, done sync.WaitGroup
+		read           = make(chan struct{})
+		results        = make([]result, gets)
+	)
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: gets}}
+	answered.Add(gets)
+	done.Add(gets)
+	for i := range gets {
+		go func() {
+			defer done.Done()
+			once := sync.OnceFunc(answered.Done)
+			defer once()
+			req, _ := http.NewRequestWithContext(b.ctx, "GET", fmt.Sprintf("%s/v1/notifications/%d", b.url, id), nil)
+			req.Header.Set("Authorization", "Bearer "+tokenA)
+			res, err := client.Do(req)
+			if err != nil {
+				t.Errorf("GET %d: %v", i, err)
+				return
+			}
+			defer res.Body.Close()
+			once()
+			<-read
+			var body []byte
+			if res.StatusCode == 200 {
+				var n wire.NotificationInfo
+				if err := json.NewDecoder(res.Body).Decode(&n); err != nil || len(n.History) != 1000 {
+					t.Errorf("GET %d: %d attempts, %v", i, len(n.History), err)
+				}
+			} else {
+				body, _ = io.ReadAll(io.LimitReader(res.Body, 4096))
+			}
+			results[i] = result{res.StatusCode, body, res.Header.Get("Retry-After")}
+		}()
+	}
+	var peak uint64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	answered.Wait()
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	<-sampled
+	close(read)
+	done.Wait()
+
+	held := int64(peak) - int64(base.HeapInuse)
+	t.Logf("%d GETs of a 9 MiB notification at once: heap in use grew by %d MiB at its peak", gets, held>>20)
+	if held > 160<<20 {
+		t.Errorf("%d GETs of a 9 MiB notification at once took the heap %d MiB past where it was; want at most 160 MiB (a bounded number at once)",
+			gets, held>>20)
+	}
+	served := 0
+	for i, r := range results {
+		switch {
+		case r.status == 200:
+			served++
+		case r.status == 503:
+			var eb wire.ErrorBody
+			if err := json.Unmarshal(r.body, &eb); err != nil || !strings.Contains(eb.Error.Message, "answers in flight") || r.retry == "" {
+				t.Errorf("GET %d refused: %d %s (Retry-After %q); want 503 with Retry-After naming the bound", i, r.status, r.body, r.retry)
+			}
+		default:
+			t.Errorf("GET %d: %d %s; want 200, or 503 when the bound is full", i, r.status, r.body)
+		}
+	}
+	if served == 0 {
+		t.Errorf("no GET of the %d was served", gets)
+	}
+}
+
+// A page is held until its client has read it, for up to the write
+// timeout. One client (an address) asking for pages of 20 MiB on
+// connections it never reads held 21 MiB of the 64 MiB bound each: three
+// of them held it all, and every other client's page, however small,
+// waited 5 s and got 503 for as long as they stayed. A client now holds at
+// most its share of the bound (httpguard.AnswerShare: its connections'
+// share, at least one page at its largest), so another client's pages are
+// served while it stalls.
+func TestServer_SlowReaderHoldsItsShareOnly(t *testing.T) {
+	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} }})
+	big := rows("orders", "a", "b", "c", "d")
+	for i := range big {
+		big[i].Payload = json.RawMessage(`{"p":"` + strings.Repeat("x", 1<<20-64) + `"}`)
+	}
+	ids := b.deadLetterRows("orders", big)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET result = jsonb_build_object('r', repeat('y', $2)) WHERE id = ANY($1)`,
+		ids, 4<<20-64); err != nil {
+		t.Fatal(err)
+	}
+	small := b.deadLetter("alerts", "someone")[0]
+
+	// The slow client: six pages of 20 MiB, not a byte of them read.
+	for range 6 {
+		b.rawGet("/v1/dlq?channel=orders&limit=1000", "10.0.0.1")
+	}
+	time.Sleep(2 * time.Second) // each has read its page and is blocked writing it, or waits for the bound
+
+	// Another client's pages, small and large, are served meanwhile.
+	for _, path := range []string{"/v1/dlq?channel=alerts&limit=1", fmt.Sprintf("/v1/notifications/%d", small), "/v1/dlq?channel=orders&limit=1000"} {
+		start := time.Now()
+		c := b.rawGet(path, "10.0.0.2")
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s from another client while one reads nothing: %v", path, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("GET %s from another client while one reads nothing: %d after %s: %.300s; want 200",
+				path, res.StatusCode, time.Since(start).Round(time.Millisecond), body)
+		}
+	}
+}
+
+// The bounds the charges assume are the stores' own.
+func TestServer_OneRowChargesAreTheStoresBounds(t *testing.T) {
+	t.Parallel()
+	if httpguard.History != outbox.MaxHistory {
+		t.Errorf("httpguard.History = %d, outbox.MaxHistory = %d: keep them equal", httpguard.History, outbox.MaxHistory)
+	}
+	if httpguard.ReceiptBytes < outbox.MaxReceiptDetail+wire.MaxProviderCodeLen {
+		t.Errorf("httpguard.ReceiptBytes = %d, less than a receipt's detail and code", httpguard.ReceiptBytes)
+	}
+}
