@@ -11,6 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpguard"
+	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
 )
 
@@ -37,7 +38,7 @@ type deadData struct {
 }
 
 type deadRow struct {
-	wire.NotificationInfo
+	service.Summary
 	Configured bool // replayable here: its channel is configured
 }
 
@@ -61,28 +62,22 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.holdPage(w, r, int(limit)+1, httpguard.NotificationBytes)
+	// One more row than the page, to know whether another page follows.
+	rows, next, ok := s.deadRows(w, r, wire.DLQQuery{Channel: channel, After: after, Limit: int(limit) + 1})
 	if !ok {
 		return
 	}
-	defer release()
-	page, err := s.d.Ops.Dead(r.Context(), wire.DLQQuery{Channel: channel, After: after, Limit: int(limit) + 1})
-	if err != nil {
-		s.failErr(w, r, "list dead letters", err)
-		return
-	}
-	rows := page.Notifications
 	data := deadData{Channel: channel, After: after, Limit: int(limit), Dead: -1, Configured: s.configured(channel)}
 	if len(rows) > int(limit) {
 		rows = rows[:limit]
 		data.Next = rows[len(rows)-1].ID
-	} else if page.NextAfter != 0 {
-		// Short of the limit, but cut for its size (large payloads): more
-		// dead letters follow.
-		data.Next = page.NextAfter
+	} else if next != 0 && len(rows) > 0 {
+		// Short of the limit, but cut for its size (whole rows of large
+		// payloads): more dead letters follow.
+		data.Next = next
 	}
 	for _, n := range rows {
-		data.Rows = append(data.Rows, deadRow{NotificationInfo: n, Configured: s.configured(n.Channel)})
+		data.Rows = append(data.Rows, deadRow{Summary: n, Configured: s.configured(n.Channel)})
 	}
 	// The counts are the sampler's (never counted on the page's time); a
 	// part the overview could not read is left out.
@@ -98,6 +93,34 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 		}
 	}
 	s.render(w, r, http.StatusOK, "dead", sess, view{Title: "Dead letters", Nav: "dead", Data: data})
+}
+
+// deadRows reads q's dead letters as the list shows them: their summaries
+// (summarizer), holding the page's bound of the bound on answers in flight
+// (httpguard.SummaryBytes a row) until it is written. next is where a page
+// cut short for its size goes on (whole rows only). When it cannot, it has
+// answered and ok is false.
+func (s *server) deadRows(w http.ResponseWriter, r *http.Request, q wire.DLQQuery) (rows []service.Summary, next int64, ok bool) {
+	if sum := s.summaries(); sum != nil {
+		if _, ok := s.holdPage(w, r, q.Limit, httpguard.SummaryBytes); !ok {
+			return nil, 0, false
+		}
+		page, err := sum.DeadSummaries(r.Context(), q)
+		if err != nil {
+			s.failErr(w, r, "list dead letters", err)
+			return nil, 0, false
+		}
+		return page.Rows, 0, true
+	}
+	if _, ok := s.holdPage(w, r, q.Limit, httpguard.NotificationBytes); !ok {
+		return nil, 0, false
+	}
+	page, err := s.d.Ops.Dead(r.Context(), q)
+	if err != nil {
+		s.failErr(w, r, "list dead letters", err)
+		return nil, 0, false
+	}
+	return fullSummaries(page.Notifications), page.NextAfter, true
 }
 
 // deadReplay replays the row of the "one" button, the ticked rows, or every

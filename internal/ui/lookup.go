@@ -31,7 +31,7 @@ const (
 type lookupData struct {
 	Q       string
 	By      string
-	Rows    []wire.NotificationInfo // a recipient's notifications, newest first
+	Rows    []service.Summary // a recipient's notifications, newest first
 	Before  int64
 	Next    int64  // before= of the next page; 0 = this is the last
 	Message string // why nothing is shown
@@ -79,8 +79,17 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		render(http.StatusBadRequest)
 		return
 	}
+	// A look-up by id or key reads the whole row, attempt log and all
+	// (~9 MiB at its largest), to know it exists: it holds that row's read
+	// bound of the bound on answers in flight, as the notification's page
+	// does, until it is answered.
 	if (d.By == byID || d.By == byAuto) && idErr == nil && id > 0 {
+		release, ok := s.hold(w, r, httpguard.NotificationGetBytes)
+		if !ok {
+			return
+		}
 		_, err := s.d.Ops.Notification(ctx, id)
+		release()
 		if ok, err := found(err); err != nil {
 			s.failErr(w, r, "look up notification by id", err)
 			return
@@ -90,7 +99,12 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	if d.By == byKey || d.By == byAuto {
+		release, ok := s.hold(w, r, httpguard.NotificationGetBytes)
+		if !ok {
+			return
+		}
 		n, err := s.d.Ops.NotificationByKey(ctx, d.Q)
+		release()
 		if ok, err := found(err); err != nil {
 			s.failErr(w, r, "look up notification by idempotency key", err)
 			return
@@ -101,25 +115,19 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 	}
 	if d.By == byRecipient || d.By == byAuto {
 		// One more than a page, to know whether an older page exists; a
-		// page cut for its size (NextBefore within it) has one too. It
-		// holds its share of the bound on answers in flight until it is
-		// rendered.
-		release, ok := s.holdPage(w, r, lookupPerPage+1, httpguard.NotificationBytes)
+		// page cut for its size (whole rows only) has one too. It holds
+		// its share of the bound on answers in flight until it is
+		// written.
+		rows, next, ok := s.recipientRows(w, r, d.Q, before, lookupPerPage+1)
 		if !ok {
 			return
 		}
-		defer release()
-		page, err := s.d.Ops.NotificationsByRecipient(ctx, d.Q, before, lookupPerPage+1)
-		if err != nil {
-			s.failErr(w, r, "look up notifications by recipient", err)
-			return
-		}
-		d.Rows = page.Notifications
+		d.Rows = rows
 		if len(d.Rows) > lookupPerPage {
 			d.Rows = d.Rows[:lookupPerPage]
 			d.Next = d.Rows[len(d.Rows)-1].ID
-		} else if page.NextBefore != 0 {
-			d.Next = page.NextBefore
+		} else if next != 0 && len(d.Rows) > 0 {
+			d.Next = next
 		}
 	}
 	if len(d.Rows) == 0 {
@@ -134,6 +142,34 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		return
 	}
 	render(http.StatusOK)
+}
+
+// recipientRows reads a page of recipient's notifications as the look-up
+// shows them: their summaries (summarizer), holding the page's bound of the
+// bound on answers in flight. next is where a page cut short for its size
+// goes on (whole rows only). When it cannot, it has answered and ok is
+// false.
+func (s *server) recipientRows(w http.ResponseWriter, r *http.Request, recipient string, before int64, limit int) (rows []service.Summary, next int64, ok bool) {
+	if sum := s.summaries(); sum != nil {
+		if _, ok := s.holdPage(w, r, limit, httpguard.SummaryBytes); !ok {
+			return nil, 0, false
+		}
+		page, err := sum.NotificationSummaries(r.Context(), recipient, before, limit)
+		if err != nil {
+			s.failErr(w, r, "look up notifications by recipient", err)
+			return nil, 0, false
+		}
+		return page.Rows, 0, true
+	}
+	if _, ok := s.holdPage(w, r, limit, httpguard.NotificationBytes); !ok {
+		return nil, 0, false
+	}
+	page, err := s.d.Ops.NotificationsByRecipient(r.Context(), recipient, before, limit)
+	if err != nil {
+		s.failErr(w, r, "look up notifications by recipient", err)
+		return nil, 0, false
+	}
+	return fullSummaries(page.Notifications), page.NextBefore, true
 }
 
 // found turns a look-up's NotFound into false.
@@ -160,6 +196,15 @@ func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *
 		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%s is not a notification id", quote(r.PathValue("id"))))
 		return
 	}
+	// The row, its attempt log and receipt hold their read bound
+	// (httpguard.NotificationGetBytes, ~9 MiB at their largest) of the
+	// bound on answers in flight until the page is rendered, then the
+	// page's size until it is written.
+	release, ok := s.hold(w, r, httpguard.NotificationGetBytes)
+	if !ok {
+		return
+	}
+	defer release()
 	n, err := s.d.Ops.Notification(r.Context(), id)
 	var refused *service.Error
 	if errors.As(err, &refused) && refused.Kind == service.NotFound {

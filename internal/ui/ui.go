@@ -309,6 +309,14 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 		http.Error(w, "internal error rendering "+page+"; see the notifyd log", http.StatusInternalServerError)
 		return
 	}
+	// A page that holds its read bound of the bound on answers in flight
+	// holds the rendered page's size instead while it is written: less for
+	// small rows, more for text HTML escapes (httpguard.Encoded).
+	if err := httpguard.Encoded(r.Context(), int64(buf.Len())); err != nil {
+		buf = bytes.Buffer{}
+		s.busy(w, r, err)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -350,7 +358,14 @@ func (s *server) failErr(w http.ResponseWriter, r *http.Request, op string, err 
 // the bound stays full it renders a 503 page naming it, with Retry-After,
 // and ok is false.
 func (s *server) holdPage(w http.ResponseWriter, r *http.Request, limit int, rowBytes int64) (release func(), ok bool) {
-	release, err := httpguard.HoldAnswer(r.Context(), httpguard.PageCharge(limit, rowBytes))
+	return s.hold(w, r, httpguard.PageCharge(limit, rowBytes))
+}
+
+// hold is holdPage for a charge of n bytes: what a page that reads one row
+// alone holds (a notification with its attempt log:
+// httpguard.NotificationGetBytes), as the API's own reads of one row do.
+func (s *server) hold(w http.ResponseWriter, r *http.Request, n int64) (release func(), ok bool) {
+	release, err := httpguard.HoldAnswer(r.Context(), n)
 	if err != nil {
 		s.busy(w, r, err)
 		return nil, false
