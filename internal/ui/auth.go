@@ -32,6 +32,7 @@ const (
 // session is one logged-in browser.
 type session struct {
 	key      [sha256.Size]byte // sha256 of the cookie value; the map key
+	client   string            // who logged in (httpguard.Proxies.ClientIP)
 	csrf     string
 	created  time.Time
 	lastSeen time.Time
@@ -53,11 +54,22 @@ type sessions struct {
 
 	mu        sync.Mutex
 	m         map[[sha256.Size]byte]*session
+	byClient  map[string]int // live sessions of each client holding any
 	lastSweep time.Time
 }
 
+// The sessions the store keeps: each login creates one, kept for
+// SessionIdle (2 h) unless used, so a script logging in with a valid token
+// on every request grew the store without bound (a million logins, about
+// 400 MB). Past a bound the least recently used session goes: the
+// client's own past its share, anyone's past the whole.
+const (
+	maxSessions       = 10_000
+	maxClientSessions = 100
+)
+
 func newSessions(idle, max time.Duration, now func() time.Time) *sessions {
-	return &sessions{idle: idle, max: max, now: now, m: map[[sha256.Size]byte]*session{}}
+	return &sessions{idle: idle, max: max, now: now, m: map[[sha256.Size]byte]*session{}, byClient: map[string]int{}}
 }
 
 // randomToken is 32 random bytes, URL-safe base64.
@@ -70,19 +82,53 @@ func randomToken() string {
 // create starts a session and returns it with the cookie value that names
 // it. The store keeps only the value's digest, so a dump of the map (or a
 // timing side channel on the map lookup) does not give out live ids.
-func (ss *sessions) create() (*session, string) {
+//
+// client is who logged in: one client keeps at most maxClientSessions
+// (its least recently used goes first), and the store at most maxSessions.
+func (ss *sessions) create(client string) (*session, string) {
 	id := randomToken()
 	now := ss.now()
-	s := &session{key: sha256.Sum256([]byte(id)), csrf: randomToken(), created: now, lastSeen: now}
+	s := &session{key: sha256.Sum256([]byte(id)), client: client, csrf: randomToken(), created: now, lastSeen: now}
 	ss.mu.Lock()
 	// Only create grows the map, so sweeping here bounds it: no goroutine
 	// of its own, nothing to stop.
 	if now.Sub(ss.lastSweep) >= sweepEvery {
 		ss.sweepLocked(now)
 	}
+	if ss.byClient[client] >= maxClientSessions {
+		ss.evictLocked(client)
+	}
+	if len(ss.m) >= maxSessions {
+		ss.evictLocked("")
+	}
 	ss.m[s.key] = s
+	ss.byClient[client]++
 	ss.mu.Unlock()
 	return s, id
+}
+
+// evictLocked drops the least recently used session of client ("": of
+// anyone).
+func (ss *sessions) evictLocked(client string) {
+	var lru *session
+	for _, s := range ss.m {
+		if (client == "" || s.client == client) && (lru == nil || s.lastSeen.Before(lru.lastSeen)) {
+			lru = s
+		}
+	}
+	if lru != nil {
+		ss.deleteLocked(lru)
+	}
+}
+
+func (ss *sessions) deleteLocked(s *session) {
+	if _, ok := ss.m[s.key]; !ok {
+		return
+	}
+	delete(ss.m, s.key)
+	if ss.byClient[s.client]--; ss.byClient[s.client] <= 0 {
+		delete(ss.byClient, s.client)
+	}
 }
 
 // lookup returns the live session named by the cookie value id and marks it
@@ -100,7 +146,7 @@ func (ss *sessions) lookup(id string) *session {
 		return nil
 	}
 	if ss.expired(s, now) {
-		delete(ss.m, key)
+		ss.deleteLocked(s)
 		return nil
 	}
 	s.lastSeen = now
@@ -130,7 +176,7 @@ func (ss *sessions) fromRequest(r *http.Request) *session {
 
 func (ss *sessions) remove(s *session) {
 	ss.mu.Lock()
-	delete(ss.m, s.key)
+	ss.deleteLocked(s)
 	ss.mu.Unlock()
 }
 
@@ -143,9 +189,9 @@ func (ss *sessions) sweep() {
 
 func (ss *sessions) sweepLocked(now time.Time) {
 	ss.lastSweep = now
-	for k, s := range ss.m {
+	for _, s := range ss.m {
 		if ss.expired(s, now) {
-			delete(ss.m, k)
+			ss.deleteLocked(s)
 		}
 	}
 }
@@ -268,7 +314,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	if old := s.sessions.fromRequest(r); old != nil {
 		s.sessions.remove(old)
 	}
-	_, id := s.sessions.create()
+	_, id := s.sessions.create(who)
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: id, Path: Prefix,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.proxies.HTTPS(r),
