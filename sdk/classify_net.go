@@ -38,6 +38,9 @@ func finalTransportError(err error) string {
 	case errors.Is(err, http.ErrSchemeMismatch), errors.As(err, &record):
 		return "the receiver does not speak TLS on this https:// URL (plain HTTP?)"
 	}
+	if why := RefusedTLS(err); why != "" {
+		return why
+	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "x509: "), strings.Contains(msg, "tls: failed to verify certificate"):

@@ -92,6 +92,23 @@ func TestClassifyHTTP_transportErrors(t *testing.T) {
 	oldPool := x509.NewCertPool()
 	oldPool.AddCert(oldTLS.Certificate())
 
+	// Receivers that require a client certificate this host does not
+	// have: TLS 1.2 refuses the handshake (handshake_failure), TLS 1.3 the
+	// first read after it (certificate_required).
+	certRequired := func(version uint16) *httptest.Server {
+		srv := httptest.NewUnstartedServer(ok)
+		srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: version, MaxVersion: version}
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	cert12, cert13 := certRequired(tls.VersionTLS12), certRequired(tls.VersionTLS13)
+	poolOf := func(srv *httptest.Server) *x509.CertPool {
+		pool := x509.NewCertPool()
+		pool.AddCert(srv.Certificate())
+		return pool
+	}
+
 	trusting := func(pool *x509.CertPool) *http.Client {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	}
@@ -113,6 +130,8 @@ func TestClassifyHTTP_transportErrors(t *testing.T) {
 		{"plain HTTP server on an https URL", &http.Client{Timeout: 5 * time.Second}, strings.Replace(plainSrv.URL, "http://", "https://", 1), sdk.OutcomePermanent, "does not speak TLS"},
 		{"not TLS at all", &http.Client{Timeout: 5 * time.Second}, "https://" + garbage.Addr().String(), sdk.OutcomePermanent, "does not speak TLS"},
 		{"only TLS 1.0 and 1.1", trusting(oldPool), oldTLS.URL, sdk.OutcomePermanent, "no TLS version"},
+		{"client certificate required, TLS 1.2", trusting(poolOf(cert12)), cert12.URL, sdk.OutcomePermanent, "alert: handshake failure"},
+		{"client certificate required, TLS 1.3", trusting(poolOf(cert13)), cert13.URL, sdk.OutcomePermanent, "alert: certificate required"},
 		{"trusted certificate", trusting(tlsPool), tlsSrv.URL, sdk.OutcomeSuccess, ""},
 	}
 	for _, tt := range tests {

@@ -26,13 +26,14 @@ import (
 	"github.com/notifyd/notifyd/sdk"
 )
 
-// TestSender_Send_303IsAccepted: a 303 See Other to the POST says the
-// receiver has processed it and its answer is elsewhere (RFC 9110 §15.4.4;
-// §9.3.3: a POST whose result is an existing resource, a delivery seen
-// before, is answered 303). It was PERMANENT: dead-lettered, and a replay
-// from the dead-letter queue sent it again. Now SUCCESS, sent once, the
-// redirect never followed, on both clients and with retry_all_non_2xx.
-func TestSender_Send_303IsAccepted(t *testing.T) {
+// TestSender_Send_303IsFinal: a 303 See Other to the POST may mean the
+// receiver processed it (RFC 9110 §15.4.4, §9.3.3) or that it sends
+// requests it will not take to a sign-in page: neither a delivery (that
+// would lose every message to such a URL silently) nor a retry (a processed
+// POST delivered twice). PERMANENT, saying so, sent once and never followed,
+// on both clients and with retry_all_non_2xx (which made it TRANSIENT: sent
+// again on every attempt).
+func TestSender_Send_303IsFinal(t *testing.T) {
 	t.Parallel()
 	for _, proxied := range []bool{false, true} {
 		for _, retryAll := range []bool{false, true} {
@@ -50,8 +51,8 @@ func TestSender_Send_303IsAccepted(t *testing.T) {
 				}
 				s := configure(t, p, map[string]any{"url": u, "retry_all_non_2xx": retryAll})
 				v := s.Send(context.Background(), testMessage())
-				if v.Outcome != sdk.OutcomeSuccess || v.ProviderStatus != http.StatusSeeOther {
-					t.Errorf("303 = %v %d (%s); want SUCCESS, status 303", v.Outcome, v.ProviderStatus, v.Detail)
+				if v.Outcome != sdk.OutcomePermanent || v.ProviderStatus != http.StatusSeeOther || !strings.Contains(v.Detail, "may have processed") {
+					t.Errorf("303 = %v %d (%s); want PERMANENT, status 303, saying the POST may have been processed", v.Outcome, v.ProviderStatus, v.Detail)
 				}
 				if got := r.next(t); got.path != "/hook" {
 					t.Errorf("request went to %s", got.path)

@@ -326,17 +326,20 @@ func (s *sender) answered(p *post, code int, retryAfter string, body io.Reader) 
 	v = sdk.ClassifyKeyedStatus(code, retryAfter, start)
 	drain(body, maxDrainBytes-len(start))
 	if code == http.StatusSeeOther {
-		// 303 See Other: the receiver has processed the POST and points
-		// at its answer elsewhere, "an indirect response to the original
-		// request" (RFC 9110 §15.4.4); it is also how a receiver answers
-		// a POST whose result is a resource it has already, a delivery
-		// seen before (§9.3.3). The message was accepted: SUCCESS, also
-		// with retry_all_non_2xx. The Location is not followed (a GET of
-		// it tells nothing more about the delivery), and sending the POST
-		// again, which a TRANSIENT does (and a PERMANENT's replay from
-		// the dead-letter queue), could deliver it twice. Any other 3xx
-		// is no answer about the message: PERMANENT.
-		return sdk.Success(nil).WithStatus(code)
+		// 303 See Other is "an indirect response to the original request"
+		// (RFC 9110 §15.4.4): the receiver may have processed the POST
+		// (§9.3.3: a result it has already) — or it sends every request it
+		// will not take to a sign-in page, as web frameworks redirect after
+		// a POST. Nothing here tells which. Taken as a delivery, a URL that
+		// points at such a page would lose every message without a sound;
+		// retried, a processed POST would be delivered twice. So it is
+		// final, also with retry_all_non_2xx, and dead-lettered saying so:
+		// an operator checks the receiver before replaying it. The Location
+		// is not followed.
+		v.Outcome = sdk.OutcomePermanent
+		v.RetryAfter = 0
+		v.Detail = "the receiver answered 303 See Other: it may have processed the POST (RFC 9110 §15.4.4), or it redirects to a sign-in page; not followed and not sent again: check the receiver before replaying; " + v.Detail
+		return v
 	}
 	if code == http.StatusGone {
 		// Standard Webhooks: 410 means the receiver wants no more; retrying
