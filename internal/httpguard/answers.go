@@ -191,6 +191,26 @@ func Encoded(ctx context.Context, n int64) error {
 	return q.set(max(n, 1))
 }
 
+// Grow tells the bound that ctx's request, while it still holds its rows,
+// has built n more bytes of its answer (a page rendered in steps): a
+// request that holds any of the bound holds n more, waiting for them as
+// HoldAnswer does (an answer past the client's share or the whole bound is
+// built alone). A request that holds nothing is not charged. A *Busy error
+// says the answer must not be built further.
+func Grow(ctx context.Context, n int64) error {
+	q, ok := ctx.Value(answersKey{}).(*answer)
+	if !ok {
+		return nil
+	}
+	q.mu.Lock()
+	held := q.held
+	q.mu.Unlock()
+	if held == 0 {
+		return nil
+	}
+	return q.set(held + n)
+}
+
 // set makes q hold to bytes (within the client's share), waiting for more
 // at most the bound's wait.
 func (q *answer) set(to int64) error {

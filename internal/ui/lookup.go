@@ -188,6 +188,10 @@ type notificationData struct {
 	Terminal    bool
 	Replayable  bool // FAILED, on a configured channel
 	Cancellable bool // PENDING or QUEUED
+
+	// PayloadBytes and ResultBytes are the size of a payload or result cut
+	// for the page (maxShownJSON); 0 = shown whole.
+	PayloadBytes, ResultBytes int
 }
 
 func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -217,6 +221,7 @@ func (s *server) notificationPage(w http.ResponseWriter, r *http.Request, sess *
 	}
 	d := notificationData{
 		N: n, Payload: indentJSON(n.Payload), Result: indentJSON(n.Result),
+		PayloadBytes: cutSize(n.Payload), ResultBytes: cutSize(n.Result),
 		Terminal:    n.Status == wire.StatusSent || n.Status == wire.StatusFailed || n.Status == wire.StatusCancelled,
 		Replayable:  n.Status == wire.StatusFailed && s.configured(n.Channel),
 		Cancellable: n.Status == wire.StatusPending || n.Status == wire.StatusQueued,
@@ -276,6 +281,27 @@ func (s *server) pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	return id, true
 }
 
+// maxShownJSON is the most of a payload or a result the notification page
+// shows: HTML's escapes make its text up to 5 times longer (`"` is `&#34;`),
+// and indenting up to twice, so a 4 MiB result of short strings rendered a
+// 34 MiB page, built for each view and each refresh. Past it the page shows
+// the first maxShownJSON bytes as stored, and says where the whole is (the
+// API's GET, the CLI).
+const maxShownJSON = 256 << 10
+
+// maxShownError is the most of each attempt's error the page's history
+// shows (its 1,000 rows of up to 4 KiB each rendered up to 20 MiB); the
+// last error is shown whole above it.
+const maxShownError = 512
+
+// cutSize is raw's size when the page cuts it (maxShownJSON), else 0.
+func cutSize(raw json.RawMessage) int {
+	if len(raw) > maxShownJSON {
+		return len(raw)
+	}
+	return 0
+}
+
 // indentJSON is raw indented for the notification page, or raw as it is
 // when indenting would make it more than twice as long (plus 64 KiB):
 // indentation grows with the square of the nesting, and a 1 MiB payload of
@@ -285,6 +311,9 @@ func (s *server) pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 func indentJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
+	}
+	if len(raw) > maxShownJSON {
+		return strings.ToValidUTF8(string(raw[:maxShownJSON]), "") + " …"
 	}
 	if !jsonindent.Fits(raw) {
 		return string(raw)

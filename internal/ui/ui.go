@@ -12,6 +12,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -303,8 +304,17 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 		http.Error(w, "internal error: no template "+page, http.StatusInternalServerError)
 		return
 	}
-	var buf bytes.Buffer
+	// An error page (its message bounded, wire.MaxErrorMessage) is not
+	// charged: it is what a page that could not have its bytes answers.
+	charged := page != "error"
+	buf := chargedBuffer{ctx: r.Context(), off: !charged}
 	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
+		var busy *httpguard.Busy
+		if errors.As(err, &busy) {
+			buf = chargedBuffer{}
+			s.busy(w, r, busy)
+			return
+		}
 		s.log.Error("render page", "page", page, "error", err)
 		http.Error(w, "internal error rendering "+page+"; see the notifyd log", http.StatusInternalServerError)
 		return
@@ -312,16 +322,63 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 	// A page that holds its read bound of the bound on answers in flight
 	// holds the rendered page's size instead while it is written: less for
 	// small rows, more for text HTML escapes (httpguard.Encoded).
-	if err := httpguard.Encoded(r.Context(), int64(buf.Len())); err != nil {
-		buf = bytes.Buffer{}
-		s.busy(w, r, err)
-		return
+	if charged {
+		if err := httpguard.Encoded(r.Context(), int64(buf.Len())); err != nil {
+			buf = chargedBuffer{}
+			s.busy(w, r, err)
+			return
+		}
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)
+}
+
+// chargedBuffer is a page being rendered: a request that holds any of the
+// bound on answers in flight (a page of rows, one notification) holds what
+// the page has grown to as well, in steps of renderStep, while its rows are
+// still held (httpguard.Grow). HTML's escapes make a page several times
+// the text it shows (`"` is 5 bytes): a notification's page of 9 MiB of
+// rows rendered 34 MiB outside the bound.
+type chargedBuffer struct {
+	bytes.Buffer
+	ctx     context.Context
+	off     bool // charges nothing
+	charged int64
+}
+
+// renderStep is how much more of the bound a page takes each time it grows
+// past what it holds.
+const renderStep = 1 << 20
+
+// charge takes the bound's bytes for n more bytes of page.
+func (b *chargedBuffer) charge(n int) error {
+	need := int64(b.Len() + n)
+	if b.off || need <= b.charged {
+		return nil
+	}
+	more := max(need-b.charged, renderStep)
+	if err := httpguard.Grow(b.ctx, more); err != nil {
+		return err
+	}
+	b.charged += more
+	return nil
+}
+
+func (b *chargedBuffer) Write(p []byte) (int, error) {
+	if err := b.charge(len(p)); err != nil {
+		return 0, err
+	}
+	return b.Buffer.Write(p)
+}
+
+func (b *chargedBuffer) WriteString(p string) (int, error) {
+	if err := b.charge(len(p)); err != nil {
+		return 0, err
+	}
+	return b.Buffer.WriteString(p)
 }
 
 // fail renders an error page saying what was wrong.
