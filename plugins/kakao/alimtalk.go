@@ -521,7 +521,7 @@ func postAnswer(ctx context.Context, client *http.Client, partner, url string, b
 		return failed(sdk.ClassifyHTTP(nil, fmt.Errorf("send to %s: %w", partner, transportError(err))))
 	}
 	defer resp.Body.Close()
-	if answer, err = readAnswer(resp); err != nil {
+	if answer, err = readAnswer(ctx, resp); err != nil {
 		return failed(sdk.Transient(fmt.Sprintf("read %s's answer: %v", partner, err)).WithStatus(resp.StatusCode))
 	}
 	return resp, answer, nil
@@ -566,7 +566,7 @@ func getAnswer(ctx context.Context, client *http.Client, url string, set func(ht
 		return false
 	}
 	defer resp.Body.Close()
-	raw, err := readAnswer(resp)
+	raw, err := readAnswer(ctx, resp)
 	return err == nil && resp.StatusCode/100 == 2 && json.Unmarshal(raw, out) == nil
 }
 
@@ -588,11 +588,35 @@ func pollDelivery(ctx context.Context, now func() time.Time, confirmWait, pollEv
 	}
 }
 
-// readAnswer reads at most maxATAnswer bytes of a partner's answer.
-func readAnswer(resp *http.Response) ([]byte, error) {
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxATAnswer+1))
+// readAnswer reads at most maxATAnswer bytes of a partner's answer, within
+// ctx (readBody).
+func readAnswer(ctx context.Context, resp *http.Response) ([]byte, error) {
+	raw, err := readBody(ctx, resp, maxATAnswer+1)
 	if err == nil && len(raw) > maxATAnswer {
 		err = fmt.Errorf("answer is over %d bytes", maxATAnswer)
+	}
+	return raw, err
+}
+
+// readBody reads at most limit bytes of resp's body, and never past ctx:
+// the body is closed when ctx ends, whatever the transport does. A request's
+// context bounds its body only while net/http holds the connection; a 101
+// answer hands the connection itself over as the body, which nothing
+// bounded, so a proxy that answered 101 and kept the connection open held
+// the send for ever (past its deadline; one goroutine and connection more at
+// each retry). An interim or switching answer (1xx) is no answer about the
+// message: its body is not read at all.
+func readBody(ctx context.Context, resp *http.Response, limit int64) ([]byte, error) {
+	if resp.StatusCode < 200 {
+		_ = resp.Body.Close()
+		resp.Body = http.NoBody
+		return nil, nil
+	}
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
+	defer stop()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", err, ctx.Err())
 	}
 	return raw, err
 }

@@ -203,8 +203,9 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 	var a nhnAnswer
 	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil {
 		v := p.notAnswer(resp, answer)
-		if resp.StatusCode >= 500 || resp.StatusCode/100 == 2 {
-			// A 5xx or a garbled 2xx may follow an accepted request.
+		if resp.StatusCode >= 500 || resp.StatusCode/100 == 2 || resp.StatusCode < 200 {
+			// A 5xx or a garbled 2xx may follow an accepted request; a
+			// 1xx is no answer at all.
 			return p.reconcile(ctx, key, started, ms, everyone(len(ms), v), true)
 		}
 		return everyone(len(ms), v)

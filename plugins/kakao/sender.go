@@ -176,7 +176,11 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 		return answer{failed: sdk.ClassifyHTTP(nil, fmt.Errorf("send to Kakao: %w", transportError(err)))}, false
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if resp.StatusCode < 200 {
+		// An interim or switching answer says nothing of the message.
+		return answer{failed: sdk.ClassifyHTTP(resp, nil)}, false
+	}
+	raw, err := readBody(ctx, resp, maxBody+1)
 	if err != nil {
 		return answer{failed: sdk.Transient(fmt.Sprintf("read Kakao's answer: %v", err)).WithStatus(resp.StatusCode)}, false
 	}

@@ -157,7 +157,8 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 	}
 	if resp.StatusCode/100 != 2 {
 		v := p.failed(resp, answer)
-		if resp.StatusCode >= 500 {
+		if resp.StatusCode >= 500 || resp.StatusCode < 200 {
+			// A 5xx may follow an accepted request; a 1xx is no answer.
 			return p.reconcile(ctx, templateCode, started, ms, everyone(len(ms), v), nil)
 		}
 		return everyone(len(ms), v)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -358,7 +357,7 @@ func (ts *tokenSource) requestToken(ctx context.Context, refreshToken string) (*
 	}
 	defer resp.Body.Close()
 	verdict := sdk.ClassifyHTTP(resp, nil) // peeks at the body and puts it back
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, err := readBody(ctx, resp, maxBody)
 	if err != nil {
 		return nil, &refreshError{transient: true, status: resp.StatusCode, detail: fmt.Sprintf("read token refresh response: %v", err)}
 	}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk"
+)
+
+// rawServer is a loopback server that reads each request's head and body
+// and writes answer's bytes as they are — what no http.Handler can say (a
+// 1xx, a body cut before its Content-Length, nothing at all) — then closes
+// the connection unless hold is set (then it keeps it open until the test
+// ends). It returns the server's base URL and a count of requests.
+func rawServer(t *testing.T, answer string, hold bool) (string, func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	done := make(chan struct{})
+	var conns []net.Conn
+	t.Cleanup(func() {
+		close(done)
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					_ = c.Close()
+					return
+				}
+				buf := make([]byte, 1<<16)
+				for {
+					if _, err := req.Body.Read(buf); err != nil {
+						break
+					}
+				}
+				mu.Lock()
+				n++
+				mu.Unlock()
+				_, _ = c.Write([]byte(strings.ReplaceAll(answer, "\n", "\r\n")))
+				if hold {
+					<-done
+				}
+				_ = c.Close()
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// switchProtocols is a 101 answer to a request that asked for no upgrade:
+// net/http then hands the connection itself over as the body, which no
+// request deadline reads past.
+const switchProtocols = "HTTP/1.1 101 Switching Protocols\nConnection: Upgrade\nUpgrade: h2c\n\n"
+
+// TestEdge_SwitchProtocolsNoStall: a 101 answer (a broken proxy) whose
+// connection then stays open made every Kakao and partner send read the
+// connection as its body for ever, past the message's deadline and the
+// request timeout: the SDK gave the message TRANSIENT at its deadline, the
+// goroutine and connection stayed, one more per retry, and the stuck call
+// got the plugin process replaced with every send in flight on it.
+func TestEdge_SwitchProtocolsNoStall(t *testing.T) {
+	t.Parallel()
+	within := func(t *testing.T, what string, limit time.Duration, send func(ctx context.Context) []sdk.Verdict) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		got := make(chan []sdk.Verdict, 1)
+		go func() { got <- send(ctx) }()
+		select {
+		case vs := <-got:
+			if took := time.Since(start); took > limit {
+				t.Errorf("%s: answered after %v, want within %v (the request timeout)", what, took.Round(time.Millisecond), limit)
+			}
+			for i, v := range vs {
+				if v.Outcome != sdk.OutcomeTransient {
+					t.Errorf("%s: message %d %v %q, want TRANSIENT", what, i, v.Outcome, v.Detail)
+				}
+			}
+		case <-time.After(limit + 5*time.Second):
+			t.Fatalf("%s: no answer after %v: the send reads the switched connection for ever", what, limit+5*time.Second)
+		}
+	}
+	t.Run("memo", func(t *testing.T) {
+		t.Parallel()
+		u, _ := rawServer(t, switchProtocols, true)
+		b := setup(t, map[string]any{"api_url": u, "timeout": "1s"})
+		within(t, "memo", 3*time.Second, func(ctx context.Context) []sdk.Verdict {
+			return []sdk.Verdict{b.sender.Send(ctx, sdk.Message{ID: 1, Payload: json.RawMessage(textPayload), Attempt: 1})}
+		})
+	})
+	t.Run("sens", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeSENS(t)
+		u, _ := rawServer(t, switchProtocols, true)
+		s, _ := atSetup(t, f, map[string]any{"api_url": u}, quizTemplate)
+		within(t, "sens", 5*time.Second, func(ctx context.Context) []sdk.Verdict { return s.SendBatch(ctx, quizMessages(2, phone)) })
+	})
+	t.Run("nhn", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeNHN(t)
+		u, _ := rawServer(t, switchProtocols, true)
+		s, _ := nhnSetup(t, f, map[string]any{"api_url": u})
+		within(t, "nhn", 5*time.Second, func(ctx context.Context) []sdk.Verdict { return s.SendBatch(ctx, quizMessages(2, phone)) })
+	})
+}
