@@ -59,13 +59,22 @@ var kakaoCodes = map[int]codeInfo{
 	// common error codes): the daily one clears at 00:00 KST, so the sender's
 	// spendCap retries once after that reset and makes it final if the limit
 	// outlasts it (the monthly one, or one nobody raised).
-	-11:   {transient: true, quota: quotaDaily, reason: "paid API daily or monthly spending limit reached (Kakao Developers, app settings, paid API limit)"},
-	-12:   {reason: "the Kakao Developers app or developer account is suspended"},
-	-101:  {reason: "the user is not linked to the app"},
-	-401:  {reason: "invalid or expired access token, or app key mismatch"},
-	-402:  {reason: "the user has not consented to the required scope (talk_message)"},
-	-501:  {reason: "the user is not a KakaoTalk member"},
-	-502:  {reason: "the recipient is not the sender's KakaoTalk friend"},
+	-11:  {transient: true, quota: quotaDaily, reason: "paid API daily or monthly spending limit reached (Kakao Developers, app settings, paid API limit)"},
+	-12:  {reason: "the Kakao Developers app or developer account is suspended"},
+	-101: {reason: "the user is not linked to the app"},
+	-401: {reason: "invalid or expired access token, or app key mismatch"},
+	-402: {reason: "the user has not consented to the required scope (talk_message)"},
+	-501: {reason: "the user is not a KakaoTalk member"},
+	// -502 is retried: Kakao's REST API error codes give its solution as
+	// "Retry to make a request after cached data expires" ("카카오톡 친구
+	// 목록 조회 API 응답 캐시 만료 시간이 지난 후, 재요청"), i.e. a friendship
+	// newer than Kakao's friends cache is refused until the cache expires
+	// (https://developers.kakao.com/docs/latest/en/rest-api/error-code,
+	// Kakao Talk Message; https://developers.kakao.com/docs/ko/kakaotalk-message/trouble-shooting).
+	// Nothing was sent, so a retry cannot duplicate; a recipient who is
+	// not a friend for good is dead-lettered at retry.max_attempts. The
+	// cache's lifetime is not documented, so no retry_after is set.
+	-502:  {transient: true, reason: "the recipient is not the sender's KakaoTalk friend (Kakao: retry after its friends cache expires; retried)"},
 	-530:  {reason: "the recipient refuses messages"},
 	-531:  {transient: true, quota: quotaMonthly, reason: "the sender's monthly message quota is exceeded"},
 	-532:  {transient: true, quota: quotaDaily, reason: "the sender's daily message quota is exceeded"},

@@ -485,7 +485,8 @@ const maxGroupRequests = 16
 // allowed to send a message to some of receivers", -502 not a friend, -530
 // refuses messages, -533/-536 a receiver's daily quota; REST API error
 // codes: -501 not a KakaoTalk user). Answered for the request, they name no
-// receiver and nothing was sent.
+// receiver and nothing was sent. (-502, -533 and -536 are retried for the
+// receiver at fault: classify.go.)
 var receiverCodes = map[string]bool{"-2": true, "-501": true, "-502": true, "-530": true, "-533": true, "-536": true}
 
 // refusedForSome reports whether vs is one request-level refusal (no

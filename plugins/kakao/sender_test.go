@@ -174,6 +174,9 @@ func TestSender_Send_ErrorCodes(t *testing.T) {
 		{"-402 consent", 403, `{"msg":"insufficient scopes.","code":-402,"api_type":"TALK_MEMO_DEFAULT_SEND","required_scopes":["talk_message"]}`, sdk.OutcomePermanent, "-402", 0, "consent"},
 		{"-3 app config", 403, `{"msg":"App disabled [talk_message] scopes","code":-3}`, sdk.OutcomePermanent, "-3", 0, "app configuration"},
 		{"-5 app permission", 403, `{"msg":"no permission","code":-5}`, sdk.OutcomePermanent, "-5", 0, "app configuration"},
+		// Kakao's REST API error codes: -502 "Retry to make a request after
+		// cached data expires" (a friendship newer than Kakao's cache).
+		{"-502 not a friend (yet)", 400, `{"msg":"not a friend","code":-502}`, sdk.OutcomeTransient, "-502", 0, "retried"},
 		{"-530 refuses messages", 400, `{"msg":"user refused to receive messages","code":-530}`, sdk.OutcomePermanent, "-530", 0, "refuses"},
 		{"-2 bad params", 400, `{"msg":"template_object is invalid","code":-2}`, sdk.OutcomePermanent, "-2", 0, "template_object is invalid"},
 		{"unknown code on 400 (Kakao's temporary faults come as 400 too)", 400, `{"msg":"something new","code":-12345}`, sdk.OutcomeTransient, "-12345", 0, "does not know: retried"},
@@ -236,7 +239,7 @@ func TestSender_Send_FailureInfo(t *testing.T) {
 		{"failure_infos spelling", `{"failure_infos":[{"code":-533,"msg":"daily limit exceeded","receiver_uuids":["` + testUUID + `"]}]}`,
 			sdk.OutcomeTransient, "-533", 30 * time.Minute},
 		{"failure without uuids", `{"failure_info":[{"code":-502,"msg":"not a friend"}]}`,
-			sdk.OutcomePermanent, "-502", 0},
+			sdk.OutcomeTransient, "-502", 0},
 		{"other receiver failed", `{"successful_receiver_uuids":["` + testUUID + `"],"failure_info":[{"code":-530,"msg":"refused","receiver_uuids":["someone-else"]}]}`,
 			sdk.OutcomeSuccess, "", 0},
 		{"recipient not confirmed", `{"successful_receiver_uuids":["someone-else"]}`,
@@ -497,6 +500,9 @@ func TestFriends_SendBatch_Isolate(t *testing.T) {
 				want := sdk.OutcomeSuccess
 				if ms[i].Recipient == "friend-2" {
 					want = sdk.OutcomePermanent
+					if code == -502 {
+						want = sdk.OutcomeTransient // not a friend yet: retried
+					}
 				}
 				if v.Outcome != want {
 					t.Errorf("%s: got %v %q, want %v", ms[i].Recipient, v.Outcome, v.Detail, want)
