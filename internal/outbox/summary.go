@@ -117,3 +117,33 @@ func (s *Store) summaries(ctx context.Context, sql string, args ...any) ([]Summa
 		return m, err
 	})
 }
+
+// SummaryOf reads notification id's Summary, or ErrNotFound: what a look-up
+// that only needs to know the row (and where it is) reads, instead of Get's
+// whole row and attempt log.
+func (s *Store) SummaryOf(ctx context.Context, id int64) (Summary, error) {
+	out, err := s.summaries(ctx, `SELECT `+summaryColumns+` FROM notifications WHERE id = $1`, id)
+	if err != nil {
+		return Summary{}, fmt.Errorf("summary of notification %d: %w", id, err)
+	}
+	if len(out) == 0 {
+		return Summary{}, ErrNotFound
+	}
+	return out[0], nil
+}
+
+// SummaryByKey reads the Summary of the notification holding idempotency
+// key, or ErrNotFound.
+func (s *Store) SummaryByKey(ctx context.Context, key string) (Summary, error) {
+	if key == "" {
+		return Summary{}, fmt.Errorf("summary by idempotency key: key is empty")
+	}
+	out, err := s.summaries(ctx, `SELECT `+summaryColumns+` FROM notifications WHERE idempotency_key = $1`, key)
+	if err != nil {
+		return Summary{}, fmt.Errorf("summary by idempotency key: %w", err)
+	}
+	if len(out) == 0 {
+		return Summary{}, ErrNotFound
+	}
+	return out[0], nil
+}

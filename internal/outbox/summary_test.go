@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -65,6 +66,22 @@ func TestStore_Summaries(t *testing.T) {
 	}
 	if _, err := b.store.ListFailedSummaries(b.ctx, "", 0, outbox.MaxSummaryPage+1); err == nil {
 		t.Errorf("a page of %d summaries was read", outbox.MaxSummaryPage+1)
+	}
+
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET idempotency_key = 'k' WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.store.SummaryOf(b.ctx, ids[1]); err != nil || m.ID != ids[1] || !m.LastErrorCut {
+		t.Errorf("SummaryOf(%d): %+v, %v", ids[1], m, err)
+	}
+	if m, err := b.store.SummaryByKey(b.ctx, "k"); err != nil || m.ID != ids[1] {
+		t.Errorf("SummaryByKey(k): %+v, %v", m, err)
+	}
+	if _, err := b.store.SummaryOf(b.ctx, ids[4]+100); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("SummaryOf an id that does not exist: %v, want ErrNotFound", err)
+	}
+	if _, err := b.store.SummaryByKey(b.ctx, "none"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Errorf("SummaryByKey of a key nobody has: %v, want ErrNotFound", err)
 	}
 
 	byRecipient, err := b.store.ListSummariesByRecipient(b.ctx, "alice", ids[4], 2)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/notifyd/notifyd/internal/outbox"
@@ -62,4 +63,25 @@ func (s *Service) NotificationSummaries(ctx context.Context, recipient string, b
 		page.Next = rows[len(rows)-1].ID
 	}
 	return page, nil
+}
+
+// NotificationSummary reads notification id's summary; NotFound when there
+// is none. What a look-up reads to know a notification exists (the
+// dashboard's by id), instead of Notification's row and attempt log.
+func (s *Service) NotificationSummary(ctx context.Context, id int64) (Summary, error) {
+	m, err := s.store.SummaryOf(ctx, id)
+	if errors.Is(err, outbox.ErrNotFound) {
+		return Summary{}, refuse(NotFound, "notification %d does not exist", id)
+	}
+	return m, err
+}
+
+// NotificationSummaryByKey reads the summary of the notification of an
+// idempotency key; NotFound when none has it.
+func (s *Service) NotificationSummaryByKey(ctx context.Context, key string) (Summary, error) {
+	m, err := s.store.SummaryByKey(ctx, key)
+	if errors.Is(err, outbox.ErrNotFound) {
+		return Summary{}, refuse(NotFound, "no notification has the idempotency key %q", wire.Truncate(key, 100))
+	}
+	return m, err
 }

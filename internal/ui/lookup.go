@@ -71,7 +71,6 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		return
 	}
 	d.Before = before
-	ctx := r.Context()
 
 	id, idErr := strconv.ParseInt(d.Q, 10, 64)
 	if d.By == byID && (idErr != nil || id <= 0) {
@@ -79,17 +78,14 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		render(http.StatusBadRequest)
 		return
 	}
-	// A look-up by id or key reads the whole row, attempt log and all
-	// (~9 MiB at its largest), to know it exists: it holds that row's read
-	// bound of the bound on answers in flight, as the notification's page
-	// does, until it is answered.
+	// A look-up by id or key reads what it needs to know the notification
+	// exists, holding that read's bound of the bound on answers in flight
+	// (findNotification).
 	if (d.By == byID || d.By == byAuto) && idErr == nil && id > 0 {
-		release, ok := s.hold(w, r, httpguard.NotificationGetBytes)
+		_, ok, err := s.findNotification(w, r, id, "")
 		if !ok {
 			return
 		}
-		_, err := s.d.Ops.Notification(ctx, id)
-		release()
 		if ok, err := found(err); err != nil {
 			s.failErr(w, r, "look up notification by id", err)
 			return
@@ -99,17 +95,15 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	if d.By == byKey || d.By == byAuto {
-		release, ok := s.hold(w, r, httpguard.NotificationGetBytes)
+		nid, ok, err := s.findNotification(w, r, 0, d.Q)
 		if !ok {
 			return
 		}
-		n, err := s.d.Ops.NotificationByKey(ctx, d.Q)
-		release()
 		if ok, err := found(err); err != nil {
 			s.failErr(w, r, "look up notification by idempotency key", err)
 			return
 		} else if ok {
-			redirect(w, r, "/ui/n/"+strconv.FormatInt(n.ID, 10))
+			redirect(w, r, "/ui/n/"+strconv.FormatInt(nid, 10))
 			return
 		}
 	}

@@ -2,6 +2,9 @@ package ui
 
 import (
 	"context"
+	"net/http"
+
+	"github.com/notifyd/notifyd/internal/httpguard"
 
 	"github.com/notifyd/notifyd/internal/service"
 	"github.com/notifyd/notifyd/sdk/wire"
@@ -17,6 +20,8 @@ import (
 type summarizer interface {
 	DeadSummaries(ctx context.Context, q wire.DLQQuery) (service.SummaryPage, error)
 	NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) (service.SummaryPage, error)
+	NotificationSummary(ctx context.Context, id int64) (service.Summary, error)
+	NotificationSummaryByKey(ctx context.Context, key string) (service.Summary, error)
 }
 
 // summaries is Deps.Ops's summarizer: the service's (Ops is a
@@ -45,4 +50,38 @@ func fullSummaries(ns []wire.NotificationInfo) []service.Summary {
 		}
 	}
 	return out
+}
+
+// findNotification reads what a look-up by id (key "") or by idempotency key
+// needs to know of a notification: its id, or a NotFound refusal. It holds
+// the read's bound of the bound on answers in flight meanwhile: a summary's
+// (httpguard.SummaryBytes), or, when Ops has no summarizer, the whole row's
+// with its attempt log (httpguard.NotificationGetBytes). When the bound
+// stays full it has answered (a 503 page), and ok is false.
+func (s *server) findNotification(w http.ResponseWriter, r *http.Request, id int64, key string) (found int64, ok bool, err error) {
+	sum := s.summaries()
+	charge := int64(httpguard.SummaryBytes)
+	if sum == nil {
+		charge = httpguard.NotificationGetBytes
+	}
+	release, ok := s.hold(w, r, charge)
+	if !ok {
+		return 0, false, nil
+	}
+	defer release()
+	ctx := r.Context()
+	switch {
+	case sum != nil && key == "":
+		m, err := sum.NotificationSummary(ctx, id)
+		return m.ID, true, err
+	case sum != nil:
+		m, err := sum.NotificationSummaryByKey(ctx, key)
+		return m.ID, true, err
+	case key == "":
+		n, err := s.d.Ops.Notification(ctx, id)
+		return n.ID, true, err
+	default:
+		n, err := s.d.Ops.NotificationByKey(ctx, key)
+		return n.ID, true, err
+	}
 }
