@@ -41,6 +41,10 @@ const (
 	// each message's content (up to 1,300 characters), so a page of the
 	// documented maximum of 1,000 could pass the answer limit.
 	nhnPageSize = 200
+	// nhnListPages bounds the pages one reconcile or poll reads: 1,200
+	// entries, past the 1,000 of one request. Past it a reconcile does not
+	// know a message's fate (reconcile).
+	nhnListPages = nhnMaxRecipients/nhnPageSize + 1
 )
 
 // nhn is the NHN Cloud partner of one channel.
@@ -360,7 +364,9 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 		"pageSize":          {strconv.Itoa(nhnPageSize)},
 	}
 	requestID, found := "", 0
-	for page := 1; page <= nhnMaxRecipients/nhnPageSize+1; page++ {
+	// more: a page read says the list goes on past it.
+	more := false
+	for page := 1; page <= nhnListPages; page++ {
 		q.Set("pageNum", strconv.Itoa(page))
 		var l nhnList
 		if !p.get(ctx, "?"+q.Encode(), &l) || l.Body == nil {
@@ -380,9 +386,14 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 			requestID = r.RequestID
 			found++
 		}
-		if len(l.Body.Messages) < nhnPageSize || page*nhnPageSize >= l.Body.TotalCount {
+		if more = l.Body.more(page); !more || found == len(ms) {
 			break
 		}
+	}
+	if more && found < len(ms) {
+		// Not read to its end: a message not found may be on a page not
+		// read (the key listed more than once, a list without totalCount).
+		unknownFate(ms, vs, nil, "nhn", fmt.Sprintf("NHN Cloud's list by the request's key goes on past the %d entries read", nhnListPages*nhnPageSize))
 	}
 	if found > 0 && p.c.confirm && confirm {
 		p.confirm(ctx, requestID, ms, vs)
@@ -396,24 +407,34 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 	return vs
 }
 
+// more reports whether the list goes on past page (pages of nhnPageSize):
+// a full page, and a totalCount past it or none. A list without totalCount
+// ended at its first page (page×size ≥ 0), its later pages never read.
+func (b *nhnListBody) more(page int) bool {
+	return len(b.Messages) >= nhnPageSize && (b.TotalCount <= 0 || page*nhnPageSize < b.TotalCount)
+}
+
 // nhnList is a page of the message list (GET …/messages?requestId=, or by
 // senderGroupingKey over a request date range).
 type nhnList struct {
-	Header *nhnHeader `json:"header"`
-	Body   *struct {
-		Messages []struct {
-			RequestID            string `json:"requestId"`
-			SenderGroupingKey    string `json:"senderGroupingKey"`
-			RecipientGroupingKey string `json:"recipientGroupingKey"`
-			RecipientSeq         *int   `json:"recipientSeq"`
-			RecipientNo          string `json:"recipientNo"`
-			MessageStatus        string `json:"messageStatus"`
-			ResultCode           string `json:"resultCode"`
-			ResultCodeName       string `json:"resultCodeName"`
-			ResendStatus         string `json:"resendStatus"`
-		} `json:"messages"`
-		TotalCount int `json:"totalCount"`
-	} `json:"messageSearchResultResponse"`
+	Header *nhnHeader   `json:"header"`
+	Body   *nhnListBody `json:"messageSearchResultResponse"`
+}
+
+// nhnListBody is the list page's messages and count.
+type nhnListBody struct {
+	Messages []struct {
+		RequestID            string `json:"requestId"`
+		SenderGroupingKey    string `json:"senderGroupingKey"`
+		RecipientGroupingKey string `json:"recipientGroupingKey"`
+		RecipientSeq         *int   `json:"recipientSeq"`
+		RecipientNo          string `json:"recipientNo"`
+		MessageStatus        string `json:"messageStatus"`
+		ResultCode           string `json:"resultCode"`
+		ResultCodeName       string `json:"resultCodeName"`
+		ResendStatus         string `json:"resendStatus"`
+	} `json:"messages"`
+	TotalCount int `json:"totalCount"`
 }
 
 // confirm waits, within confirm_wait and the batch's deadline, for Kakao's
@@ -451,7 +472,7 @@ func (p *nhn) confirm(ctx context.Context, requestID string, ms []*atMessage, vs
 // poll reads the request's result list once and settles the messages whose
 // delivery Kakao (or the SMS/LMS failover) has decided.
 func (p *nhn) poll(ctx context.Context, requestID string, ms []*atMessage, pending map[int]int, vs []sdk.Verdict) {
-	for page := 1; page <= nhnMaxRecipients/nhnPageSize+1 && len(pending) > 0; page++ {
+	for page := 1; page <= nhnListPages && len(pending) > 0; page++ {
 		q := url.Values{"requestId": {requestID}, "pageNum": {strconv.Itoa(page)}, "pageSize": {strconv.Itoa(nhnPageSize)}}
 		var l nhnList
 		if !p.get(ctx, "?"+q.Encode(), &l) || l.Body == nil {
@@ -492,7 +513,7 @@ func (p *nhn) poll(ctx context.Context, requestID string, ms []*atMessage, pendi
 			raw, _ := json.Marshal(result)
 			vs[i] = v.WithStatus(vs[i].ProviderStatus).WithResult(raw)
 		}
-		if len(l.Body.Messages) < nhnPageSize || page*nhnPageSize >= l.Body.TotalCount {
+		if !l.Body.more(page) {
 			return
 		}
 	}

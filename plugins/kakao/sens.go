@@ -39,6 +39,10 @@ const (
 	// could not confirm the receipt of (a result may follow within 3 days):
 	// delivered as far as anyone can tell, never sent again.
 	kakaoUnconfirmed = "3005"
+	// sensListPages bounds the result list pages (of 100) one reconcile
+	// reads: 2,000 entries of the channel's template in the request's
+	// minutes. Past it a message's fate is not known (reconcile).
+	sensListPages = 20
 )
 
 // sens is the SENS partner of one channel.
@@ -210,7 +214,7 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 	}
 	requestID, found, next := "", 0, ""
 	refused := make([]bool, len(ms))
-	for page := 0; page < 20 && found < len(ms); page++ {
+	for page := 0; page < sensListPages && found < len(ms); page++ {
 		if next != "" {
 			q.Set("nextToken", next)
 		}
@@ -252,10 +256,38 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 			break
 		}
 	}
+	if next != "" {
+		// The list goes on past what was read (the bound, or a page that
+		// failed after one that said there is more): a message not found
+		// may be on a page not read. Retried, it went out twice.
+		unknownFate(ms, vs, refused, "sens", fmt.Sprintf("SENS's result list goes on past the %d entries read", sensListPages*100))
+	}
 	if found > 0 && p.c.confirm && answered == nil {
 		p.confirm(ctx, requestID, ms, vs)
 	}
 	return vs
+}
+
+// unknownFate turns the verdict of each message of ms a reconcile could not
+// establish (not credited from the list; skip[i], when set, says the list
+// settled it otherwise) into SENT, "delivery":"unconfirmed": the list was
+// not read to its end, so the partner may have taken it, and a retry would
+// send it twice (SENS has no idempotency key; NHN Cloud's holds only for
+// the same grouping within 10 minutes). It is what the plugin answers for
+// any message that may have gone out and whose outcome is not known
+// (Kakao's 4000/4001, a failover not reported): never sent again, its
+// detail saying why, so an operator can find it.
+func unknownFate(ms []*atMessage, vs []sdk.Verdict, skip []bool, partner, why string) {
+	for i := range ms {
+		if vs[i].Outcome == sdk.OutcomeSuccess || (skip != nil && skip[i]) {
+			continue
+		}
+		raw, _ := json.Marshal(map[string]any{"partner": partner, "delivery": "unconfirmed",
+			"reconciled": "unknown: " + why + "; the request may have been taken, so it is not sent again"})
+		v := sdk.Success(raw).WithStatus(vs[i].ProviderStatus)
+		v.Detail = fmt.Sprintf("%s, and it was not found in what was read: kept as sent, unconfirmed (the request failed: %s)", why, vs[i].Detail)
+		vs[i] = v
+	}
 }
 
 // verdicts classifies each message's requestStatusCode, matched to its
