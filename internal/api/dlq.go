@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/notifyd/notifyd/internal/httpguard"
 
@@ -36,7 +40,57 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeAnswer(w, r, http.StatusOK, page)
+	b, err := encodeDLQPage(page)
+	if err != nil {
+		return err
+	}
+	if err := httpguard.Encoded(r.Context(), int64(b.Len())); err != nil {
+		return err
+	}
+	writeEncoded(w, http.StatusOK, b)
+	return nil
+}
+
+// encodeDLQPage is page as writeJSON answers it, encoded a row at a time
+// and cut after the row whose encoding passes httpguard.PageBytes, with
+// next_after set to it: the store cuts a page at 16 MiB as it reads it, but
+// JSON writes each control character of a row's text as six bytes, so
+// 1,000 dead letters of 7 KiB of such text (a recipient, a key and an
+// error, as an application's SQL may write them) answered 43 MiB. An answer
+// is now at most PageBytes past its first row's encoding. Each row is let
+// go once it is encoded, so a page's rows and its answer are not both
+// whole in memory at once.
+func encodeDLQPage(page wire.DLQPage) (*bytes.Buffer, error) {
+	var out, row bytes.Buffer
+	enc := json.NewEncoder(&row)
+	enc.SetEscapeHTML(false)
+	rows, next := page.Notifications, page.NextAfter
+	out.WriteString(`{"notifications":`)
+	if rows == nil {
+		out.WriteString("null")
+	} else {
+		out.WriteByte('[')
+		for i := range rows {
+			if i > 0 && out.Len() >= httpguard.PageBytes {
+				next = rows[i-1].ID
+				break
+			}
+			row.Reset()
+			if err := enc.Encode(&rows[i]); err != nil {
+				return nil, fmt.Errorf("encode dead letter %d: %w", rows[i].ID, err)
+			}
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			out.Write(bytes.TrimSuffix(row.Bytes(), []byte("\n")))
+			rows[i] = wire.NotificationInfo{ID: rows[i].ID}
+		}
+		out.WriteByte(']')
+	}
+	out.WriteString(`,"next_after":`)
+	out.WriteString(strconv.FormatInt(next, 10))
+	out.WriteString("}\n")
+	return &out, nil
 }
 
 // dlqReplay: POST /v1/dlq/replay {"ids": [...]} | {"channel": "..."}; the

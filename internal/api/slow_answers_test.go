@@ -211,3 +211,52 @@ func TestServer_OneRowChargesAreTheStoresBounds(t *testing.T) {
 		t.Errorf("httpguard.ReceiptBytes = %d, less than a receipt's detail and code", httpguard.ReceiptBytes)
 	}
 }
+
+// The store cuts a page of dead letters at 16 MiB of rows as it reads them
+// (outbox.MaxPageBytes), but JSON writes a control character as six bytes:
+// 1,000 dead letters whose recipient, key and error are control characters
+// (7 KiB of text each, as an application's SQL may write them) were one
+// answer of 43 MiB, built twice (the encoder's buffer and the answer), past
+// the page's charge. The answer is now cut after the row whose encoding
+// passes 16 MiB, with next_after, and the pages that follow hold every
+// dead letter once.
+func TestServer_DLQPageEncodedWithinItsBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO notifications (channel, recipient, payload, status, attempts, last_error, idempotency_key)
+	  SELECT 'orders', repeat(chr(1), 1000) || g, '{}', 'FAILED', 1, repeat(chr(1), 4096), repeat(chr(1), 2000) || g
+	    FROM generate_series(1, 1000) g`); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	after := int64(0)
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatalf("more than 10 pages for 1,000 dead letters")
+		}
+		res := b.do("GET", fmt.Sprintf("/v1/dlq?channel=orders&limit=1000&after=%d", after), "")
+		if res.status != 200 {
+			t.Fatalf("page after %d: %d %.300s", after, res.status, res.body)
+		}
+		if len(res.body) > httpguard.PageBytes+64<<10 {
+			t.Errorf("page after %d is %d bytes, want at most %d (16 MiB past its first row)", after, len(res.body), httpguard.PageBytes+64<<10)
+		}
+		var p wire.DLQPage
+		if err := json.Unmarshal(res.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range p.Notifications {
+			if seen[n.ID] {
+				t.Errorf("dead letter %d on two pages", n.ID)
+			}
+			seen[n.ID] = true
+		}
+		if p.NextAfter == 0 {
+			break
+		}
+		after = p.NextAfter
+	}
+	if len(seen) != 1000 {
+		t.Errorf("the pages held %d of the 1,000 dead letters", len(seen))
+	}
+}
