@@ -130,3 +130,34 @@ func TestEdge_SwitchProtocolsNoStall(t *testing.T) {
 		within(t, "nhn", 5*time.Second, func(ctx context.Context) []sdk.Verdict { return s.SendBatch(ctx, quizMessages(2, phone)) })
 	})
 }
+
+// TestSender_Send_RetryAfterWithCode: a 429 or 5xx whose body carries
+// Kakao's error code was classified by the code alone and its Retry-After
+// dropped: retried at notifyd's own backoff, sooner than Kakao asked. The
+// header now raises the hint (capped as any, sdk.MaxRetryAfter).
+func TestSender_Send_RetryAfterWithCode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		header string
+		body   string
+		want   time.Duration
+	}{
+		{"429 seconds, unknown code", 429, "120", `{"msg":"slow down","code":-9999}`, 120 * time.Second},
+		{"503 seconds, maintenance", 503, "600", `{"msg":"maintenance","code":-7}`, 600 * time.Second},
+		{"429 absurd date", 429, "Wed, 21 Oct 2099 07:28:00 GMT", `{"msg":"x","code":-1}`, sdk.MaxRetryAfter},
+		{"429 absurd seconds", 429, "99999999999999999999", `{"msg":"x","code":-1}`, sdk.MaxRetryAfter},
+		{"400 quota: the reset is later than the header", 400, "5", `{"msg":"quota","code":-532}`, 30 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			b.fake.answerWith(cannedAnswer{status: tc.status, header: http.Header{"Retry-After": {tc.header}}, body: tc.body})
+			v := b.send(b.sender, "", textPayload)
+			if v.Outcome != sdk.OutcomeTransient || v.RetryAfter != tc.want {
+				t.Errorf("%v retry after %v (%q), want TRANSIENT after %v", v.Outcome, v.RetryAfter, v.Detail, tc.want)
+			}
+		})
+	}
+}

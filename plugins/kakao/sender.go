@@ -192,12 +192,21 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 	}
 
 	now := s.now()
+	// A code decides the outcome; a Retry-After beside it still raises the
+	// hint (it was dropped: a 429 or 503 with Kakao's code was retried at
+	// notifyd's own backoff, sooner than asked). sdk.RetryAfter caps it.
+	hinted := func(v sdk.Verdict) sdk.Verdict {
+		if v.Outcome == sdk.OutcomeTransient {
+			v.RetryAfter = max(v.RetryAfter, sdk.RetryAfter(resp.Header, time.Now()))
+		}
+		return v
+	}
 	if resp.StatusCode/100 == 2 {
 		if e, ok := errorIn2xx(raw); ok {
 			// Kakao's error object under a 2xx is no send result: its code
 			// decides, as under an error status (a -1 or a -532 taken for a
 			// delivery lost the message).
-			return answer{failed: e.verdict(now, resp.StatusCode)}, e.invalidToken()
+			return answer{failed: hinted(e.verdict(now, resp.StatusCode))}, e.invalidToken()
 		}
 		if raw == nil {
 			raw = []byte{}
@@ -205,7 +214,7 @@ func (s *sender) post(ctx context.Context, access, body string) (a answer, rejec
 		return answer{raw: raw, status: resp.StatusCode, at: now}, false
 	}
 	if e, ok := decodeKakaoError(raw); ok {
-		return answer{failed: e.verdict(now, resp.StatusCode)}, e.invalidToken()
+		return answer{failed: hinted(e.verdict(now, resp.StatusCode))}, e.invalidToken()
 	}
 	// No Kakao error code (a proxy's page, an empty body): judge by status.
 	resp.Body = io.NopCloser(bytes.NewReader(raw))
