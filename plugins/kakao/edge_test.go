@@ -161,3 +161,50 @@ func TestSender_Send_RetryAfterWithCode(t *testing.T) {
 		})
 	}
 }
+
+// TestSENS_AnswerFieldTypes: SENS accepted a request (202, each message
+// A000) but one field of its answer had another JSON type than documented
+// (useSmsFailover "N", a requestTime number, a statusName object). The whole
+// answer was thrown away as "not its send result" and reconciled; a list
+// that did not show the request yet left every message retried — sent
+// twice. Each field the plugin reads is now read whatever its type: a text
+// as its JSON text, a flag true only as true or "true"/"Y".
+func TestSENS_AnswerFieldTypes(t *testing.T) {
+	t.Parallel()
+	for _, edit := range []struct{ name, field, value string }{
+		{"useSmsFailover string", "useSmsFailover", `"N"`},
+		{"messageId number", "messageId", `12345`},
+		{"countryCode number", "countryCode", `82`},
+		{"requestStatusName object", "requestStatusName", `{"ko":"성공"}`},
+		{"requestTime number", "requestTime", `1700000000`},
+		{"statusName array", "statusName", `["success"]`},
+	} {
+		t.Run(edit.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeSENS(t)
+			front := rewriting(t, f, func(r *http.Request, status int, body []byte) []byte {
+				if r.Method != http.MethodPost {
+					return []byte(`{"statusCode":"200","statusName":"success","messages":[]}`) // not listed yet
+				}
+				var a map[string]any
+				if json.Unmarshal(body, &a) != nil {
+					return body
+				}
+				if _, top := a[edit.field]; top {
+					a[edit.field] = json.RawMessage(edit.value)
+				}
+				for _, m := range a["messages"].([]any) {
+					m.(map[string]any)[edit.field] = json.RawMessage(edit.value)
+				}
+				out, _ := json.Marshal(a)
+				return out
+			})
+			s, _ := atSetup(t, f, map[string]any{"confirm": "accepted", "api_url": front.URL}, quizTemplate)
+			for i, v := range s.SendBatch(t.Context(), quizMessages(2, phone)) {
+				if v.Outcome != sdk.OutcomeSuccess {
+					t.Errorf("message %d: %v %q, want SENT: SENS accepted it (A000)", i, v.Outcome, v.Detail)
+				}
+			}
+		})
+	}
+}

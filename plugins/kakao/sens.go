@@ -92,21 +92,41 @@ type sensFailover struct {
 	Content string `json:"content,omitempty"`
 }
 
-// sensAnswer is the documented response body of an accepted request.
+// sensAnswer is the documented response body of an accepted request. Each
+// field is read whatever its JSON type (kakaoText, looseBool): one of
+// another type threw the whole answer away, and with the list not showing
+// the request yet, the messages SENS had accepted were sent again.
 type sensAnswer struct {
-	RequestID   string `json:"requestId"`
-	RequestTime string `json:"requestTime"`
-	StatusCode  string `json:"statusCode"`
-	StatusName  string `json:"statusName"`
+	RequestID   kakaoText `json:"requestId"`
+	RequestTime kakaoText `json:"requestTime"`
+	StatusCode  kakaoText `json:"statusCode"`
+	StatusName  kakaoText `json:"statusName"`
 	Messages    []struct {
-		MessageID         string `json:"messageId"`
-		CountryCode       string `json:"countryCode"`
-		To                string `json:"to"`
-		RequestStatusCode string `json:"requestStatusCode"`
-		RequestStatusName string `json:"requestStatusName"`
-		RequestStatusDesc string `json:"requestStatusDesc"`
-		UseSmsFailover    bool   `json:"useSmsFailover"`
+		MessageID         kakaoText `json:"messageId"`
+		CountryCode       kakaoText `json:"countryCode"`
+		To                kakaoText `json:"to"`
+		RequestStatusCode kakaoText `json:"requestStatusCode"`
+		RequestStatusName kakaoText `json:"requestStatusName"`
+		RequestStatusDesc kakaoText `json:"requestStatusDesc"`
+		UseSmsFailover    looseBool `json:"useSmsFailover"`
 	} `json:"messages"`
+}
+
+// looseBool is a flag of a partner's answer read whatever JSON it comes as:
+// true, or a string saying so ("true", "Y"); anything else is false. Its
+// reading never fails the answer's.
+type looseBool bool
+
+func (b *looseBool) UnmarshalJSON(raw []byte) error {
+	var t kakaoText
+	_ = t.UnmarshalJSON(raw)
+	switch strings.ToLower(strings.TrimSpace(string(t))) {
+	case "true", "y", "yes", "1":
+		*b = true
+	default:
+		*b = false
+	}
+	return nil
 }
 
 // sensError is an error answer: the API Gateway's {"error": {…}} or SENS's
@@ -177,7 +197,7 @@ func (p *sens) send(ctx context.Context, templateCode string, ms []*atMessage) [
 		return p.reconcile(ctx, templateCode, started, sub, failed, &a)
 	})
 	if p.c.confirm {
-		p.confirm(ctx, a.RequestID, ms, vs)
+		p.confirm(ctx, string(a.RequestID), ms, vs)
 	}
 	return vs
 }
@@ -208,7 +228,7 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 	if answered != nil {
 		for _, m := range answered.Messages {
 			if m.RequestStatusCode != "" { // one without is looked up here
-				used[m.MessageID] = true
+				used[string(m.MessageID)] = true
 			}
 		}
 	}
@@ -224,7 +244,7 @@ func (p *sens) reconcile(ctx context.Context, templateCode string, started time.
 		}
 		for _, r := range res.Messages {
 			if r.MessageID == "" || used[r.MessageID] || r.Content == "" ||
-				(answered != nil && answered.RequestID != "" && r.RequestID != "" && r.RequestID != answered.RequestID) {
+				(answered != nil && answered.RequestID != "" && r.RequestID != "" && r.RequestID != string(answered.RequestID)) {
 				continue
 			}
 			to := echoedNumber(r.To, countryOf(ms))
@@ -298,7 +318,7 @@ func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) (vs []sdk.Ve
 	vs = make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(a.Messages))
 	for k, r := range a.Messages {
-		numbers[k] = echoedNumber(r.To, countryOf(ms))
+		numbers[k] = echoedNumber(string(r.To), countryOf(ms))
 	}
 	for i, k := range matchAnswers(numbers, ms) {
 		if k < 0 {
@@ -323,8 +343,8 @@ func (p *sens) verdicts(status int, a *sensAnswer, ms []*atMessage) (vs []sdk.Ve
 			vs[i] = sdk.Success(result).WithStatus(status)
 			continue
 		}
-		v := classifyRequestStatus(r.RequestStatusCode, r.RequestStatusName, r.RequestStatusDesc)
-		vs[i] = v.WithStatus(status).WithCode(r.RequestStatusCode).WithResult(result)
+		v := classifyRequestStatus(string(r.RequestStatusCode), string(r.RequestStatusName), string(r.RequestStatusDesc))
+		vs[i] = v.WithStatus(status).WithCode(string(r.RequestStatusCode)).WithResult(result)
 	}
 	return vs, unlisted
 }
