@@ -135,7 +135,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		return e
 	}
 	f.Before, f.Limit = before, int(limit)
-	release, err := holdAnswer(r, httpguard.PageCharge(f.Limit, httpguard.JobBytes))
+	release, err := holdAnswer(r, httpguard.JobsPageCharge(f.Limit))
 	if err != nil {
 		return err
 	}

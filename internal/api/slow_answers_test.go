@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,5 +259,71 @@ func TestServer_DLQPageEncodedWithinItsBound(t *testing.T) {
 	}
 	if len(seen) != 1000 {
 		t.Errorf("the pages held %d of the 1,000 dead letters", len(seen))
+	}
+}
+
+// A job's payload template reads back within 128 KiB, but the service
+// hands it over decoded (wire.Job.Payload is a map[string]any): 128 KiB of
+// `0, 0, …` is 3.4 MiB of Go values, 27 times the text. GET /v1/jobs was
+// charged a job's text (256 KiB, at most 16 MiB a page), so the bound let
+// three pages of ~100 such jobs (as an application's SQL may write them)
+// be read and decoded at once, ~400 MB each. A job is now charged what it
+// may decode into (httpguard.JobBytes), a jobs page as many times as its
+// limit, and a charge past the whole bound is read while no other answer
+// is in flight. Not parallel: it reads the process's heap.
+func TestServer_JobsPagesChargedDecoded(t *testing.T) {
+	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} }})
+	if _, err := b.db.Pool.Exec(b.ctx, `INSERT INTO jobs (kind, channel, audience, payload, state)
+	  SELECT 'campaign', 'orders', '{"topic":"news"}', jsonb_build_object('a', (SELECT jsonb_agg(0) FROM generate_series(1, 43000))), 'DONE'
+	    FROM generate_series(1, 200)`); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak uint64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	const pages = 4
+	var wg sync.WaitGroup
+	statuses := make([]int, pages)
+	for i := range pages {
+		wg.Add(1)
+		go func() { // each from a client of its own
+			defer wg.Done()
+			c := b.rawGet("/v1/jobs?limit=1000", fmt.Sprintf("10.0.1.%d", i+1))
+			_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Errorf("page %d: %v", i, err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			statuses[i] = res.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	held := int64(peak) - int64(base.HeapInuse)
+	t.Logf("%d pages of ~100 jobs of 128 KiB templates, from %d clients: heap grew %d MiB at its peak (statuses %v)", pages, pages, held>>20, statuses)
+	if held > 700<<20 {
+		t.Errorf("%d jobs pages at once grew the heap by %d MiB; want at most 700 MiB (one page of ~400 MiB at a time)", pages, held>>20)
+	}
+	if !slices.Contains(statuses, 200) {
+		t.Errorf("no jobs page was served: %v", statuses)
 	}
 }

@@ -77,7 +77,7 @@ func (s *server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session)
 		return
 	}
 	data.Schedules = schedules.Schedules
-	release, ok := s.holdPage(w, r, jobsPerPage+1, httpguard.JobBytes)
+	release, ok := s.hold(w, r, httpguard.JobsPageCharge(jobsPerPage+1))
 	if !ok {
 		return
 	}
