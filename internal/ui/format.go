@@ -106,13 +106,25 @@ func humanDuration(d time.Duration) string {
 	}
 }
 
-// truncate cuts s to n runes, marking the cut.
+// truncate cuts s to n runes, marking the cut. It walks s only as far as
+// the cut and copies only what it keeps: a notification's page cuts 1,000
+// attempts' errors of 4 KiB each, and a []rune of each was 16 KiB.
 func truncate(n int, s string) string {
-	if utf8.RuneCountInString(s) <= n {
+	i := 0
+	for range n {
+		if i >= len(s) {
+			return s
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	if i >= len(s) {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n]) + "…"
+	if kept := s[:i]; !utf8.ValidString(kept) {
+		return string([]rune(kept)) + "…" // each invalid byte a U+FFFD, as before
+	}
+	return s[:i] + "…"
 }
 
 // jobsURL is the jobs list filtered by kind and state at page before.
