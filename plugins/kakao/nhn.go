@@ -115,28 +115,115 @@ type nhnResend struct {
 	ResendSendNo  string `json:"resendSendNo,omitempty"`
 }
 
+// NHN Cloud's answers (the send's and the list's) are read field by field
+// whatever each field's JSON type, as SENS's are: a code or a count as an
+// integer in a number or a string (kakaoCode), a text as its JSON text
+// (kakaoText), isSuccessful true only as true, "true" or "Y" (looseBool),
+// an object or a list of another type as absent (lenient, nhnArray). They
+// were decoded whole into typed fields, and one field of another type (a
+// resultCode "0", a recipientSeq "1", a totalCount "3") threw the whole
+// answer away: a send answer became "not its send result" and, with the
+// list not showing the request yet, every message NHN Cloud had accepted
+// was retried (under another idempotency key once regrouped: sent twice);
+// a list page ended the lookup, and the same happened.
+
 // nhnHeader is the header of every answer. Pointers tell a missing field
 // from a zero one.
 type nhnHeader struct {
-	ResultCode    *int   `json:"resultCode"`
-	ResultMessage string `json:"resultMessage"`
-	IsSuccessful  *bool  `json:"isSuccessful"`
+	ResultCode    *kakaoCode `json:"resultCode"`
+	ResultMessage kakaoText  `json:"resultMessage"`
+	IsSuccessful  *looseBool `json:"isSuccessful"`
+}
+
+func (h *nhnHeader) UnmarshalJSON(raw []byte) error {
+	type fields nhnHeader
+	return lenient(raw, (*fields)(h))
+}
+
+// successful reports the header's isSuccessful (false when it has none).
+func (h *nhnHeader) successful() bool { return h.IsSuccessful != nil && bool(*h.IsSuccessful) }
+
+// code is the header's resultCode, when it has one that is an integer.
+func (h *nhnHeader) code() (int, bool) { return nhnInt(h.ResultCode) }
+
+// refusal reports whether the header says NHN Cloud refused the request:
+// isSuccessful false (or another value that is not true) with a resultCode
+// that is an integer other than 0. One that says false beside no code, a
+// code that is no integer or 0 (success) says nothing clear, and is read as
+// an answer without NHN Cloud's header: a 2xx or 5xx is reconciled, never
+// retried blind, since NHN Cloud may have taken the request.
+func (h *nhnHeader) refusal() bool {
+	c, ok := h.code()
+	return ok && c != 0
 }
 
 // nhnAnswer is the documented answer of a send.
 type nhnAnswer struct {
-	Header  *nhnHeader `json:"header"`
-	Message *struct {
-		RequestID   string          `json:"requestId"`
-		SendResults []nhnSendResult `json:"sendResults"`
-	} `json:"message"`
+	Header  *nhnHeader      `json:"header"`
+	Message *nhnSendMessage `json:"message"`
+}
+
+type nhnSendMessage struct {
+	RequestID   kakaoText               `json:"requestId"`
+	SendResults nhnArray[nhnSendResult] `json:"sendResults"`
+}
+
+func (m *nhnSendMessage) UnmarshalJSON(raw []byte) error {
+	type fields nhnSendMessage
+	return lenient(raw, (*fields)(m))
 }
 
 type nhnSendResult struct {
-	RecipientSeq  *int   `json:"recipientSeq"`
-	RecipientNo   string `json:"recipientNo"`
-	ResultCode    *int   `json:"resultCode"`
-	ResultMessage string `json:"resultMessage"`
+	RecipientSeq  *kakaoCode `json:"recipientSeq"`
+	RecipientNo   kakaoText  `json:"recipientNo"`
+	ResultCode    *kakaoCode `json:"resultCode"`
+	ResultMessage kakaoText  `json:"resultMessage"`
+}
+
+func (r *nhnSendResult) UnmarshalJSON(raw []byte) error {
+	type fields nhnSendResult
+	return lenient(raw, (*fields)(r))
+}
+
+// lenient decodes raw into v, a struct of fields that read any JSON type,
+// when raw is a JSON object; any other value leaves v as it is, every
+// field absent. It never fails, so one object of another type costs only
+// itself, never the answer around it.
+func lenient(raw []byte, v any) error {
+	_ = json.Unmarshal(raw, v)
+	return nil
+}
+
+// nhnArray is a list of an NHN Cloud answer: absent (nil) when the value is
+// no JSON array (an object, a string, null); each element read as lenient
+// reads it.
+type nhnArray[T any] []T
+
+func (a *nhnArray[T]) UnmarshalJSON(raw []byte) error {
+	var v []T
+	if json.Unmarshal(raw, &v) != nil {
+		v = nil
+	}
+	*a = v
+	return nil
+}
+
+// nhnInt is an integer field of NHN Cloud's answers, when it is one
+// (kakaoCode: in a number or a string, within int32).
+func nhnInt(c *kakaoCode) (int, bool) {
+	if c == nil || !c.ok {
+		return 0, false
+	}
+	return c.n, true
+}
+
+// nhnSeq is a recipientSeq, when it is one: an integer from 1 to the
+// 1,000 recipients of a request. Any other (0, negative, past a request,
+// no integer) names no recipient; it was kept, and two entries of one
+// wrong seq shared one delivery result in the poll.
+func nhnSeq(c *kakaoCode) (int, bool) {
+	n, ok := nhnInt(c)
+	return n, ok && n >= 1 && n <= nhnMaxRecipients
 }
 
 // nhnIdempotencyKey is a request's X-NC-API-IDEMPOTENCY-KEY (and its
@@ -205,7 +292,8 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 		return p.reconcile(ctx, key, started, ms, everyone(len(ms), *fail), true)
 	}
 	var a nhnAnswer
-	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil {
+	if json.Unmarshal(answer, &a) != nil || a.Header == nil || a.Header.IsSuccessful == nil ||
+		(!a.Header.successful() && !a.Header.refusal()) {
 		v := p.notAnswer(resp, answer)
 		if resp.StatusCode >= 500 || resp.StatusCode/100 == 2 || resp.StatusCode < 200 {
 			// A 5xx or a garbled 2xx may follow an accepted request; a
@@ -214,7 +302,7 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 		}
 		return everyone(len(ms), v)
 	}
-	if c := a.Header.ResultCode; !*a.Header.IsSuccessful && c != nil && *c == nhnKeyUsed {
+	if c, _ := a.Header.code(); !a.Header.successful() && c == nhnKeyUsed {
 		// The same messages went out in a request of the last 10 minutes
 		// (an answer lost, a timeout): credit each from the list, never
 		// send again.
@@ -225,12 +313,12 @@ func (p *nhn) send(ctx context.Context, templateCode string, ms []*atMessage) []
 	requestID := ""
 	var results []nhnSendResult
 	if a.Message != nil {
-		requestID, results = a.Message.RequestID, a.Message.SendResults
+		requestID, results = string(a.Message.RequestID), a.Message.SendResults
 	}
-	if !*a.Header.IsSuccessful {
+	if !a.Header.successful() {
 		// "All recipients failed" comes with each recipient's own code:
 		// those say more than the request's.
-		if c := a.Header.ResultCode; c != nil && nhnAllFailed[*c] && len(results) == len(ms) {
+		if c, _ := a.Header.code(); nhnAllFailed[c] && len(results) == len(ms) {
 			vs, _ := p.verdicts(resp.StatusCode, requestID, results, ms)
 			return vs
 		}
@@ -294,7 +382,7 @@ func (p *nhn) notAnswer(resp *http.Response, answer []byte) sdk.Verdict {
 // refused is the verdict of every message of a request NHN Cloud answered
 // isSuccessful false.
 func (p *nhn) refused(resp *http.Response, h *nhnHeader) sdk.Verdict {
-	v := classifyNHN("NHN Cloud refused the request", h.ResultCode, h.ResultMessage).WithStatus(resp.StatusCode)
+	v := classifyNHN("NHN Cloud refused the request", h.ResultCode, string(h.ResultMessage)).WithStatus(resp.StatusCode)
 	if v.Outcome == sdk.OutcomeTransient {
 		v = v.WithRetryAfter(sdk.RetryAfter(resp.Header, p.now()))
 	}
@@ -309,7 +397,7 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 	vs = make([]sdk.Verdict, len(ms))
 	numbers := make([]string, len(res))
 	for k, r := range res {
-		numbers[k] = echoedNumber(r.RecipientNo, countryOf(ms))
+		numbers[k] = echoedNumber(string(r.RecipientNo), countryOf(ms))
 	}
 	for i, k := range matchAnswers(numbers, ms) {
 		if k < 0 {
@@ -318,27 +406,26 @@ func (p *nhn) verdicts(status int, requestID string, res []nhnSendResult, ms []*
 			continue
 		}
 		r := res[k]
-		if r.ResultCode == nil {
-			// An entry without its resultCode says nothing of the message:
-			// as an unlisted one, it is looked up in the list, never
-			// retried blind (alone, it would carry another key).
-			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults list %s without a resultCode", requestID, status, maskNumber(ms[i].to))).WithStatus(status)
+		code, ok := nhnInt(r.ResultCode)
+		if !ok {
+			// An entry without its resultCode (or with one that is no
+			// integer) says nothing of the message: as an unlisted one, it
+			// is looked up in the list, never retried blind (alone, it
+			// would carry another key).
+			vs[i] = sdk.Transient(fmt.Sprintf("NHN Cloud answered request %s (HTTP %d) but its sendResults list %s without a resultCode it can read", requestID, status, maskNumber(ms[i].to))).WithStatus(status)
 			unlisted = append(unlisted, i)
 			continue
 		}
-		result := map[string]any{"partner": "nhn", "request_id": requestID}
-		if r.RecipientSeq != nil {
-			result["recipient_seq"] = *r.RecipientSeq
-		}
-		if r.ResultCode != nil {
-			result["result_code"] = *r.ResultCode
+		result := map[string]any{"partner": "nhn", "request_id": requestID, "result_code": code}
+		if seq, ok := nhnSeq(r.RecipientSeq); ok {
+			result["recipient_seq"] = seq
 		}
 		raw, _ := json.Marshal(result)
-		if r.ResultCode != nil && *r.ResultCode == 0 {
+		if code == 0 {
 			vs[i] = sdk.Success(raw).WithStatus(status)
 			continue
 		}
-		vs[i] = classifyNHN("NHN Cloud did not accept the message", r.ResultCode, r.ResultMessage).WithStatus(status).WithResult(raw)
+		vs[i] = classifyNHN("NHN Cloud did not accept the message", r.ResultCode, string(r.ResultMessage)).WithStatus(status).WithResult(raw)
 	}
 	return vs, unlisted
 }
@@ -373,17 +460,25 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 			break
 		}
 		for _, r := range l.Body.Messages {
-			i, ok := byID[r.RecipientGroupingKey]
-			if !ok || r.RecipientSeq == nil || (r.SenderGroupingKey != "" && r.SenderGroupingKey != key) ||
-				(r.RecipientNo != "" && echoedNumber(r.RecipientNo, ms[i].country) != ms[i].to) || vs[i].Outcome == sdk.OutcomeSuccess {
+			i, ok := byID[string(r.RecipientGroupingKey)]
+			if !ok || (r.SenderGroupingKey != "" && string(r.SenderGroupingKey) != key) ||
+				(r.RecipientNo != "" && echoedNumber(string(r.RecipientNo), ms[i].country) != ms[i].to) || vs[i].Outcome == sdk.OutcomeSuccess {
 				// Not this request's message: never credit another's. The
 				// number is read as the send answer's (+82 10-… is 010…):
 				// compared on its digits, a formatted list credited nothing.
 				continue
 			}
-			raw, _ := json.Marshal(map[string]any{"partner": "nhn", "request_id": r.RequestID, "recipient_seq": *r.RecipientSeq, "reconciled": "listed by its idempotency key"})
+			// Listed under the request's key by its notification id: NHN
+			// Cloud took it, whatever its recipientSeq reads as (an entry
+			// without one was skipped, and the message sent again; without
+			// it, the delivery poll cannot find it: "unconfirmed").
+			result := map[string]any{"partner": "nhn", "request_id": string(r.RequestID), "reconciled": "listed by its idempotency key"}
+			if seq, ok := nhnSeq(r.RecipientSeq); ok {
+				result["recipient_seq"] = seq
+			}
+			raw, _ := json.Marshal(result)
 			vs[i] = sdk.Success(raw).WithStatus(http.StatusOK)
-			requestID = r.RequestID
+			requestID = string(r.RequestID)
 			found++
 		}
 		if more = l.Body.more(page); !more || found == len(ms) {
@@ -410,8 +505,12 @@ func (p *nhn) reconcile(ctx context.Context, key string, since time.Time, ms []*
 // more reports whether the list goes on past page (pages of nhnPageSize):
 // a full page, and a totalCount past it or none. A list without totalCount
 // ended at its first page (page×size ≥ 0), its later pages never read.
+// A totalCount that is no positive integer (a string that is none, past
+// int32, negative) is no count: the list is followed while full, within
+// nhnListPages.
 func (b *nhnListBody) more(page int) bool {
-	return len(b.Messages) >= nhnPageSize && (b.TotalCount <= 0 || page*nhnPageSize < b.TotalCount)
+	total, ok := nhnInt(b.TotalCount)
+	return len(b.Messages) >= nhnPageSize && (!ok || total <= 0 || page*nhnPageSize < total)
 }
 
 // nhnList is a page of the message list (GET …/messages?requestId=, or by
@@ -423,18 +522,31 @@ type nhnList struct {
 
 // nhnListBody is the list page's messages and count.
 type nhnListBody struct {
-	Messages []struct {
-		RequestID            string `json:"requestId"`
-		SenderGroupingKey    string `json:"senderGroupingKey"`
-		RecipientGroupingKey string `json:"recipientGroupingKey"`
-		RecipientSeq         *int   `json:"recipientSeq"`
-		RecipientNo          string `json:"recipientNo"`
-		MessageStatus        string `json:"messageStatus"`
-		ResultCode           string `json:"resultCode"`
-		ResultCodeName       string `json:"resultCodeName"`
-		ResendStatus         string `json:"resendStatus"`
-	} `json:"messages"`
-	TotalCount int `json:"totalCount"`
+	Messages   nhnArray[nhnListEntry] `json:"messages"`
+	TotalCount *kakaoCode             `json:"totalCount"`
+}
+
+func (b *nhnListBody) UnmarshalJSON(raw []byte) error {
+	type fields nhnListBody
+	return lenient(raw, (*fields)(b))
+}
+
+// nhnListEntry is one message of the list.
+type nhnListEntry struct {
+	RequestID            kakaoText  `json:"requestId"`
+	SenderGroupingKey    kakaoText  `json:"senderGroupingKey"`
+	RecipientGroupingKey kakaoText  `json:"recipientGroupingKey"`
+	RecipientSeq         *kakaoCode `json:"recipientSeq"`
+	RecipientNo          kakaoText  `json:"recipientNo"`
+	MessageStatus        kakaoText  `json:"messageStatus"`
+	ResultCode           kakaoText  `json:"resultCode"`
+	ResultCodeName       kakaoText  `json:"resultCodeName"`
+	ResendStatus         kakaoText  `json:"resendStatus"`
+}
+
+func (e *nhnListEntry) UnmarshalJSON(raw []byte) error {
+	type fields nhnListEntry
+	return lenient(raw, (*fields)(e))
 }
 
 // confirm waits, within confirm_wait and the batch's deadline, for Kakao's
@@ -479,29 +591,30 @@ func (p *nhn) poll(ctx context.Context, requestID string, ms []*atMessage, pendi
 			return // an error or nothing yet: the next poll asks again
 		}
 		for _, r := range l.Body.Messages {
-			if r.RecipientSeq == nil {
+			seq, ok := nhnSeq(r.RecipientSeq)
+			if !ok {
 				continue
 			}
-			i, ok := pending[*r.RecipientSeq]
-			if !ok || (r.RequestID != "" && r.RequestID != requestID) || (r.RecipientNo != "" && echoedNumber(r.RecipientNo, ms[i].country) != ms[i].to) {
+			i, ok := pending[seq]
+			if !ok || (r.RequestID != "" && string(r.RequestID) != requestID) || (r.RecipientNo != "" && echoedNumber(string(r.RecipientNo), ms[i].country) != ms[i].to) {
 				continue // not this request's recipient (its number read as in reconcile): never credit another's result
 			}
-			v, decided := nhnDelivery(r.MessageStatus, r.ResultCode, r.ResultCodeName, r.ResendStatus)
+			v, decided := nhnDelivery(string(r.MessageStatus), string(r.ResultCode), string(r.ResultCodeName), string(r.ResendStatus))
 			if !decided {
 				continue
 			}
-			delete(pending, *r.RecipientSeq)
+			delete(pending, seq)
 			var result map[string]any
 			_ = json.Unmarshal(vs[i].Result, &result)
 			if result == nil {
 				result = map[string]any{}
 			}
-			result["message_status"] = r.MessageStatus
+			result["message_status"] = string(r.MessageStatus)
 			if r.ResultCode != "" {
-				result["delivery_result_code"] = r.ResultCode
+				result["delivery_result_code"] = string(r.ResultCode)
 			}
 			if r.ResendStatus != "" {
-				result["resend_status"] = r.ResendStatus
+				result["resend_status"] = string(r.ResendStatus)
 			}
 			if v.Outcome == sdk.OutcomeSuccess {
 				for k, val := range resultOf(v) {
@@ -577,7 +690,7 @@ func nhnDelivery(status, code, name, resend string) (sdk.Verdict, bool) {
 // answer whose header says isSuccessful into out.
 func (p *nhn) get(ctx context.Context, query string, out *nhnList) bool {
 	return getAnswer(ctx, p.client, p.listURL+query, func(h http.Header) { h.Set("X-Secret-Key", p.c.secretKey) }, out) &&
-		out.Header != nil && out.Header.IsSuccessful != nil && *out.Header.IsSuccessful
+		out.Header != nil && out.Header.successful()
 }
 
 // nhnCode is what one of NHN Cloud's API result codes means to a message.
@@ -675,12 +788,15 @@ var nhnCodes = map[int]nhnCode{
 }
 
 // classifyNHN is the verdict of an NHN Cloud result code other than 0.
-func classifyNHN(what string, code *int, msg string) sdk.Verdict {
+func classifyNHN(what string, code *kakaoCode, msg string) sdk.Verdict {
 	if code == nil {
 		return sdk.Transient(fmt.Sprintf("%s with no resultCode (%s)", what, clean(msg)))
 	}
-	c := strconv.Itoa(*code)
-	info, known := nhnCodes[*code]
+	if !code.ok {
+		return sdk.Transient(fmt.Sprintf("%s: resultCode %s (%s), not one this plugin knows", what, code.text(), clean(msg)))
+	}
+	c := strconv.Itoa(code.n)
+	info, known := nhnCodes[code.n]
 	if !known {
 		return sdk.Transient(fmt.Sprintf("%s: resultCode %s (%s), not one this plugin knows", what, c, clean(msg))).WithCode(c)
 	}

@@ -660,8 +660,11 @@ func TestNHN_RequestFailures(t *testing.T) {
 			[]sdk.Outcome{sdk.OutcomeTransient}, "", "not its send result", 0},
 		{"a 200 without a header", nhnFakeAnswer{200, nil, `{}`},
 			[]sdk.Outcome{sdk.OutcomeTransient}, "", "not its send result", 0},
-		{"a 200 with the wrong types", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":"yes"}}`},
+		{"a 200 with the wrong types", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":{"yes":1}}}`},
 			[]sdk.Outcome{sdk.OutcomeTransient}, "", "not its send result", 0},
+		// "yes" is read as true (looseBool): with no sendResults, looked up.
+		{"isSuccessful a word, without sendResults", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":"yes"}}`},
+			[]sdk.Outcome{sdk.OutcomeTransient}, "", "no sendResults", 0},
 		{"isSuccessful without sendResults", nhnFakeAnswer{200, nil, `{"header":{"isSuccessful":true,"resultCode":0}}`},
 			[]sdk.Outcome{sdk.OutcomeTransient}, "", "no sendResults", 0},
 		{"two sendResults for three messages", nhnFakeAnswer{200, nil, ok3},
@@ -930,7 +933,7 @@ func TestNHN_verdictsMatchByNumber(t *testing.T) {
 		{"recipientSeq":6,"recipientNo":"0106","resultCode":-4019}]}}`), &a); err != nil {
 		t.Fatal(err)
 	}
-	vs, _ := p.verdicts(200, a.Message.RequestID, a.Message.SendResults, ms)
+	vs, _ := p.verdicts(200, string(a.Message.RequestID), a.Message.SendResults, ms)
 	for i, want := range []struct {
 		outcome sdk.Outcome
 		seq     string
