@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/notifyd/notifyd/internal/httpguard"
 	"github.com/notifyd/notifyd/internal/outbox"
 	"github.com/notifyd/notifyd/internal/schedule"
-	"github.com/notifyd/notifyd/sdk/wire"
 )
 
 // A page of dead letters reads up to 16 MiB past its first row (outbox's
@@ -47,121 +44,39 @@ func TestServer_PageAnswersInFlightBounded(t *testing.T) {
 	small := b.insert("alerts", "someone")[0]
 
 	const pages = 24
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-
 	// Each page's client takes the answer's head, then waits until every
 	// page has answered before it reads a byte: the pages' handlers are
 	// blocked writing with their rows and answers in memory.
-	type result struct {
-		status int
-		body   []byte
-		retry  string
-	}
-	var (
-		answered sync.WaitGroup
-		done     sync.WaitGroup
-		read     = make(chan struct{})
-		results  = make([]result, pages)
-	)
-	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: pages}}
-	answered.Add(pages)
-	done.Add(pages)
-	for i := range pages {
-		go func() {
-			defer done.Done()
-			once := sync.OnceFunc(answered.Done)
-			defer once()
-			req, _ := http.NewRequestWithContext(b.ctx, "GET", b.url+"/v1/dlq?channel=orders&limit=1000", nil)
+	header := http.Header{"Authorization": {"Bearer " + tokenA}, "X-Forwarded-For": {"10.0.0.1"}} // one client, behind a trusted proxy
+	results, held := b.heldGets(t, pages, "/v1/dlq?channel=orders&limit=1000", header, func(_ int, body io.Reader) []byte {
+		n, _ := io.Copy(io.Discard, body)
+		return fmt.Appendf(nil, "%d bytes", n)
+	}, func() {
+		// Requests that read no page are served while the pages hold their
+		// share: not queued behind them.
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		defer cancel()
+		for _, path := range []string{"/healthz", fmt.Sprintf("/v1/notifications/%d", small)} {
+			req, _ := http.NewRequestWithContext(ctx, "GET", b.url+path, nil)
 			req.Header.Set("Authorization", "Bearer "+tokenA)
-			req.Header.Set("X-Forwarded-For", "10.0.0.1") // one client, behind a trusted proxy
-			res, err := client.Do(req)
+			req.Header.Set("X-Forwarded-For", "10.0.0.2") // another client
+			res, err := (&http.Client{}).Do(req)
 			if err != nil {
-				t.Errorf("page %d: %v", i, err)
-				return
+				t.Fatalf("GET %s while pages are answered: %v", path, err)
 			}
-			defer res.Body.Close()
-			once()
-			<-read
-			var body []byte
-			if res.StatusCode == 200 {
-				n, _ := io.Copy(io.Discard, res.Body)
-				body = fmt.Appendf(nil, "%d bytes", n)
-			} else {
-				body, _ = io.ReadAll(io.LimitReader(res.Body, 4096))
-			}
-			results[i] = result{res.StatusCode, body, res.Header.Get("Retry-After")}
-		}()
-	}
-
-	// The heap's peak while the pages answer.
-	var peak uint64
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapInuse)
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Errorf("GET %s while pages are answered: %d, want 200", path, res.StatusCode)
 			}
 		}
-	}()
-
-	// Requests that read no page are served while the pages hold their
-	// share: not queued behind them.
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	for _, path := range []string{"/healthz", fmt.Sprintf("/v1/notifications/%d", small)} {
-		req, _ := http.NewRequestWithContext(ctx, "GET", b.url+path, nil)
-		req.Header.Set("Authorization", "Bearer "+tokenA)
-		req.Header.Set("X-Forwarded-For", "10.0.0.2") // another client
-		res, err := (&http.Client{}).Do(req)
-		if err != nil {
-			t.Fatalf("GET %s while pages are answered: %v", path, err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 {
-			t.Errorf("GET %s while pages are answered: %d, want 200", path, res.StatusCode)
-		}
-	}
-
-	answered.Wait()
-	time.Sleep(200 * time.Millisecond) // a few more samples with every answer begun
-	close(stop)
-	<-sampled
-	close(read)
-	done.Wait()
-
-	held := int64(peak) - int64(base.HeapInuse)
+	})
 	t.Logf("%d pages of 20 MiB at once: heap in use grew by %d MiB at its peak", pages, held>>20)
 	if held > 320<<20 {
 		t.Errorf("%d pages of 20 MiB at once took the heap %d MiB past where it was; want at most 320 MiB (a bounded number of pages at once)",
 			pages, held>>20)
 	}
-	served := 0
-	for i, r := range results {
-		switch {
-		case r.status == 200:
-			served++
-		case r.status == 503:
-			var eb wire.ErrorBody
-			if err := json.Unmarshal(r.body, &eb); err != nil || !strings.Contains(eb.Error.Message, "answers in flight") || r.retry == "" {
-				t.Errorf("page %d refused: %d %s (Retry-After %q); want 503 with Retry-After naming the bound on answers in flight",
-					i, r.status, r.body, r.retry)
-			}
-		default:
-			t.Errorf("page %d: %d %s; want 200, or 503 when the bound is full", i, r.status, r.body)
-		}
-	}
-	if served == 0 {
-		t.Errorf("no page of the %d was served: %+v", pages, results[0])
-	}
+	servedOrRefused(t, "page", results)
 }
 
 // The bound's charges are the stores' own bounds: a page stops past

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -67,94 +66,20 @@ func TestServer_NotificationGetHoldsAnswersInFlight(t *testing.T) {
 	b.bigRow(id)
 
 	const gets = 24
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	type result struct {
-		status int
-		body   []byte
-		retry  string
-	}
-	var (
-		answered, done sync.WaitGroup
-		read           = make(chan struct{})
-		results        = make([]result, gets)
-	)
-	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: gets}}
-	answered.Add(gets)
-	done.Add(gets)
-	for i := range gets {
-		go func() {
-			defer done.Done()
-			once := sync.OnceFunc(answered.Done)
-			defer once()
-			req, _ := http.NewRequestWithContext(b.ctx, "GET", fmt.Sprintf("%s/v1/notifications/%d", b.url, id), nil)
-			req.Header.Set("Authorization", "Bearer "+tokenA)
-			res, err := client.Do(req)
-			if err != nil {
-				t.Errorf("GET %d: %v", i, err)
-				return
-			}
-			defer res.Body.Close()
-			once()
-			<-read
-			var body []byte
-			if res.StatusCode == 200 {
-				var n wire.NotificationInfo
-				if err := json.NewDecoder(res.Body).Decode(&n); err != nil || len(n.History) != 1000 {
-					t.Errorf("GET %d: %d attempts, %v", i, len(n.History), err)
-				}
-			} else {
-				body, _ = io.ReadAll(io.LimitReader(res.Body, 4096))
-			}
-			results[i] = result{res.StatusCode, body, res.Header.Get("Retry-After")}
-		}()
-	}
-	var peak uint64
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapInuse)
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
+	header := http.Header{"Authorization": {"Bearer " + tokenA}}
+	results, held := b.heldGets(t, gets, fmt.Sprintf("/v1/notifications/%d", id), header, func(i int, body io.Reader) []byte {
+		var n wire.NotificationInfo
+		if err := json.NewDecoder(body).Decode(&n); err != nil || len(n.History) != 1000 {
+			t.Errorf("GET %d: %d attempts, %v", i, len(n.History), err)
 		}
-	}()
-	answered.Wait()
-	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	<-sampled
-	close(read)
-	done.Wait()
-
-	held := int64(peak) - int64(base.HeapInuse)
+		return nil
+	}, nil)
 	t.Logf("%d GETs of a 9 MiB notification at once: heap in use grew by %d MiB at its peak", gets, held>>20)
 	if held > 400<<20 {
 		t.Errorf("%d GETs of a 9 MiB notification at once took the heap %d MiB past where it was; want at most 400 MiB (a bounded number at once: 991 MiB without a bound)",
 			gets, held>>20)
 	}
-	served := 0
-	for i, r := range results {
-		switch {
-		case r.status == 200:
-			served++
-		case r.status == 503:
-			var eb wire.ErrorBody
-			if err := json.Unmarshal(r.body, &eb); err != nil || !strings.Contains(eb.Error.Message, "answers in flight") || r.retry == "" {
-				t.Errorf("GET %d refused: %d %s (Retry-After %q); want 503 with Retry-After naming the bound", i, r.status, r.body, r.retry)
-			}
-		default:
-			t.Errorf("GET %d: %d %s; want 200, or 503 when the bound is full", i, r.status, r.body)
-		}
-	}
-	if served == 0 {
-		t.Errorf("no GET of the %d was served", gets)
-	}
+	servedOrRefused(t, "GET", results)
 }
 
 // A page is held until its client has read it, for up to the write
@@ -278,24 +203,7 @@ func TestServer_JobsPagesChargedDecoded(t *testing.T) {
 	    FROM generate_series(1, 200)`); err != nil {
 		t.Fatal(err)
 	}
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak uint64
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapInuse)
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
+	growth := sampleHeap(5 * time.Millisecond)
 	const pages = 4
 	var wg sync.WaitGroup
 	statuses := make([]int, pages)
@@ -316,9 +224,7 @@ func TestServer_JobsPagesChargedDecoded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
-	held := int64(peak) - int64(base.HeapInuse)
+	held := growth()
 	t.Logf("%d pages of ~100 jobs of 128 KiB templates, from %d clients: heap grew %d MiB at its peak (statuses %v)", pages, pages, held>>20, statuses)
 	if held > 700<<20 {
 		t.Errorf("%d jobs pages at once grew the heap by %d MiB; want at most 700 MiB (one page of ~400 MiB at a time)", pages, held>>20)

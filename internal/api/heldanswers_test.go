@@ -1,0 +1,130 @@
+package api_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/sdk/wire"
+)
+
+// heldAnswer is one of heldGets' answers: its status, its body (read's
+// summary for a 200, the first 4 KiB otherwise) and its Retry-After.
+type heldAnswer struct {
+	status int
+	body   []byte
+	retry  string
+}
+
+// heldGets sends n GETs of path at once, whose clients take an answer's
+// head and then wait until every GET has answered before they read a byte
+// (read reads a 200's body), so the handlers are blocked writing with their
+// rows and answers in memory. during runs while they are held. It returns
+// the answers and how far the heap in use grew past where it was, at its
+// peak, sampled every 20 ms. A test calling it must not run in parallel:
+// it reads the process's heap.
+func (b *bundle) heldGets(t *testing.T, n int, path string, header http.Header, read func(i int, body io.Reader) []byte, during func()) ([]heldAnswer, int64) {
+	t.Helper()
+	growth := sampleHeap(20 * time.Millisecond)
+	var (
+		answered, done sync.WaitGroup
+		release        = make(chan struct{})
+		results        = make([]heldAnswer, n)
+	)
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	answered.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			once := sync.OnceFunc(answered.Done)
+			defer once()
+			req, _ := http.NewRequestWithContext(b.ctx, "GET", b.url+path, nil)
+			for k, v := range header {
+				req.Header[k] = v
+			}
+			res, err := client.Do(req)
+			if err != nil {
+				t.Errorf("GET %d of %s: %v", i, path, err)
+				return
+			}
+			defer res.Body.Close()
+			once()
+			<-release
+			var body []byte
+			if res.StatusCode == 200 {
+				body = read(i, res.Body)
+			} else {
+				body, _ = io.ReadAll(io.LimitReader(res.Body, 4096))
+			}
+			results[i] = heldAnswer{res.StatusCode, body, res.Header.Get("Retry-After")}
+		}()
+	}
+	if during != nil {
+		during()
+	}
+	answered.Wait()
+	time.Sleep(200 * time.Millisecond) // a few more samples with every answer begun
+	held := growth()
+	close(release)
+	done.Wait()
+	return results, held
+}
+
+// sampleHeap collects garbage, notes the heap in use and samples it every
+// interval until the function it returns is called, which answers how far
+// it grew past where it was, at its peak. Not for tests in parallel.
+func sampleHeap(every time.Duration) func() int64 {
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak uint64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-sampled
+		return int64(peak) - int64(base.HeapInuse)
+	}
+}
+
+// servedOrRefused checks every answer is a 200, or a 503 with Retry-After
+// naming the bound on answers in flight, and that one at least was served.
+func servedOrRefused(t *testing.T, what string, results []heldAnswer) {
+	t.Helper()
+	served := 0
+	for i, r := range results {
+		switch {
+		case r.status == 200:
+			served++
+		case r.status == 503:
+			var eb wire.ErrorBody
+			if err := json.Unmarshal(r.body, &eb); err != nil || !strings.Contains(eb.Error.Message, "answers in flight") || r.retry == "" {
+				t.Errorf("%s %d refused: %d %s (Retry-After %q); want 503 with Retry-After naming the bound on answers in flight",
+					what, i, r.status, r.body, r.retry)
+			}
+		default:
+			t.Errorf("%s %d: %d %s; want 200, or 503 when the bound is full", what, i, r.status, r.body)
+		}
+	}
+	if served == 0 {
+		t.Errorf("no %s of the %d was served: %+v", what, len(results), results[0])
+	}
+}
