@@ -35,6 +35,7 @@ func Serve(p Provider) {
 		fmt.Fprintf(os.Stderr, "notifyd plugin: %v\n", err)
 		os.Exit(1)
 	}
+	setMaxProcs(log)
 	tr, flush := setupTracing(info, log)
 	exit := func() {
 		// Spans still buffered go out first, within the host's grace period.
