@@ -172,6 +172,7 @@ func (a *Answers) Wrap(h http.Handler) http.Handler {
 // client's share; release gives back all the request holds (also given
 // back when the request ends). When the bytes cannot be had within the
 // bound's wait, or before ctx ends, the error is a *Busy naming the bound.
+// A request already holding some is not made to wait for more (set).
 // Without a bound on ctx it holds nothing.
 func HoldAnswer(ctx context.Context, n int64) (release func(), err error) {
 	q, ok := ctx.Value(answersKey{}).(*answer)
@@ -190,9 +191,10 @@ func HoldAnswer(ctx context.Context, n int64) (release func(), err error) {
 // Encoded tells the bound that ctx's request has encoded its answer into n
 // bytes, about to be written: a request that holds any of the bound
 // (HoldAnswer) holds n from now on instead of its read bound — it gives
-// back the rest, or waits, as HoldAnswer does, for what JSON's or HTML's
-// escapes added. A request that holds nothing is not charged. A *Busy error
-// says the answer must not be written.
+// back the rest, or takes what JSON's or HTML's escapes added if that is
+// free at once (never waited for: see set). A request that holds nothing is
+// not charged. The error is nil (kept for callers: an answer that exists is
+// written).
 func Encoded(ctx context.Context, n int64) error {
 	q, ok := ctx.Value(answersKey{}).(*answer)
 	if !ok {
@@ -209,10 +211,10 @@ func Encoded(ctx context.Context, n int64) error {
 
 // Grow tells the bound that ctx's request, while it still holds its rows,
 // has built n more bytes of its answer (a page rendered in steps): a
-// request that holds any of the bound holds n more, waiting for them as
-// HoldAnswer does (an answer past the client's share or the whole bound is
-// built alone). A request that holds nothing is not charged. A *Busy error
-// says the answer must not be built further.
+// request that holds any of the bound holds n more if they are free at
+// once, and goes on with what it holds if not (never waited for while it
+// holds its rows: see set). A request that holds nothing is not charged.
+// The error is nil (kept for callers).
 func Grow(ctx context.Context, n int64) error {
 	q, ok := ctx.Value(answersKey{}).(*answer)
 	if !ok {
@@ -248,6 +250,19 @@ func (q *answer) set(to int64) error {
 		q.held = to
 		return nil
 	}
+	if q.held > 0 {
+		// Growth while holding (Encoded, Grow) is taken when it is free
+		// and never waited for: a request waiting for more while it holds
+		// its read bound waits on others doing the same — two GETs of one
+		// client, each holding half its share and waiting to grow by JSON's
+		// escapes, both answered 503 after the wait. Not had, the request
+		// goes on with what it holds: what it grows by is an answer built
+		// on rows whose read bound it holds.
+		if a.tryGrow(q.who, newC-oldC, newG-oldG) {
+			q.held = to
+		}
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(q.ctx, a.wait)
 	defer cancel()
 	if newC > oldC {
@@ -277,6 +292,27 @@ func (a *Answers) busy() error {
 	return &Busy{RetryAfter: 1, Message: fmt.Sprintf(
 		"too many pages are being answered at once: they hold the %d bytes of answers in flight this server allows%s; "+
 			"retry in 1 s, or ask for a smaller page (limit)", a.max, share)}
+}
+
+// tryGrow reserves c more of who's share and g more of the bound if both
+// are free now, or neither.
+func (a *Answers) tryGrow(who string, c, g int64) bool {
+	if c > 0 {
+		a.mu.Lock()
+		if a.held[who]+c > a.perClient {
+			a.mu.Unlock()
+			return false
+		}
+		a.held[who] += c
+		a.mu.Unlock()
+	}
+	if g > 0 && !a.sem.TryAcquire(g) {
+		if c > 0 {
+			a.unhold(who, c)
+		}
+		return false
+	}
+	return true
 }
 
 // hold reserves n of who's share, waiting for it until ctx ends.

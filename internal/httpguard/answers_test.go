@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,15 +74,20 @@ func TestAnswers_PerClientAndEncoded(t *testing.T) {
 			t.Fatalf("answer %d of 1 KiB encoded: %v; want each to hold its encoded size only", i, err)
 		}
 	}
-	// An answer that encodes past its read bound takes the rest, or is
-	// refused when the bound has no room for it.
+	// An answer that encodes past its read bound takes the rest when it is
+	// free; when it is not, it is written all the same, holding what it
+	// held (it exists: waiting would only hold others up). Taken or not,
+	// all is given back when the requests end.
 	c := httpguard.NewAnswers(8<<20, 200*time.Millisecond)
 	hold3 := make(chan struct{})
 	if err := <-serveHolding(c, "", 1<<20, 4<<20, hold3); err != nil {
 		t.Fatalf("grow to 4 MiB: %v", err)
 	}
-	if err := <-serveHolding(c, "", 1<<20, 5<<20, hold3); !errors.As(err, &busy) {
-		t.Fatalf("grow to 5 MiB past the 4 MiB left: %v, want Busy", err)
+	if err := <-serveHolding(c, "", 1<<20, 5<<20, hold3); err != nil {
+		t.Fatalf("grow to 5 MiB past the 4 MiB left: %v, want it written with what it holds", err)
+	}
+	if _, err := c.Hold(context.Background(), 4<<20); !errors.As(err, &busy) {
+		t.Fatalf("4 MiB more while the two answers hold 4 and 1 MiB of 8: %v, want Busy", err)
 	}
 	close(hold3)
 	time.Sleep(50 * time.Millisecond) // the held requests end, giving all back
@@ -90,4 +96,43 @@ func TestAnswers_PerClientAndEncoded(t *testing.T) {
 		t.Fatalf("the whole bound once every request ended: %v", err)
 	}
 	release()
+}
+
+// TestAnswers_GrowthNeverWaits: two requests of one client each hold half
+// its share, then each encodes an answer a little larger than its read
+// bound. Each waited for the other's half before it could grow, and both
+// were refused Busy after the bound's wait (rehearsal 54: 24 GETs of one
+// notification under load, none served). Growth while holding is taken if
+// free and never waited for: both answer at once.
+func TestAnswers_GrowthNeverWaits(t *testing.T) {
+	t.Parallel()
+	share := int64(httpguard.MaxCharge)
+	a := httpguard.NewAnswers(4*share, 5*time.Second).PerClient(share, byHeader)
+	var both sync.WaitGroup
+	both.Add(2)
+	errs := make(chan error, 2)
+	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release, err := httpguard.HoldAnswer(r.Context(), share/2)
+		if err != nil {
+			both.Done()
+			errs <- err
+			return
+		}
+		defer release()
+		both.Done()
+		both.Wait() // both hold their read bound before either encodes
+		errs <- httpguard.Encoded(r.Context(), share/2+1<<20)
+	}))
+	for range 2 {
+		go func() {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("X-Client", "one")
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("an answer growing past its read bound while the other holds the rest of the share: %v, want it written", err)
+		}
+	}
 }
