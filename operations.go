@@ -96,6 +96,38 @@ func (d *Daemon) Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, error
 	return d.ops.Dead(ctx, q)
 }
 
+// DeadSummaries is Dead reading each row's summary only (the dashboard's list).
+func (d *Daemon) DeadSummaries(ctx context.Context, q wire.DLQQuery) (service.SummaryPage, error) {
+	if err := d.notRunning(); err != nil {
+		return service.SummaryPage{}, err
+	}
+	return d.ops.DeadSummaries(ctx, q)
+}
+
+// NotificationSummaries is NotificationsByRecipient reading summaries only.
+func (d *Daemon) NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) (service.SummaryPage, error) {
+	if err := d.notRunning(); err != nil {
+		return service.SummaryPage{}, err
+	}
+	return d.ops.NotificationSummaries(ctx, recipient, before, limit)
+}
+
+// NotificationSummary is one notification's summary; NotFound for an unknown id.
+func (d *Daemon) NotificationSummary(ctx context.Context, id int64) (service.Summary, error) {
+	if err := d.notRunning(); err != nil {
+		return service.Summary{}, err
+	}
+	return d.ops.NotificationSummary(ctx, id)
+}
+
+// NotificationSummaryByKey is the summary of an idempotency key's notification.
+func (d *Daemon) NotificationSummaryByKey(ctx context.Context, key string) (service.Summary, error) {
+	if err := d.notRunning(); err != nil {
+		return service.Summary{}, err
+	}
+	return d.ops.NotificationSummaryByKey(ctx, key)
+}
+
 // Replay sends dead letters (by ids, or every one of a channel) back to
 // their queue with a fresh retry budget, reporting the ids it skipped.
 func (d *Daemon) Replay(ctx context.Context, sel wire.DLQSelector) (wire.Replayed, error) {

@@ -39,6 +39,19 @@ type Operations interface {
 
 	// Dead is a page of dead letters (FAILED rows), oldest first.
 	Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, error)
+	// DeadSummaries is Dead reading each row's Summary only (no payload,
+	// result or attempt log; the error cut): the dashboard's list, whose
+	// page is then its row count times outbox.SummaryBytes at most.
+	DeadSummaries(ctx context.Context, q wire.DLQQuery) (SummaryPage, error)
+	// NotificationSummaries is NotificationsByRecipient reading summaries
+	// only: the dashboard's look-up by recipient.
+	NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) (SummaryPage, error)
+	// NotificationSummary is one notification's Summary; NotFound for an
+	// unknown id. What a look-up reads to know a notification exists.
+	NotificationSummary(ctx context.Context, id int64) (Summary, error)
+	// NotificationSummaryByKey is the Summary of an idempotency key's
+	// notification; NotFound when none has it.
+	NotificationSummaryByKey(ctx context.Context, key string) (Summary, error)
 	// Replay sends dead letters back to their queue with a fresh budget.
 	Replay(ctx context.Context, sel wire.DLQSelector) (wire.Replayed, error)
 	// Purge deletes dead letters for good.

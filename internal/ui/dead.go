@@ -96,31 +96,20 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 }
 
 // deadRows reads q's dead letters as the list shows them: their summaries
-// (summarizer), holding the page's bound of the bound on answers in flight
+// (service.Operations.DeadSummaries), holding the page's bound of the bound on answers in flight
 // (httpguard.SummaryBytes a row) until it is written. next is where a page
 // cut short for its size goes on (whole rows only). When it cannot, it has
 // answered and ok is false.
 func (s *server) deadRows(w http.ResponseWriter, r *http.Request, q wire.DLQQuery) (rows []service.Summary, next int64, ok bool) {
-	if sum := s.summaries(); sum != nil {
-		if _, ok := s.holdPage(w, r, q.Limit, httpguard.SummaryBytes); !ok {
-			return nil, 0, false
-		}
-		page, err := sum.DeadSummaries(r.Context(), q)
-		if err != nil {
-			s.failErr(w, r, "list dead letters", err)
-			return nil, 0, false
-		}
-		return page.Rows, 0, true
-	}
-	if _, ok := s.holdPage(w, r, q.Limit, httpguard.NotificationBytes); !ok {
+	if _, ok := s.holdPage(w, r, q.Limit, httpguard.SummaryBytes); !ok {
 		return nil, 0, false
 	}
-	page, err := s.d.Ops.Dead(r.Context(), q)
+	page, err := s.d.Ops.DeadSummaries(r.Context(), q)
 	if err != nil {
 		s.failErr(w, r, "list dead letters", err)
 		return nil, 0, false
 	}
-	return fullSummaries(page.Notifications), page.NextAfter, true
+	return page.Rows, 0, true
 }
 
 // deadReplay replays the row of the "one" button, the ticked rows, or every

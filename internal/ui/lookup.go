@@ -139,31 +139,20 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 }
 
 // recipientRows reads a page of recipient's notifications as the look-up
-// shows them: their summaries (summarizer), holding the page's bound of the
+// shows them: their summaries (service.Operations.NotificationSummaries), holding the page's bound of the
 // bound on answers in flight. next is where a page cut short for its size
 // goes on (whole rows only). When it cannot, it has answered and ok is
 // false.
 func (s *server) recipientRows(w http.ResponseWriter, r *http.Request, recipient string, before int64, limit int) (rows []service.Summary, next int64, ok bool) {
-	if sum := s.summaries(); sum != nil {
-		if _, ok := s.holdPage(w, r, limit, httpguard.SummaryBytes); !ok {
-			return nil, 0, false
-		}
-		page, err := sum.NotificationSummaries(r.Context(), recipient, before, limit)
-		if err != nil {
-			s.failErr(w, r, "look up notifications by recipient", err)
-			return nil, 0, false
-		}
-		return page.Rows, 0, true
-	}
-	if _, ok := s.holdPage(w, r, limit, httpguard.NotificationBytes); !ok {
+	if _, ok := s.holdPage(w, r, limit, httpguard.SummaryBytes); !ok {
 		return nil, 0, false
 	}
-	page, err := s.d.Ops.NotificationsByRecipient(r.Context(), recipient, before, limit)
+	page, err := s.d.Ops.NotificationSummaries(r.Context(), recipient, before, limit)
 	if err != nil {
 		s.failErr(w, r, "look up notifications by recipient", err)
 		return nil, 0, false
 	}
-	return fullSummaries(page.Notifications), page.NextBefore, true
+	return page.Rows, 0, true
 }
 
 // found turns a look-up's NotFound into false.
