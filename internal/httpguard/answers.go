@@ -108,23 +108,18 @@ const MaxCharge = PageBytes + NotificationBytes
 // where HoldAnswer finds it: the API's routes and the dashboard's pages
 // (served under the API's handler) share one bound.
 type Answers struct {
-	sem       *semaphore.Weighted
-	max       int64
-	wait      time.Duration
-	perClient int64
-	client    func(*http.Request) string
-
-	mu    sync.Mutex
-	held  map[string]int64 // bytes held by each client holding any
-	freed chan struct{}    // closed, and replaced, when a client's hold drops
+	sem    *semaphore.Weighted
+	max    int64
+	wait   time.Duration
+	client func(*http.Request) string
+	shares
 }
 
 // NewAnswers allows max bytes of answers in flight; a request waits at most
 // wait for its share. Every client may hold all of it until PerClient says
 // otherwise.
 func NewAnswers(max int64, wait time.Duration) *Answers {
-	return &Answers{sem: semaphore.NewWeighted(max), max: max, wait: wait, perClient: max,
-		held: map[string]int64{}, freed: make(chan struct{})}
+	return &Answers{sem: semaphore.NewWeighted(max), max: max, wait: wait, shares: newShares(max)}
 }
 
 // PerClient lets each client, as client names a request's, hold at most
@@ -297,14 +292,8 @@ func (a *Answers) busy() error {
 // tryGrow reserves c more of who's share and g more of the bound if both
 // are free now, or neither.
 func (a *Answers) tryGrow(who string, c, g int64) bool {
-	if c > 0 {
-		a.mu.Lock()
-		if a.held[who]+c > a.perClient {
-			a.mu.Unlock()
-			return false
-		}
-		a.held[who] += c
-		a.mu.Unlock()
+	if c > 0 && !a.tryHold(who, c) {
+		return false
 	}
 	if g > 0 && !a.sem.TryAcquire(g) {
 		if c > 0 {
@@ -313,35 +302,6 @@ func (a *Answers) tryGrow(who string, c, g int64) bool {
 		return false
 	}
 	return true
-}
-
-// hold reserves n of who's share, waiting for it until ctx ends.
-func (a *Answers) hold(ctx context.Context, who string, n int64) error {
-	for {
-		a.mu.Lock()
-		if a.held[who]+n <= a.perClient {
-			a.held[who] += n
-			a.mu.Unlock()
-			return nil
-		}
-		freed := a.freed
-		a.mu.Unlock()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (a *Answers) unhold(who string, n int64) {
-	a.mu.Lock()
-	if a.held[who] -= n; a.held[who] <= 0 {
-		delete(a.held, who)
-	}
-	close(a.freed)
-	a.freed = make(chan struct{})
-	a.mu.Unlock()
 }
 
 // Hold holds n bytes of the bound for no request in particular (a test's

@@ -205,16 +205,12 @@ func (t *Throttle) Fail(client string) {
 // whole bound. A request reads no more of its body than it holds: past it,
 // a read fails with *http.MaxBytesError.
 type Inflight struct {
-	sem       *semaphore.Weighted
-	max       int64
-	maxBody   int64
-	perClient int64
-	wait      time.Duration
-	client    func(*http.Request) string
-
-	mu    sync.Mutex
-	held  map[string]int64 // bytes reserved by each client holding any
-	freed chan struct{}    // closed, and replaced, when a client's hold drops
+	sem     *semaphore.Weighted
+	max     int64
+	maxBody int64
+	wait    time.Duration
+	client  func(*http.Request) string
+	shares
 }
 
 // PreCredentialBody is the most of its body a request holds, and may read,
@@ -228,8 +224,7 @@ const PreCredentialBody = 64 << 10
 // client names a request's client.
 func NewInflight(total, maxBody, perClient int64, wait time.Duration, client func(*http.Request) string) *Inflight {
 	return &Inflight{sem: semaphore.NewWeighted(total), max: total, maxBody: maxBody,
-		perClient: min(max(perClient, maxBody), total), wait: wait, client: client,
-		held: map[string]int64{}, freed: make(chan struct{})}
+		shares: newShares(min(max(perClient, maxBody), total)), wait: wait, client: client}
 }
 
 // ClientShare is the bytes of an in-flight bound of total that a client
@@ -344,33 +339,4 @@ func (b *reservedBody) Read(p []byte) (int, error) {
 	}
 	b.read += int64(n)
 	return n, err
-}
-
-// hold reserves n of who's share, waiting for it until ctx ends.
-func (f *Inflight) hold(ctx context.Context, who string, n int64) error {
-	for {
-		f.mu.Lock()
-		if f.held[who]+n <= f.perClient {
-			f.held[who] += n
-			f.mu.Unlock()
-			return nil
-		}
-		freed := f.freed
-		f.mu.Unlock()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (f *Inflight) unhold(who string, n int64) {
-	f.mu.Lock()
-	if f.held[who] -= n; f.held[who] <= 0 {
-		delete(f.held, who)
-	}
-	close(f.freed)
-	f.freed = make(chan struct{})
-	f.mu.Unlock()
 }
