@@ -38,11 +38,7 @@ func (s *Service) DeadSummaries(ctx context.Context, q wire.DLQQuery) (SummaryPa
 	if err != nil {
 		return SummaryPage{}, fmt.Errorf("list dead letters: %w", err)
 	}
-	page := SummaryPage{Rows: rows}
-	if len(rows) == limit {
-		page.Next = rows[len(rows)-1].ID
-	}
-	return page, nil
+	return summaryPage(rows, limit), nil
 }
 
 // NotificationSummaries lists a recipient's notifications as
@@ -58,11 +54,7 @@ func (s *Service) NotificationSummaries(ctx context.Context, recipient string, b
 	if err != nil {
 		return SummaryPage{}, fmt.Errorf("list notifications by recipient: %w", err)
 	}
-	page := SummaryPage{Rows: rows}
-	if len(rows) == limit {
-		page.Next = rows[len(rows)-1].ID
-	}
-	return page, nil
+	return summaryPage(rows, limit), nil
 }
 
 // NotificationSummary reads notification id's summary; NotFound when there
@@ -84,4 +76,14 @@ func (s *Service) NotificationSummaryByKey(ctx context.Context, key string) (Sum
 		return Summary{}, refuse(NotFound, "no notification has the idempotency key %q", wire.Truncate(key, 100))
 	}
 	return m, err
+}
+
+// summaryPage is rows as a page of at most limit: Next names its last row
+// when it is full (more may follow).
+func summaryPage(rows []Summary, limit int) SummaryPage {
+	page := SummaryPage{Rows: rows}
+	if len(rows) == limit {
+		page.Next = rows[len(rows)-1].ID
+	}
+	return page
 }
