@@ -76,17 +76,25 @@ func (g *sendGate) state() (inFlight, maxIn int) {
 // every one of ids SENT, sent once, never more than concurrency in flight.
 func (g *sendGate) holdsDepth(t *testing.T, b *bundle, ids []int64, concurrency, depth int) {
 	t.Helper()
+	g.holdsDepthIn(t, b, ids, concurrency, depth, depth)
+}
+
+// holdsDepthIn is holdsDepth for a depth from least to most.
+func (g *sendGate) holdsDepthIn(t *testing.T, b *bundle, ids []int64, concurrency, least, most int) {
+	t.Helper()
+	depth := most
 	var last string
 	ok := func() bool {
 		in, _ := g.state()
 		counts := b.statusCounts()
 		last = fmt.Sprintf("in flight %d, rows by status %v", in, counts)
-		return in == concurrency && counts[outbox.StatusProcessing] == int64(depth)
+		p := counts[outbox.StatusProcessing]
+		return in == concurrency && p >= int64(least) && p <= int64(most)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("never %d in flight and %d claimed; last seen: %s", concurrency, depth, last)
+			t.Fatalf("never %d in flight and %d to %d claimed; last seen: %s", concurrency, least, most, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -175,8 +183,14 @@ func TestEngine_PrefetchDeepensAfterFastCalls(t *testing.T) {
 	}
 	ids := b.sendMany(n, func(int) string { return "someone" })
 
-	// Two in flight, batch_size more claimed and waiting for a permit.
-	g.holdsDepth(t, b, ids, concurrency, concurrency+batch)
+	// Two in flight, batch_size more claimed and waiting for a permit — or
+	// up to 2 × concurrency − 1 fewer: at full depth a fetcher holding a
+	// whole part ahead waits to claim twice concurrency at once (gather),
+	// so when the rows reached Redis in waves (a loaded machine's relay),
+	// the last claim may wait for slots the shut gate never frees (seen:
+	// 8 of 10 PROCESSING, 6 QUEUED, in a loaded run of the package). Not
+	// deepened, it would hold 2 × concurrency (4).
+	g.holdsDepthIn(t, b, ids, concurrency, concurrency+batch-(2*concurrency-1), concurrency+batch)
 }
 
 // TestEngine_PrefetchGathersAcrossPartitions: with batch_size four times

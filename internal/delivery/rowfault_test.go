@@ -251,6 +251,10 @@ func TestEngine_Stalls(t *testing.T) {
 	waitFor(t, 15*time.Second, "settle reported stalled", func() bool {
 		return slices.Contains(e.Stalls(), delivery.StageSettle) && e.Stalled()[delivery.StageSettle] > 300*time.Millisecond
 	})
+	// Held past the time a PROCESSING row's claimer is presumed dead (2 ×
+	// timeout + 1 s + lease: 7 s here) and two sweeps: a held verdict's row
+	// must not be claimed and sent again meanwhile (checked below).
+	time.Sleep(9 * time.Second)
 	if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notification_attempts ON notification_attempts`); err != nil {
 		t.Fatal(err)
 	}
@@ -473,4 +477,88 @@ func TestEngine_RowAtFault_TriggerExceptionAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEngine_SettleRefusedForOneChannel: an operator's trigger refusing the
+// settle of every row of one channel (RAISE EXCEPTION, P0001), so no row of
+// its batches commits alone, held a settle worker for each such batch: two
+// batches held both, and no other channel's verdict was committed again
+// (its rows stayed PROCESSING, its sends stopped at its slots). The refused
+// channel's verdicts are now held apart and retried there; the other
+// channel's rows are SENT meanwhile, the settle reports the stall, and with
+// the trigger dropped every held row is SENT, delivered once.
+func TestEngine_SettleRefusedForOneChannel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newSink(t, nil))
+	const other = "other"
+	b.cfg.Channels[other] = b.cfg.Channels[testChannel]
+	b.poisonCode("notification_attempts", `r LIKE 'poison%' AND NEW.provider_status IS NOT NULL`, "P0001")
+	logs := &testenv.SyncBuffer{}
+	e, _ := b.start(delivery.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})})
+
+	// Two waves, so that (before) each settle worker held a batch of them;
+	// 16 rows in all, the channel's concurrency: held verdicts keep their
+	// send slots.
+	var poisoned []int64
+	for wave := range 2 {
+		var rs []string
+		for i := range 8 {
+			rs = append(rs, fmt.Sprintf("poison-%d-%d", wave, i))
+		}
+		for _, id := range b.sendBatch(rs...) {
+			poisoned = append(poisoned, id)
+		}
+		waitFor(t, 30*time.Second, fmt.Sprintf("wave %d's sends and a refused settle", wave), func() bool {
+			n := 0
+			for _, r := range rs {
+				n += len(b.sink.deliveries(r))
+			}
+			return n == len(rs) && strings.Contains(logs.String(), "settle failed; retrying")
+		})
+	}
+	waitFor(t, 30*time.Second, "the settle stage reported stalled", func() bool {
+		return e.Stalled()[delivery.StageSettle] > 0
+	})
+
+	ns := make([]outbox.NewNotification, 10)
+	for i := range ns {
+		ns[i] = outbox.NewNotification{Channel: other, Recipient: fmt.Sprintf("ok-%d", i), Payload: []byte(`{"text":"hi"}`)}
+	}
+	res, err := b.store.Insert(context.Background(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if n := b.wait(r.ID, 30*time.Second); n.Status != outbox.StatusSent {
+			t.Fatalf("other channel's %d: %s (%q), want SENT while the refused channel's verdicts wait", r.ID, n.Status, n.LastError)
+		}
+	}
+	for _, id := range poisoned {
+		if n, err := b.store.Get(context.Background(), id); err != nil || n.Status != outbox.StatusProcessing {
+			t.Fatalf("%d = %+v (%v), want still PROCESSING: a statement none of its rows can pass ended rows", id, n, err)
+		}
+	}
+
+	// Held past the time a PROCESSING row's claimer is presumed dead (2 ×
+	// timeout + 1 s + lease: 7 s here) and two sweeps: a held verdict's row
+	// must not be claimed and sent again meanwhile (checked below).
+	time.Sleep(9 * time.Second)
+	if _, err := b.store.Pool().Exec(context.Background(), `DROP TRIGGER poison_notification_attempts ON notification_attempts`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range poisoned {
+		if n := b.wait(id, 30*time.Second); n.Status != outbox.StatusSent || len(n.Attempts) != 1 {
+			t.Errorf("%d: %s (%q), %d attempts; want SENT once the settle can commit", id, n.Status, n.LastError, len(n.Attempts))
+		}
+	}
+	for wave := range 2 {
+		for i := range 8 {
+			if got := len(b.sink.deliveries(fmt.Sprintf("poison-%d-%d", wave, i))); got != 1 {
+				t.Errorf("poison-%d-%d delivered %d times, want 1", wave, i, got)
+			}
+		}
+	}
+	waitFor(t, 30*time.Second, "the settle stage no longer stalled", func() bool {
+		return e.Stalled()[delivery.StageSettle] == 0
+	})
 }

@@ -65,6 +65,23 @@ type settler struct {
 	wg      sync.WaitGroup
 	ctx     context.Context
 	stop    context.CancelFunc
+
+	// held are the verdicts, by channel, of batches Postgres refused whole
+	// with no row committing alone (a statement none of their rows can
+	// pass: an operator's trigger refusing one channel's settles). Each
+	// channel's are retried by a goroutine of its own (holdChannel), not
+	// by a settle worker: held there they stopped every other channel's
+	// verdicts. What one channel can hold is bounded by its send slots,
+	// which its verdicts keep until committed.
+	heldMu sync.Mutex
+	held   map[*channel]*heldVerdicts
+}
+
+// heldVerdicts are one channel's held verdicts and when the first was held
+// (unix ns: oldest reports it, so /readyz says the settle is stalled).
+type heldVerdicts struct {
+	items []settleItem
+	since int64
 }
 
 // settleQueue is how many calls' verdicts may wait for a settle worker
@@ -73,7 +90,7 @@ type settler struct {
 func settleQueue(e *Engine) int { return max(16, 4*e.cfg.Delivery.SettleBatch/64) }
 
 func newSettler(e *Engine) *settler {
-	return &settler{e: e, in: make(chan []settleItem, settleQueue(e))}
+	return &settler{e: e, in: make(chan []settleItem, settleQueue(e)), held: map[*channel]*heldVerdicts{}}
 }
 
 func (s *settler) start() {
@@ -129,6 +146,11 @@ func (s *settler) oldest(now time.Time) time.Duration {
 			d = max(d, now.Sub(time.Unix(0, t)))
 		}
 	}
+	s.heldMu.Lock()
+	for _, h := range s.held {
+		d = max(d, now.Sub(time.Unix(0, h.since)))
+	}
+	s.heldMu.Unlock()
 	return d
 }
 
@@ -172,11 +194,31 @@ func (s *settler) run(started *atomic.Int64) {
 }
 
 // flush commits one batch, retrying while Postgres is unreachable: the
-// verdicts are only in memory, and losing them would resend messages.
+// verdicts are only in memory, and losing them would resend messages. The
+// verdicts of a channel whose verdicts are held already join them, and a
+// batch refused whole with no row committing alone is held (hold): the
+// worker goes on with the other channels' verdicts.
 func (s *settler) flush(batch []settleItem) {
-	e := s.e
+	if batch = s.joinHeld(batch); len(batch) == 0 {
+		return
+	}
 	applied := make([]bool, len(batch))
-	committed := s.commit(batch, applied)
+	switch s.commitRows(batch, applied, false, true) {
+	case settleHeld:
+		s.hold(batch)
+	case settleCommitted:
+		s.settled(batch, applied, true)
+	default:
+		s.settled(batch, applied, false)
+	}
+}
+
+// settled does what follows a batch's commit: its send slots freed, its
+// waiters told, its spans ended and its ids acked, retried or dead-lettered
+// in Redis. committed is false when the settler was killed first: the rows
+// stay PROCESSING and are reclaimed.
+func (s *settler) settled(batch []settleItem, applied []bool, committed bool) {
+	e := s.e
 	releaseSlots(batch)
 	for _, it := range batch {
 		if it.done != nil {
@@ -294,12 +336,31 @@ func logErr(e *Engine, ch *channel, op string, err error) {
 // refusedAloneLimit times in a row is that row's. It returns false only when
 // the settler is killed.
 func (s *settler) commit(batch []settleItem, applied []bool) bool {
-	return s.commitRows(batch, applied, false)
+	return s.commitRows(batch, applied, false, false) == settleCommitted
+}
+
+// settleOutcome is what commitRows did with a batch.
+type settleOutcome int
+
+const (
+	settleCommitted settleOutcome = iota
+	settleKilled                  // the settler stopped first
+	// settleHeld: refused whole, no row committing alone; left for hold.
+	settleHeld
+)
+
+func outcomeOf(committed bool) settleOutcome {
+	if committed {
+		return settleCommitted
+	}
+	return settleKilled
 }
 
 // commitRows is commit; isolating: a row of the batch this one was split
-// from committed alone, so any refusal is its rows' own.
-func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool) bool {
+// from committed alone, so any refusal is its rows' own. mayHold: a batch
+// refused whole with no row committing alone is returned settleHeld, not
+// retried here (a settle worker's own batch, before any of it committed).
+func (s *settler) commitRows(batch []settleItem, applied []bool, isolating, mayHold bool) settleOutcome {
 	e := s.e
 	ss := make([]outbox.Settlement, len(batch))
 	for i, it := range batch {
@@ -310,10 +371,10 @@ func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool)
 		got, err := e.store.Settle(s.ctx, ss)
 		if err == nil {
 			copy(applied, got)
-			return true
+			return settleCommitted
 		}
 		if s.ctx.Err() != nil {
-			return false
+			return settleKilled
 		}
 		kind := refusedFor(err, isolating)
 		if kind == maybeRowRefused && len(batch) == 1 {
@@ -329,14 +390,18 @@ func (s *settler) commitRows(batch []settleItem, applied []bool, isolating bool)
 		case rowRefused:
 			if len(batch) == 1 {
 				applied[0] = s.finishUnstorable(&batch[0], err)
-				return s.ctx.Err() == nil
+				return outcomeOf(s.ctx.Err() == nil)
 			}
 			e.log.Warn("settle refused for a row's data; splitting the batch to find it", "rows", len(batch), "error", err)
 			mid := len(batch) / 2
-			return s.commitRows(batch[:mid], applied[:mid], isolating) && s.commitRows(batch[mid:], applied[mid:], isolating)
+			return outcomeOf(s.commitRows(batch[:mid], applied[:mid], isolating, false) == settleCommitted &&
+				s.commitRows(batch[mid:], applied[mid:], isolating, false) == settleCommitted)
 		case maybeRowRefused:
 			if done, ok := s.commitAlone(batch, applied, err); ok {
-				return done
+				return outcomeOf(done)
+			}
+			if mayHold {
+				return settleHeld
 			}
 		}
 		e.log.Warn("settle failed; retrying", "rows", len(ss), "error", err)
@@ -365,7 +430,77 @@ func (s *settler) commitAlone(batch []settleItem, applied []bool, cause error) (
 
 // commitPart is commitRows isolating, for a part of a batch that may be empty.
 func (s *settler) commitPart(batch []settleItem, applied []bool) bool {
-	return len(batch) == 0 || s.commitRows(batch, applied, true)
+	return len(batch) == 0 || s.commitRows(batch, applied, true, false) == settleCommitted
+}
+
+// hold keeps the verdicts of a batch Postgres refused whole, none of its
+// rows committing alone, apart by channel, each channel's retried by a
+// goroutine of its own (holdChannel) until they commit or the settler
+// stops; the worker that flushed it goes on.
+func (s *settler) hold(batch []settleItem) {
+	s.e.log.Warn("settle refused for every row tried alone; holding the verdicts apart, by channel, and retrying them there", "rows", len(batch))
+	byChannel := map[*channel][]settleItem{}
+	for _, it := range batch {
+		byChannel[it.ch] = append(byChannel[it.ch], it)
+	}
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	for ch, items := range byChannel {
+		if h := s.held[ch]; h != nil {
+			h.items = append(h.items, items...)
+			continue
+		}
+		s.held[ch] = &heldVerdicts{items: items, since: s.e.now().UnixNano()}
+		// Counted busy, and waited for, as a worker's batch is: close
+		// waits for the held verdicts to commit (within its deadline).
+		s.busy.Add(1)
+		s.wg.Add(1)
+		go s.holdChannel(ch)
+	}
+}
+
+// joinHeld takes, out of batch, the verdicts of channels whose verdicts are
+// held, adding them to those (retried together), and returns the others.
+func (s *settler) joinHeld(batch []settleItem) []settleItem {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if len(s.held) == 0 {
+		return batch
+	}
+	rest := batch[:0:0]
+	for _, it := range batch {
+		if h := s.held[it.ch]; h != nil {
+			h.items = append(h.items, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	return rest
+}
+
+// holdChannel commits one channel's held verdicts, a settle batch at a time,
+// retrying each as a settle worker did (commitRows: a row committing alone
+// splits it, a row refused alone refusedAloneLimit times is ended), until
+// none is left or the settler stops.
+func (s *settler) holdChannel(ch *channel) {
+	defer s.wg.Done()
+	defer s.busy.Add(-1)
+	max := s.e.cfg.Delivery.SettleBatch
+	for {
+		s.heldMu.Lock()
+		h := s.held[ch]
+		if len(h.items) == 0 {
+			delete(s.held, ch)
+			s.heldMu.Unlock()
+			return
+		}
+		n := min(len(h.items), max)
+		batch := h.items[:n:n]
+		h.items = h.items[n:]
+		s.heldMu.Unlock()
+		applied := make([]bool, len(batch))
+		s.settled(batch, applied, s.commitRows(batch, applied, false, false) == settleCommitted)
+	}
 }
 
 // finishUnstorable ends one row whose verdict Postgres refused to store: SENT
