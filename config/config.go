@@ -98,7 +98,14 @@ type Log struct {
 // id per process.
 type Instance struct {
 	ID string `koanf:"id"`
+	// MaxProcs is how many CPUs `notifyd serve` runs goroutines on at once
+	// (its GOMAXPROCS); 0, the default, is half of those Go gives the
+	// process, at least one. A GOMAXPROCS in the environment wins.
+	MaxProcs int `koanf:"max_procs"`
 }
+
+// MaxMaxProcs bounds instance.max_procs.
+const MaxMaxProcs = 4096
 
 // Shutdown bounds a graceful stop.
 type Shutdown struct {

@@ -171,6 +171,8 @@ func TestLoad_Errors(t *testing.T) {
 		// An empty address listened on every interface.
 		{"empty listen address", minimal, []string{"NOTIFYD_HTTP_LISTEN="}, "http.listen"},
 		{"listen without a port", minimal + "http: {listen: \"127.0.0.1\"}\n", nil, "http.listen"},
+		{"negative max_procs", minimal + "instance: {max_procs: -1}\n", nil, "instance.max_procs"},
+		{"max_procs past the bound", minimal, []string{"NOTIFYD_INSTANCE_MAX_PROCS=5000"}, "instance.max_procs"},
 		{"lease longer than an hour", minimal + "delivery: {lease_ttl: 2h}\n", nil, "delivery.lease_ttl"},
 		{"content key too long", minimal + "channels: {a: {plugin: w}}\nschedules: {s: {channel: a, cron: \"0 8 * * *\", audience: {topic: t}, payload: {x: y}, content_key: \"" + strings.Repeat("k", 201) + "\"}}\n", nil, "schedules.s.content_key"},
 	}

@@ -166,6 +166,9 @@ func (c *Config) Validate() error {
 	if c.Instance.ID != "" && !NameRE.MatchString(c.Instance.ID) {
 		return &Error{Key: "instance.id", Reason: "must match " + NameRE.String()}
 	}
+	if c.Instance.MaxProcs < 0 || c.Instance.MaxProcs > MaxMaxProcs {
+		return &Error{Key: "instance.max_procs", Reason: fmt.Sprintf("must be from 1 to %d CPUs, or 0 for half of the machine's (at least one)", MaxMaxProcs)}
+	}
 	if err := positive(map[string]time.Duration{
 		"shutdown.soft_timeout": c.Shutdown.SoftTimeout, "shutdown.hard_timeout": c.Shutdown.HardTimeout,
 		"delivery.relay_interval":   c.Delivery.RelayInterval,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -44,6 +45,7 @@ func serve(parent context.Context, path string, migrate bool) error {
 	if err != nil {
 		return err
 	}
+	setMaxProcs(cfg.Instance.MaxProcs, log)
 	// go-redis prints each failed dial itself, several lines per attempt
 	// while Redis is down; notifyd reports those failures at WARN, once per
 	// attempt (waiting.go, the engine), so the library's lines are DEBUG.
@@ -75,6 +77,27 @@ func serve(parent context.Context, path string, migrate bool) error {
 		log.Warn("shutdown", "error", err)
 	}
 	return failed
+}
+
+// setMaxProcs runs the daemon on n CPUs (instance.max_procs), or, for 0, on
+// half of those Go gives the process, at least one — unless GOMAXPROCS is in
+// the environment (the runtime read it at start). notifyd shares its machine
+// with its plugins, and often with Postgres and Redis, and spends a
+// notification mostly waiting on them: with as many Ps as CPUs its idle
+// threads spin looking for work and wake each other, which in the 08:00
+// burst on two cores cost the daemon 18% more CPU a notification than one P
+// did, for no throughput (docs/performance.md, "The daemon on half the
+// CPUs"). The plugins do the same on their own (sdk.Serve); the environment
+// they inherit is not changed.
+func setMaxProcs(n int, log hclog.Logger) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	if n == 0 {
+		n = max(runtime.GOMAXPROCS(0)/2, 1)
+	}
+	runtime.GOMAXPROCS(n)
+	log.Debug("running goroutines on CPUs", "max_procs", n)
 }
 
 // redisLog is go-redis's logger (redis.SetLogger) on hclog at DEBUG.
