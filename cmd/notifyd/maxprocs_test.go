@@ -12,26 +12,20 @@ import (
 // environment is left as the runtime read it. Not parallel: it sets the
 // process's GOMAXPROCS (restored after).
 func TestSetMaxProcs(t *testing.T) {
-	was := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() { runtime.GOMAXPROCS(was) })
-	for _, tt := range []struct {
-		name, gomaxprocs string
-		config           int
-		given, want      int
-	}{
-		{name: "half of 2", given: 2, want: 1},
-		{name: "half of 16", given: 16, want: 8},
-		{name: "half of 1", given: 1, want: 1},
-		{name: "configured", config: 3, given: 2, want: 3},
-		{name: "GOMAXPROCS given", gomaxprocs: "2", config: 5, given: 2, want: 2},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("GOMAXPROCS", tt.gomaxprocs)
-			runtime.GOMAXPROCS(tt.given)
-			setMaxProcs(tt.config, hclog.NewNullLogger())
-			if got := runtime.GOMAXPROCS(0); got != tt.want {
-				t.Errorf("GOMAXPROCS %d, want %d", got, tt.want)
-			}
-		})
+	restore := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(restore)
+	check := func(env string, configured, given, want int) {
+		t.Helper()
+		t.Setenv("GOMAXPROCS", env)
+		runtime.GOMAXPROCS(given)
+		setMaxProcs(configured, hclog.NewNullLogger())
+		if got := runtime.GOMAXPROCS(0); got != want {
+			t.Errorf("GOMAXPROCS=%q, instance.max_procs %d, %d CPUs given: running on %d, want %d", env, configured, given, got, want)
+		}
 	}
+	check("", 0, 2, 1)  // half of two
+	check("", 0, 16, 8) // half of sixteen
+	check("", 0, 1, 1)  // never none
+	check("", 3, 2, 3)  // instance.max_procs
+	check("2", 5, 2, 2) // the environment's GOMAXPROCS wins
 }
