@@ -325,20 +325,6 @@ func logErr(e *Engine, ch *channel, op string, err error) {
 	}
 }
 
-// commit settles batch into applied (one flag per item), retrying the whole
-// batch while the failure is Postgres being unreachable. A batch Postgres
-// refuses for its data (outbox.IsRowError: one row's value or index entry)
-// would fail every retry and hold every verdict behind it, so it is halved
-// until the row at fault stands alone, the other halves committing as they
-// go; that row is finished by finishUnstorable. A refusal of no data class
-// (an operator's trigger's exception) is one row's too once a row of the
-// batch commits alone (refused.go), and a batch of one row refused so
-// refusedAloneLimit times in a row is that row's. It returns false only when
-// the settler is killed.
-func (s *settler) commit(batch []settleItem, applied []bool) bool {
-	return s.commitRows(batch, applied, false, false) == settleCommitted
-}
-
 // settleOutcome is what commitRows did with a batch.
 type settleOutcome int
 
@@ -356,10 +342,21 @@ func outcomeOf(committed bool) settleOutcome {
 	return settleKilled
 }
 
-// commitRows is commit; isolating: a row of the batch this one was split
-// from committed alone, so any refusal is its rows' own. mayHold: a batch
-// refused whole with no row committing alone is returned settleHeld, not
-// retried here (a settle worker's own batch, before any of it committed).
+// commitRows settles batch into applied (one flag per item), retrying the whole
+// batch while the failure is Postgres being unreachable. A batch Postgres
+// refuses for its data (outbox.IsRowError: one row's value or index entry)
+// would fail every retry and hold every verdict behind it, so it is halved
+// until the row at fault stands alone, the other halves committing as they
+// go; that row is finished by finishUnstorable. A refusal of no data class
+// (an operator's trigger's exception) is one row's too once a row of the
+// batch commits alone (refused.go), and a batch of one row refused so
+// refusedAloneLimit times in a row is that row's. It returns settleKilled only
+// when the settler is killed.
+//
+// isolating: a row of the batch this one was split from committed alone, so
+// any refusal is its rows' own. mayHold: a batch refused whole with no row
+// committing alone is returned settleHeld, not retried here (a settle
+// worker's own batch, before any of it committed: hold).
 func (s *settler) commitRows(batch []settleItem, applied []bool, isolating, mayHold bool) settleOutcome {
 	e := s.e
 	ss := make([]outbox.Settlement, len(batch))
