@@ -4,7 +4,8 @@
 //
 // notifyd's live heap in the 08:00 burst is about 3 MB: with GOGC at 100 the
 // runtime aimed at 7 MB and ran a collection every 35 ms, a quarter of the
-// daemon's CPU (docs/performance.md, "A floor under the daemon's heap").
+// daemon's CPU (docs/performance.md, "The daemon on half the CPUs, and a floor under
+// its heap").
 // Go has no minimum heap setting, so this is the tuner Uber described
 // ("How We Saved 70K Cores Across 30 Mission-Critical Services", 2021): after
 // each collection, GOGC is set so the next goal is max(2 × live, floor). The
