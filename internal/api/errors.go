@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -125,6 +126,23 @@ func writeEncoded(w http.ResponseWriter, status int, b *bytes.Buffer) {
 // its largest) alike. It answers with writeAnswer.
 func holdAnswer(r *http.Request, n int64) (release func(), err error) {
 	return httpguard.HoldAnswer(r.Context(), n)
+}
+
+// answerHeld answers r with what read returns, read while r holds bound of
+// the bound on answers in flight (holdAnswer) and written with status
+// (writeAnswer): the shape of every route that reads one row, or a page,
+// whose size a client or an application's SQL controls.
+func answerHeld[T any](w http.ResponseWriter, r *http.Request, bound int64, status int, read func(context.Context) (T, error)) error {
+	release, err := holdAnswer(r, bound)
+	if err != nil {
+		return err
+	}
+	defer release()
+	v, err := read(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeAnswer(w, r, status, v)
 }
 
 // writeAnswer is writeJSON for an answer read under holdAnswer: once it is

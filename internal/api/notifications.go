@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"go.opentelemetry.io/otel/trace"
@@ -65,16 +66,9 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	release, err := holdAnswer(r, httpguard.NotificationGetBytes)
-	if err != nil {
-		return err
-	}
-	defer release()
-	n, err := s.ops.Notification(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	return writeAnswer(w, r, http.StatusOK, n)
+	return answerHeld(w, r, httpguard.NotificationGetBytes, http.StatusOK, func(ctx context.Context) (wire.NotificationInfo, error) {
+		return s.ops.Notification(ctx, id)
+	})
 }
 
 // cancel: POST /v1/notifications/{id}/cancel. PENDING and QUEUED become

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,31 +19,17 @@ func (s *Server) putSubscriber(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The answer is the subscriber as stored, read back: topics added
 	// before (by SQL of one's own too) are in it.
-	release, err := holdAnswer(r, httpguard.SubscriberBytes)
-	if err != nil {
-		return err
-	}
-	defer release()
-	got, err := s.ops.PutSubscriber(r.Context(), sub)
-	if err != nil {
-		return err
-	}
-	return writeAnswer(w, r, http.StatusOK, got)
+	return answerHeld(w, r, httpguard.SubscriberBytes, http.StatusOK, func(ctx context.Context) (wire.Subscriber, error) {
+		return s.ops.PutSubscriber(ctx, sub)
+	})
 }
 
 // getSubscriber: GET /v1/subscribers/{id}, holding a subscriber's read
 // bound (httpguard.SubscriberBytes) of the bound on answers in flight.
 func (s *Server) getSubscriber(w http.ResponseWriter, r *http.Request) error {
-	release, err := holdAnswer(r, httpguard.SubscriberBytes)
-	if err != nil {
-		return err
-	}
-	defer release()
-	got, err := s.ops.Subscriber(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeAnswer(w, r, http.StatusOK, got)
+	return answerHeld(w, r, httpguard.SubscriberBytes, http.StatusOK, func(ctx context.Context) (wire.Subscriber, error) {
+		return s.ops.Subscriber(ctx, r.PathValue("id"))
+	})
 }
 
 // deleteSubscriber: DELETE /v1/subscribers/{id}; 204.
@@ -96,16 +83,10 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	release, err := holdAnswer(r, httpguard.JobBytes) // the job, read back
-	if err != nil {
-		return err
-	}
-	defer release()
-	job, err := s.ops.CreateCampaign(r.Context(), c)
-	if err != nil {
-		return err
-	}
-	return writeAnswer(w, r, http.StatusAccepted, job)
+	// The answer is the campaign's job, read back.
+	return answerHeld(w, r, httpguard.JobBytes, http.StatusAccepted, func(ctx context.Context) (wire.Job, error) {
+		return s.ops.CreateCampaign(ctx, c)
+	})
 }
 
 // Job kinds and states a jobs query may name.
@@ -135,16 +116,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		return e
 	}
 	f.Before, f.Limit = before, int(limit)
-	release, err := holdAnswer(r, httpguard.JobsPageCharge(f.Limit))
-	if err != nil {
-		return err
-	}
-	defer release()
-	out, err := s.ops.Jobs(r.Context(), f)
-	if err != nil {
-		return err
-	}
-	return writeAnswer(w, r, http.StatusOK, out)
+	return answerHeld(w, r, httpguard.JobsPageCharge(f.Limit), http.StatusOK, func(ctx context.Context) (wire.Jobs, error) {
+		return s.ops.Jobs(ctx, f)
+	})
 }
 
 // getJob: GET /v1/jobs/{id}, holding a job's read bound
@@ -154,14 +128,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if e != nil {
 		return e
 	}
-	release, err := holdAnswer(r, httpguard.JobBytes)
-	if err != nil {
-		return err
-	}
-	defer release()
-	job, err := s.ops.Job(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	return writeAnswer(w, r, http.StatusOK, job)
+	return answerHeld(w, r, httpguard.JobBytes, http.StatusOK, func(ctx context.Context) (wire.Job, error) {
+		return s.ops.Job(ctx, id)
+	})
 }
