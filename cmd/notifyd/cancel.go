@@ -104,17 +104,7 @@ func statusAPI(cmd *cobra.Command, af *apiFlags, args []string, history bool) er
 	if err != nil {
 		return err
 	}
-	ns := make([]*client.NotificationInfo, 0, len(ids))
-	refused, err := eachID(cmd, ids, func(id int64) error {
-		n, err := c.Notification(cmd.Context(), id)
-		if err == nil {
-			ns = append(ns, n)
-		}
-		return err
-	})
-	if err == nil {
-		err = refusedErr(refused, len(ids), "found")
-	}
+	ns, err := findEach(cmd, ids, c.Notification)
 	if af.json() {
 		return errors.Join(printJSON(cmd.OutOrStdout(), ns), err)
 	}

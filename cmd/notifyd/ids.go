@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -32,6 +33,24 @@ func eachID(cmd *cobra.Command, ids []int64, f func(id int64) error) (refused in
 		fmt.Fprintln(cmd.ErrOrStderr(), "error:", printable(msg))
 	}
 	return refused, nil
+}
+
+// findEach reads each of ids with get (eachID: an id refused alone is an
+// "error:" line and the others go on) and returns what it found, with
+// refusedErr's error when some were not found.
+func findEach[T any](cmd *cobra.Command, ids []int64, get func(context.Context, int64) (T, error)) ([]T, error) {
+	found := make([]T, 0, len(ids))
+	refused, err := eachID(cmd, ids, func(id int64) error {
+		v, err := get(cmd.Context(), id)
+		if err == nil {
+			found = append(found, v)
+		}
+		return err
+	})
+	if err == nil {
+		err = refusedErr(refused, len(ids), "found")
+	}
+	return found, err
 }
 
 // idRefusal is the reason an id alone was refused, and whether err is one.

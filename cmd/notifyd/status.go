@@ -40,17 +40,7 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ns []wire.NotificationInfo
-			refused, err := eachID(cmd, ids, func(id int64) error {
-				n, err := ops.Notification(cmd.Context(), id)
-				if err == nil {
-					ns = append(ns, n)
-				}
-				return err
-			})
-			if err == nil {
-				err = refusedErr(refused, len(ids), "found")
-			}
+			ns, err := findEach(cmd, ids, ops.Notification)
 			if len(ns) == 0 {
 				return err
 			}
