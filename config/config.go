@@ -99,8 +99,8 @@ type Log struct {
 type Instance struct {
 	ID string `koanf:"id"`
 	// MaxProcs is how many CPUs `notifyd serve` runs goroutines on at once
-	// (its GOMAXPROCS); 0, the default, is half of those Go gives the
-	// process, at least one. A GOMAXPROCS in the environment wins.
+	// (its GOMAXPROCS); 0, the default, leaves Go's own choice (every CPU
+	// the process is given). A GOMAXPROCS in the environment wins.
 	MaxProcs int `koanf:"max_procs"`
 }
 

@@ -167,7 +167,7 @@ func (c *Config) Validate() error {
 		return &Error{Key: "instance.id", Reason: "must match " + NameRE.String()}
 	}
 	if c.Instance.MaxProcs < 0 || c.Instance.MaxProcs > MaxMaxProcs {
-		return &Error{Key: "instance.max_procs", Reason: fmt.Sprintf("must be from 1 to %d CPUs, or 0 for half of the machine's (at least one)", MaxMaxProcs)}
+		return &Error{Key: "instance.max_procs", Reason: fmt.Sprintf("must be from 1 to %d CPUs, or 0 for every CPU Go gives the process", MaxMaxProcs)}
 	}
 	if err := positive(map[string]time.Duration{
 		"shutdown.soft_timeout": c.Shutdown.SoftTimeout, "shutdown.hard_timeout": c.Shutdown.HardTimeout,

@@ -7,9 +7,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// TestSetMaxProcs: notifyd serve runs on half the CPUs it was given (at
-// least one), instance.max_procs sets another number, and GOMAXPROCS in the
-// environment is left as the runtime read it. Not parallel: it sets the
+// TestSetMaxProcs: notifyd serve runs on the CPUs Go gives it unless
+// instance.max_procs sets a number, and GOMAXPROCS in the environment is
+// left as the runtime read it. Not parallel: it sets the
 // process's GOMAXPROCS (restored after).
 func TestSetMaxProcs(t *testing.T) {
 	restore := runtime.GOMAXPROCS(0)
@@ -23,9 +23,9 @@ func TestSetMaxProcs(t *testing.T) {
 			t.Errorf("GOMAXPROCS=%q, instance.max_procs %d, %d CPUs given: running on %d, want %d", env, configured, given, got, want)
 		}
 	}
-	check("", 0, 2, 1)  // half of two
-	check("", 0, 16, 8) // half of sixteen
-	check("", 0, 1, 1)  // never none
-	check("", 3, 2, 3)  // instance.max_procs
-	check("2", 5, 2, 2) // the environment's GOMAXPROCS wins
+	check("", 0, 2, 2)   // Go's own
+	check("", 0, 16, 16) // Go's own
+	check("", 1, 2, 1)   // instance.max_procs
+	check("", 3, 2, 3)   // instance.max_procs, more than given
+	check("2", 5, 2, 2)  // the environment's GOMAXPROCS wins
 }

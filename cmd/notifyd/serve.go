@@ -85,22 +85,19 @@ func serve(parent context.Context, path string, migrate bool) error {
 	return failed
 }
 
-// setMaxProcs runs the daemon on n CPUs (instance.max_procs), or, for 0, on
-// half of those Go gives the process, at least one — unless GOMAXPROCS is in
-// the environment (the runtime read it at start). notifyd shares its machine
-// with its plugins, and often with Postgres and Redis, and spends a
-// notification mostly waiting on them: with as many Ps as CPUs its idle
-// threads spin looking for work and wake each other, which in the 08:00
-// burst on two cores cost the daemon 18% more CPU a notification than one P
-// did, for no throughput (docs/performance.md, "The daemon on half the
-// CPUs"). The plugins do the same on their own (sdk.Serve); the environment
-// they inherit is not changed.
+// setMaxProcs runs the daemon on n CPUs (instance.max_procs) unless
+// GOMAXPROCS is in the environment (the runtime read it at start); 0 leaves
+// Go's own choice, every CPU the process is given. One CPU on a host shared
+// with Postgres and Redis took 18% off the daemon's CPU a notification in the
+// 08:00 burst on two cores (docs/performance.md, "The daemon on half the
+// CPUs, and a floor under its heap"), but on a machine whose CPUs are
+// oversubscribed it also halves the daemon's share of them, and a slow live
+// instance's claims are taken over as if it had died: so it is the
+// operator's to choose. The plugins choose their own (sdk.Serve); the
+// environment they inherit is not changed.
 func setMaxProcs(n int, log hclog.Logger) {
-	if os.Getenv("GOMAXPROCS") != "" {
+	if n == 0 || os.Getenv("GOMAXPROCS") != "" {
 		return
-	}
-	if n == 0 {
-		n = max(runtime.GOMAXPROCS(0)/2, 1)
 	}
 	runtime.GOMAXPROCS(n)
 	log.Debug("running goroutines on CPUs", "max_procs", n)
