@@ -71,11 +71,7 @@ func TestServer_PageAnswersInFlightBounded(t *testing.T) {
 			}
 		}
 	})
-	t.Logf("%d pages of 20 MiB at once: heap in use grew by %d MiB at its peak", pages, held>>20)
-	if held > 320<<20 {
-		t.Errorf("%d pages of 20 MiB at once took the heap %d MiB past where it was; want at most 320 MiB (a bounded number of pages at once)",
-			pages, held>>20)
-	}
+	heapBounded(t, fmt.Sprintf("%d pages of 20 MiB at once", pages), held, 320<<20, "a bounded number of pages at once")
 	servedOrRefused(t, "page", results)
 }
 

@@ -128,3 +128,13 @@ func servedOrRefused(t *testing.T, what string, results []heldAnswer) {
 		t.Errorf("no %s of the %d was served: %+v", what, len(results), results[0])
 	}
 }
+
+// heapBounded logs how far what took the heap past where it was (held), and
+// fails past most bytes; why says what most stands for.
+func heapBounded(t *testing.T, what string, held, most int64, why string) {
+	t.Helper()
+	t.Logf("%s: heap in use grew by %d MiB at its peak", what, held>>20)
+	if held > most {
+		t.Errorf("%s took the heap %d MiB past where it was; want at most %d MiB (%s)", what, held>>20, most>>20, why)
+	}
+}

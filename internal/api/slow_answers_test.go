@@ -74,11 +74,7 @@ func TestServer_NotificationGetHoldsAnswersInFlight(t *testing.T) {
 		}
 		return nil
 	}, nil)
-	t.Logf("%d GETs of a 9 MiB notification at once: heap in use grew by %d MiB at its peak", gets, held>>20)
-	if held > 400<<20 {
-		t.Errorf("%d GETs of a 9 MiB notification at once took the heap %d MiB past where it was; want at most 400 MiB (a bounded number at once: 991 MiB without a bound)",
-			gets, held>>20)
-	}
+	heapBounded(t, fmt.Sprintf("%d GETs of a 9 MiB notification at once", gets), held, 400<<20, "a bounded number at once: 991 MiB without a bound")
 	servedOrRefused(t, "GET", results)
 }
 
