@@ -108,11 +108,10 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	if d.By == byRecipient || d.By == byAuto {
-		// One more than a page, to know whether an older page exists; a
-		// page cut for its size (whole rows only) has one too. It holds
-		// its share of the bound on answers in flight until it is
+		// One more than a page, to know whether an older page exists. It
+		// holds its share of the bound on answers in flight until it is
 		// written.
-		rows, next, ok := s.recipientRows(w, r, d.Q, before, lookupPerPage+1)
+		rows, ok := s.recipientRows(w, r, d.Q, before, lookupPerPage+1)
 		if !ok {
 			return
 		}
@@ -120,8 +119,6 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		if len(d.Rows) > lookupPerPage {
 			d.Rows = d.Rows[:lookupPerPage]
 			d.Next = d.Rows[len(d.Rows)-1].ID
-		} else if next != 0 && len(d.Rows) > 0 {
-			d.Next = next
 		}
 	}
 	if len(d.Rows) == 0 {
@@ -139,20 +136,20 @@ func (s *server) lookupPage(w http.ResponseWriter, r *http.Request, sess *sessio
 }
 
 // recipientRows reads a page of recipient's notifications as the look-up
-// shows them: their summaries (service.Operations.NotificationSummaries), holding the page's bound of the
-// bound on answers in flight. next is where a page cut short for its size
-// goes on (whole rows only). When it cannot, it has answered and ok is
-// false.
-func (s *server) recipientRows(w http.ResponseWriter, r *http.Request, recipient string, before int64, limit int) (rows []service.Summary, next int64, ok bool) {
+// shows them: their summaries (service.Operations.NotificationSummaries,
+// never cut for size: a summary's bound is small), holding the page's bound
+// of the bound on answers in flight. When it cannot, it has answered and ok
+// is false.
+func (s *server) recipientRows(w http.ResponseWriter, r *http.Request, recipient string, before int64, limit int) (rows []service.Summary, ok bool) {
 	if _, ok := s.holdPage(w, r, limit, httpguard.SummaryBytes); !ok {
-		return nil, 0, false
+		return nil, false
 	}
 	page, err := s.d.Ops.NotificationSummaries(r.Context(), recipient, before, limit)
 	if err != nil {
 		s.failErr(w, r, "look up notifications by recipient", err)
-		return nil, 0, false
+		return nil, false
 	}
-	return page.Rows, 0, true
+	return page.Rows, true
 }
 
 // found turns a look-up's NotFound into false.
