@@ -63,7 +63,7 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 		return
 	}
 	// One more row than the page, to know whether another page follows.
-	rows, next, ok := s.deadRows(w, r, wire.DLQQuery{Channel: channel, After: after, Limit: int(limit) + 1})
+	rows, ok := s.deadRows(w, r, wire.DLQQuery{Channel: channel, After: after, Limit: int(limit) + 1})
 	if !ok {
 		return
 	}
@@ -71,10 +71,6 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 	if len(rows) > int(limit) {
 		rows = rows[:limit]
 		data.Next = rows[len(rows)-1].ID
-	} else if next != 0 && len(rows) > 0 {
-		// Short of the limit, but cut for its size (whole rows of large
-		// payloads): more dead letters follow.
-		data.Next = next
 	}
 	for _, n := range rows {
 		data.Rows = append(data.Rows, deadRow{Summary: n, Configured: s.configured(n.Channel)})
@@ -96,20 +92,19 @@ func (s *server) deadPage(w http.ResponseWriter, r *http.Request, sess *session)
 }
 
 // deadRows reads q's dead letters as the list shows them: their summaries
-// (service.Operations.DeadSummaries), holding the page's bound of the bound on answers in flight
-// (httpguard.SummaryBytes a row) until it is written. next is where a page
-// cut short for its size goes on (whole rows only). When it cannot, it has
-// answered and ok is false.
-func (s *server) deadRows(w http.ResponseWriter, r *http.Request, q wire.DLQQuery) (rows []service.Summary, next int64, ok bool) {
+// (service.Operations.DeadSummaries, never cut for size), holding the page's
+// bound of the bound on answers in flight (httpguard.SummaryBytes a row)
+// until it is written. When it cannot, it has answered and ok is false.
+func (s *server) deadRows(w http.ResponseWriter, r *http.Request, q wire.DLQQuery) (rows []service.Summary, ok bool) {
 	if _, ok := s.holdPage(w, r, q.Limit, httpguard.SummaryBytes); !ok {
-		return nil, 0, false
+		return nil, false
 	}
 	page, err := s.d.Ops.DeadSummaries(r.Context(), q)
 	if err != nil {
 		s.failErr(w, r, "list dead letters", err)
-		return nil, 0, false
+		return nil, false
 	}
-	return page.Rows, 0, true
+	return page.Rows, true
 }
 
 // deadReplay replays the row of the "one" button, the ticked rows, or every
