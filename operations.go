@@ -97,17 +97,17 @@ func (d *Daemon) Dead(ctx context.Context, q wire.DLQQuery) (wire.DLQPage, error
 }
 
 // DeadSummaries is Dead reading each row's summary only (the dashboard's list).
-func (d *Daemon) DeadSummaries(ctx context.Context, q wire.DLQQuery) (service.SummaryPage, error) {
+func (d *Daemon) DeadSummaries(ctx context.Context, q wire.DLQQuery) ([]service.Summary, error) {
 	if err := d.notRunning(); err != nil {
-		return service.SummaryPage{}, err
+		return nil, err
 	}
 	return d.ops.DeadSummaries(ctx, q)
 }
 
 // NotificationSummaries is NotificationsByRecipient reading summaries only.
-func (d *Daemon) NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) (service.SummaryPage, error) {
+func (d *Daemon) NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) ([]service.Summary, error) {
 	if err := d.notRunning(); err != nil {
-		return service.SummaryPage{}, err
+		return nil, err
 	}
 	return d.ops.NotificationSummaries(ctx, recipient, before, limit)
 }

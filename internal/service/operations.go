@@ -42,10 +42,10 @@ type Operations interface {
 	// DeadSummaries is Dead reading each row's Summary only (no payload,
 	// result or attempt log; the error cut): the dashboard's list, whose
 	// page is then its row count times outbox.SummaryBytes at most.
-	DeadSummaries(ctx context.Context, q wire.DLQQuery) (SummaryPage, error)
+	DeadSummaries(ctx context.Context, q wire.DLQQuery) ([]Summary, error)
 	// NotificationSummaries is NotificationsByRecipient reading summaries
 	// only: the dashboard's look-up by recipient.
-	NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) (SummaryPage, error)
+	NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) ([]Summary, error)
 	// NotificationSummary is one notification's Summary; NotFound for an
 	// unknown id. What a look-up reads to know a notification exists.
 	NotificationSummary(ctx context.Context, id int64) (Summary, error)

@@ -13,48 +13,41 @@ import (
 // no payload, result or attempt log, its error cut.
 type Summary = outbox.Summary
 
-// SummaryPage is a page of summaries; Next is the last id of a page that
-// may have more after it (0: the last page), the after (or before) of the
-// next page.
-type SummaryPage struct {
-	Rows []Summary
-	Next int64
-}
-
 // DeadSummaries pages through the dead letters as Dead does (q.Channel ""
 // = every channel; q.Limit 1 to outbox.MaxSummaryPage, 0 the default),
 // reading each row's summary only, so a page holds at most its row count
 // times outbox.SummaryBytes whatever its rows' payloads and results are:
 // the dashboard's dead-letter list, which shows nothing else.
-func (s *Service) DeadSummaries(ctx context.Context, q wire.DLQQuery) (SummaryPage, error) {
+func (s *Service) DeadSummaries(ctx context.Context, q wire.DLQQuery) ([]Summary, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DeadLimitDefault
 	}
 	if limit > outbox.MaxSummaryPage {
-		return SummaryPage{}, refuse(Invalid, "limit %d: want 1 to %d", limit, outbox.MaxSummaryPage)
+		return nil, refuse(Invalid, "limit %d: want 1 to %d", limit, outbox.MaxSummaryPage)
 	}
 	rows, err := s.store.ListFailedSummaries(ctx, q.Channel, q.After, limit)
 	if err != nil {
-		return SummaryPage{}, fmt.Errorf("list dead letters: %w", err)
+		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
-	return summaryPage(rows, limit), nil
+	return rows, nil
 }
 
 // NotificationSummaries lists a recipient's notifications as
 // NotificationsByRecipient does (newest first, ids below before, limit 1 to
 // outbox.MaxSummaryPage), reading each one's summary only: the dashboard's
-// look-up by recipient. Next is the last id of a full page (the
-// before of the next one).
-func (s *Service) NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) (SummaryPage, error) {
+// look-up by recipient. A page is never cut for its size (a summary's is
+// bounded); a caller that wants to know whether more follow asks for one
+// more row than it shows.
+func (s *Service) NotificationSummaries(ctx context.Context, recipient string, before int64, limit int) ([]Summary, error) {
 	if limit <= 0 || limit > outbox.MaxSummaryPage {
-		return SummaryPage{}, refuse(Invalid, "limit %d: want 1 to %d", limit, outbox.MaxSummaryPage)
+		return nil, refuse(Invalid, "limit %d: want 1 to %d", limit, outbox.MaxSummaryPage)
 	}
 	rows, err := s.store.ListSummariesByRecipient(ctx, recipient, before, limit)
 	if err != nil {
-		return SummaryPage{}, fmt.Errorf("list notifications by recipient: %w", err)
+		return nil, fmt.Errorf("list notifications by recipient: %w", err)
 	}
-	return summaryPage(rows, limit), nil
+	return rows, nil
 }
 
 // NotificationSummary reads notification id's summary; NotFound when there
@@ -76,14 +69,4 @@ func (s *Service) NotificationSummaryByKey(ctx context.Context, key string) (Sum
 		return Summary{}, refuse(NotFound, "no notification has the idempotency key %q", wire.Truncate(key, 100))
 	}
 	return m, err
-}
-
-// summaryPage is rows as a page of at most limit: Next names its last row
-// when it is full (more may follow).
-func summaryPage(rows []Summary, limit int) SummaryPage {
-	page := SummaryPage{Rows: rows}
-	if len(rows) == limit {
-		page.Next = rows[len(rows)-1].ID
-	}
-	return page
 }

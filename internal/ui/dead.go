@@ -99,12 +99,12 @@ func (s *server) deadRows(w http.ResponseWriter, r *http.Request, q wire.DLQQuer
 	if _, ok := s.holdPage(w, r, q.Limit, httpguard.SummaryBytes); !ok {
 		return nil, false
 	}
-	page, err := s.d.Ops.DeadSummaries(r.Context(), q)
+	rows, err := s.d.Ops.DeadSummaries(r.Context(), q)
 	if err != nil {
 		s.failErr(w, r, "list dead letters", err)
 		return nil, false
 	}
-	return page.Rows, true
+	return rows, true
 }
 
 // deadReplay replays the row of the "one" button, the ticked rows, or every

@@ -144,12 +144,12 @@ func (s *server) recipientRows(w http.ResponseWriter, r *http.Request, recipient
 	if _, ok := s.holdPage(w, r, limit, httpguard.SummaryBytes); !ok {
 		return nil, false
 	}
-	page, err := s.d.Ops.NotificationSummaries(r.Context(), recipient, before, limit)
+	rows, err := s.d.Ops.NotificationSummaries(r.Context(), recipient, before, limit)
 	if err != nil {
 		s.failErr(w, r, "look up notifications by recipient", err)
 		return nil, false
 	}
-	return page.Rows, true
+	return rows, true
 }
 
 // found turns a look-up's NotFound into false.
