@@ -153,8 +153,8 @@ func TestTLSAlertKind(t *testing.T) {
 		{&net.OpError{Op: "read", Err: fmt.Errorf("connection reset by peer")}, false},
 		{fmt.Errorf("remote error: tls: certificate required"), false}, // text alone is no kind
 	} {
-		if got := refusedTLS(tt.err) != ""; got != tt.final {
-			t.Errorf("refusedTLS(%v) final = %v; want %v", tt.err, got, tt.final)
+		if got := sdk.RefusedTLS(tt.err) != ""; got != tt.final {
+			t.Errorf("sdk.RefusedTLS(%v) final = %v; want %v", tt.err, got, tt.final)
 		}
 	}
 }

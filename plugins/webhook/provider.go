@@ -456,7 +456,7 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(q)
 	c.read += int64(n)
-	if err != nil && n == 0 && refusedTLS(err) != "" {
+	if err != nil && n == 0 && sdk.RefusedTLS(err) != "" {
 		// fasthttp reports an error before the answer's first byte as
 		// io.EOF: the alert reaches the request another way.
 		alerts.put(alertKey(c.LocalAddr(), c.RemoteAddr()), err)

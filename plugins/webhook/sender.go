@@ -408,7 +408,7 @@ func (s *sender) failed(p *post, err error) sdk.Verdict {
 	}
 	ue := &url.Error{Op: "Post", URL: redactURL(p.target), Err: err}
 	var v sdk.Verdict
-	if why := refusedTLS(err); why != "" {
+	if why := sdk.RefusedTLS(err); why != "" {
 		// sdk.ClassifyHTTP does not know these alerts (it reads a remote
 		// alert's text, for TLS versions only): found by type here.
 		v = sdk.Permanent("request failed: " + ue.Error() + " (final: " + why + ")")

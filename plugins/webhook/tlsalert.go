@@ -7,15 +7,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/notifyd/notifyd/sdk"
 )
 
-// refusedTLS is sdk.RefusedTLS: a TLS alert by which the receiver refused
-// this host's handshake for good, found by its type, or "".
-func refusedTLS(err error) string { return sdk.RefusedTLS(err) }
-
 // refusedHandshake is a send ended by a TLS alert refusing this host's
-// handshake (refusedTLS): final, and never replayed within the call.
+// handshake (sdk.RefusedTLS): final, and never replayed within the call.
 type refusedHandshake struct{ error }
 
 func (e refusedHandshake) Unwrap() error { return e.error }
