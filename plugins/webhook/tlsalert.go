@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
 )
 
 // refusedHandshake is a send ended by a TLS alert refusing this host's
