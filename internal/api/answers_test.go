@@ -2,11 +2,9 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,17 +28,7 @@ import (
 // reads the process's heap.
 func TestServer_PageAnswersInFlightBounded(t *testing.T) {
 	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} }})
-	// 4 dead letters of 1 MiB of payload and 4 MiB of result each: one page
-	// of 20 MiB (the page stops at the row past 16 MiB).
-	big := rows("orders", "a", "b", "c", "d")
-	for i := range big {
-		big[i].Payload = json.RawMessage(`{"p":"` + strings.Repeat("x", 1<<20-64) + `"}`)
-	}
-	ids := b.deadLetterRows("orders", big)
-	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET result = jsonb_build_object('r', repeat('y', $2)) WHERE id = ANY($1)`,
-		ids, 4<<20-64); err != nil {
-		t.Fatal(err)
-	}
+	b.bigDeadLetterPage(t)
 	small := b.insert("alerts", "someone")[0]
 
 	const pages = 24

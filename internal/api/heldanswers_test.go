@@ -138,3 +138,19 @@ func heapBounded(t *testing.T, what string, held, most int64, why string) {
 		t.Errorf("%s took the heap %d MiB past where it was; want at most %d MiB (%s)", what, held>>20, most>>20, why)
 	}
 }
+
+// bigDeadLetterPage writes 4 dead letters on channel orders of 1 MiB of
+// payload and 4 MiB of result each: one page of 20 MiB (the page stops at
+// the row past 16 MiB).
+func (b *bundle) bigDeadLetterPage(t *testing.T) {
+	t.Helper()
+	big := rows("orders", "a", "b", "c", "d")
+	for i := range big {
+		big[i].Payload = json.RawMessage(`{"p":"` + strings.Repeat("x", 1<<20-64) + `"}`)
+	}
+	ids := b.deadLetterRows("orders", big)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET result = jsonb_build_object('r', repeat('y', $2)) WHERE id = ANY($1)`,
+		ids, 4<<20-64); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -88,15 +88,7 @@ func TestServer_NotificationGetHoldsAnswersInFlight(t *testing.T) {
 // served while it stalls.
 func TestServer_SlowReaderHoldsItsShareOnly(t *testing.T) {
 	b := setup(t, setupOptions{edit: func(c *config.Config) { c.HTTP.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} }})
-	big := rows("orders", "a", "b", "c", "d")
-	for i := range big {
-		big[i].Payload = json.RawMessage(`{"p":"` + strings.Repeat("x", 1<<20-64) + `"}`)
-	}
-	ids := b.deadLetterRows("orders", big)
-	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE notifications SET result = jsonb_build_object('r', repeat('y', $2)) WHERE id = ANY($1)`,
-		ids, 4<<20-64); err != nil {
-		t.Fatal(err)
-	}
+	b.bigDeadLetterPage(t)
 	small := b.deadLetter("alerts", "someone")[0]
 
 	// The slow client: six pages of 20 MiB, not a byte of them read.
