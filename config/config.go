@@ -56,6 +56,11 @@ type Plugins struct {
 	// writable memory as a limit the kernel enforces (RLIMIT_DATA), its
 	// resident memory checked at every health check.
 	MaxMemoryBytes int64 `koanf:"max_memory_bytes"`
+	// MaxCPU bounds the CPU each plugin's processes may use together, in
+	// CPUs (0.5 is half of one): past it, after a burst of one second's
+	// worth, they are paused until under it again. 0 is half the machine's
+	// CPUs, at least one.
+	MaxCPU float64 `koanf:"max_cpu"`
 }
 
 // HTTP is the API listener.
@@ -103,6 +108,12 @@ type Instance struct {
 	// the process is given). A GOMAXPROCS in the environment wins.
 	MaxProcs int `koanf:"max_procs"`
 }
+
+// MinPluginMaxCPU and MaxPluginMaxCPU bound plugins.max_cpu (in CPUs).
+const (
+	MinPluginMaxCPU = 0.05
+	MaxPluginMaxCPU = 4096
+)
 
 // MaxMaxProcs bounds instance.max_procs.
 const MaxMaxProcs = 4096

@@ -166,6 +166,10 @@ func TestLoad_Errors(t *testing.T) {
 		{"unknown tracing key", minimal + "tracing: {endpoint: x}\n", nil, "tracing.endpoint"},
 		{"plugin memory below 64 MiB", minimal + "plugins: {max_memory_bytes: 1000000}\n", nil, "plugins.max_memory_bytes"},
 		{"plugin memory not a number", minimal, []string{"NOTIFYD_PLUGINS_MAX_MEMORY_BYTES=1GiB"}, "max_memory_bytes"},
+		{"plugin CPU negative", minimal + "plugins: {max_cpu: -1}\n", nil, "plugins.max_cpu"},
+		{"plugin CPU too small to run", minimal + "plugins: {max_cpu: 0.001}\n", nil, "plugins.max_cpu"},
+		{"plugin CPU not a number", minimal + "plugins: {max_cpu: .nan}\n", nil, "plugins.max_cpu"},
+		{"plugin CPU not a number (env)", minimal, []string{"NOTIFYD_PLUGINS_MAX_CPU=half"}, "max_cpu"},
 		// The queue grants no longer lease: an instance would start and
 		// fail every renewal.
 		// An empty address listened on every interface.

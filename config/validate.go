@@ -158,6 +158,11 @@ func (c *Config) Validate() error {
 			"must be at least %d (64 MiB): a plugin's runtime alone takes tens of MB (default %d, 1 GiB)",
 			MinPluginMaxMemory, DefaultPluginMaxMemory)}
 	}
+	if cpu := c.Plugins.MaxCPU; cpu != 0 && !(cpu >= MinPluginMaxCPU && cpu <= MaxPluginMaxCPU) {
+		return &Error{Key: "plugins.max_cpu", Reason: fmt.Sprintf(
+			"must be from %g to %d CPUs (0.5 is half of one), or 0 for half the machine's CPUs, at least one; got %g",
+			MinPluginMaxCPU, MaxPluginMaxCPU, cpu)}
+	}
 	for name, sum := range c.Plugins.Checksums {
 		if len(sum) != 64 || strings.Trim(strings.ToLower(sum), "0123456789abcdef") != "" {
 			return &Error{Key: "plugins.checksums." + name, Reason: "must be a hex SHA-256 (64 characters)"}

@@ -417,3 +417,141 @@ func tailOf(s string, n int) string {
 	}
 	return s
 }
+
+// A plugin that spins — threads of its own and a process it started — is
+// held to plugins.max_cpu whatever it does: its processes are paused while
+// over, it keeps answering, and it runs in a session of its own (where the
+// kernel shares CPU between sessions, its threads share one session's).
+// Before, nothing bounded it: its spinning threads outnumbered the host's.
+func TestHost_CPUBound(t *testing.T) {
+	t.Parallel()
+	const bound = 0.25 // CPUs
+	dir := t.TempDir()
+	testenv.InstallPlugin(t, dir, "cpuhog", "./testdata/cpuhog")
+	logs := &testenv.SyncBuffer{}
+	h := pluginhost.New(config.Plugins{Dir: dir, StartTimeout: 20 * time.Second, HealthInterval: time.Second,
+		MaxCPU: bound}, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("the host's log:\n%s", tailOf(logs.String(), 4000))
+		}
+	})
+	ctx := testenv.Context(t)
+	p, err := h.Plugin(ctx, "cpuhog")
+	if err != nil {
+		t.Fatalf("Plugin: %v", err)
+	}
+	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	pid := p.PID()
+	if s := procStat(t, pid); s.session != pid || s.pgrp != pid {
+		t.Fatalf("the plugin %d runs in session %d, process group %d; want its own (%d)", pid, s.session, s.pgrp, pid)
+	}
+	ok := []sdk.Outcome{sdk.OutcomeSuccess}
+	// Two spinning threads of its own, and a process of its own spinning two.
+	vs := p.Send(ctx, msgs(`{"spin":2}`, `{"child":2}`))
+	checkVerdicts(t, vs, []sdk.Outcome{sdk.OutcomeSuccess, sdk.OutcomeSuccess}, "")
+	var child struct {
+		PID int `json:"child_pid"`
+	}
+	if err := json.Unmarshal(vs[1].Result, &child); err != nil || child.PID == 0 {
+		t.Fatalf("the plugin's child: %q: %v", vs[1].Result, err)
+	}
+	waitFor(t, "the plugin's child in its process group", func() bool { return len(groupOf(pid)) == 2 })
+	// What the group uses over a span: the bound, the burst it may take at
+	// once (a second's worth), and slack for a check that comes late on a
+	// loaded machine. Unbounded, four spinning threads take every CPU.
+	const span = 4 * time.Second
+	start, before := time.Now(), groupCPU(pid)
+	time.Sleep(span)
+	used, took := groupCPU(pid)-before, time.Since(start)
+	allowed := time.Duration(bound*float64(took)) + time.Duration(bound*float64(time.Second)) + 500*time.Millisecond
+	t.Logf("the plugin's processes used %v of CPU in %v (allowed %v)", used, took.Round(time.Millisecond), allowed)
+	if used > allowed {
+		t.Errorf("the plugin's processes used %v of CPU in %v, past plugins.max_cpu %g (at most %v with the burst and slack)",
+			used, took.Round(time.Millisecond), bound, allowed)
+	}
+	if !strings.Contains(logs.String(), "over plugins.max_cpu") {
+		t.Errorf("the host's log does not say the plugin was paused for plugins.max_cpu")
+	}
+	// Paused while over, not replaced: it still answers.
+	checkVerdicts(t, p.Send(ctx, msgs(`{}`)), ok, "")
+	if p.PID() != pid || p.Restarts() != 0 {
+		t.Errorf("the plugin was replaced (pid %d → %d, %d restarts); want it paused while over its CPU, not replaced", pid, p.PID(), p.Restarts())
+	}
+	// A graceful stop ends the plugin's own process; what it started in its
+	// group goes with it (before, the spinning child outlived the host).
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := h.Stop(stopCtx); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if !gone(child.PID, 5*time.Second) {
+		t.Errorf("the process the plugin started (%d) outlived the host's stop", child.PID)
+	}
+}
+
+type statFields struct{ pgrp, session int }
+
+// procStat reads process pid's process group and session from /proc.
+func procStat(t *testing.T, pid int) statFields {
+	t.Helper()
+	f, ok := statOf(pid)
+	if !ok || len(f) < 4 {
+		t.Fatalf("cannot read /proc/%d/stat", pid)
+	}
+	pgrp, _ := strconv.Atoi(f[2])
+	session, _ := strconv.Atoi(f[3])
+	return statFields{pgrp, session}
+}
+
+// statOf is /proc/PID/stat's fields after the command name.
+func statOf(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(s[i+1:]), true
+}
+
+// groupOf lists the live processes of process group pgid, its leader
+// included.
+func groupOf(pgid int) []int {
+	names, _ := filepath.Glob("/proc/[0-9]*")
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(filepath.Base(n))
+		if err != nil {
+			continue
+		}
+		if f, ok := statOf(pid); ok && len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// groupCPU is the CPU time (user and system) the processes of process group
+// pgid have used, in /proc's unit of 10 ms.
+func groupCPU(pgid int) time.Duration {
+	var sum time.Duration
+	for _, pid := range groupOf(pgid) {
+		if f, ok := statOf(pid); ok && len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			sum += time.Duration(u+s) * 10 * time.Millisecond
+		}
+	}
+	return sum
+}

@@ -29,7 +29,7 @@ type procRunner struct {
 	launcher *launcher
 	logLevel string
 	// maxMemory is plugins.max_memory_bytes: the bound on the process's
-	// resident memory (Plugin.watchMemory), and a quarter of what it may
+	// resident memory (Plugin.watchProcess), and a quarter of what it may
 	// map (limitMapped, set the moment it runs).
 	maxMemory int64
 
@@ -120,7 +120,14 @@ func (r *procRunner) Start(context.Context) error {
 // for *os.File outputs), so its exit is seen, and it is restarted, whoever
 // still holds its stdout or stderr. The host then reads what is left in
 // the pipes for pipeDrain and takes them for closed.
+//
+// What the process started in its group dies with it, however it ended (an
+// exit it chose, a crash, a graceful stop): killed while the exited process
+// is not yet reaped, so the group's id is still its own. A helper left
+// running spun or held memory with nothing to bound it.
 func (r *procRunner) reap() {
+	awaitExit(r.pid)
+	_ = killGroup(r.pid)
 	err := r.cmd.Wait()
 	r.waitMu.Lock()
 	r.waitRes = err

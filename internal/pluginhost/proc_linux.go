@@ -6,15 +6,78 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // sysProcAttr has the kernel kill a plugin the moment the host dies, even by
-// kill -9, and puts it in a process group of its own: a child the plugin
-// forked (holding its stdout open, say) is killed with it.
+// kill -9, and puts it in a session, hence a process group, of its own: a
+// child the plugin forked (holding its stdout open, say) is killed with it,
+// and where the kernel groups tasks by session for CPU (autogroup, on by
+// default on most distributions) the plugin's threads share one group's CPU
+// against the host's, however many it starts (docs/design.md §7).
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
+}
+
+// awaitExit returns once process pid (a child of this process) has exited,
+// without reaping it: until it is reaped its pid, hence its process group's
+// id, cannot name another process.
+func awaitExit(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, syscall.EINTR) {
+			return
+		}
+	}
+}
+
+// userHZ is the unit of the CPU times in /proc/PID/stat: fixed at 100 a
+// second for user space on Linux, whatever the kernel's own tick.
+const userHZ = 100
+
+// cpuTime is the CPU process pid has used (user and system, all its
+// threads); ok is false once it is gone.
+func cpuTime(pid int) (d time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime stime …: comm may hold spaces and ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(user+sys) * (time.Second / userHZ), true
+}
+
+// pauseGroup stops (SIGSTOP) or resumes (SIGCONT) every process of process
+// group pgid: the plugin and what it started.
+func pauseGroup(pgid int, stop bool) error {
+	if pgid <= 0 {
+		return nil
+	}
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // killGroup kills the plugin's process group: the plugin and anything it

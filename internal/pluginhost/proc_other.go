@@ -5,6 +5,7 @@ package pluginhost
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // sysProcAttr: without a parent-death signal, plugins rely on the sdk's
@@ -30,5 +31,12 @@ func limitMapped(int, int64) error { return nil }
 func residentBytes(int) int64 { return 0 }
 
 func groupMembers(int) []int { return nil }
+
+func awaitExit(int) {}
+
+// cpuTime and pauseGroup: a plugin's CPU is bounded on Linux only.
+func cpuTime(int) (time.Duration, bool) { return 0, false }
+
+func pauseGroup(int, bool) error { return nil }
 
 func peakResident(*os.ProcessState) int64 { return 0 }

@@ -331,9 +331,11 @@ func (p *Plugin) watch(inst *instance) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	defer p.setMisses(0)
-	over, done := make(chan error, 1), make(chan struct{})
-	defer close(done)
-	go p.watchMemory(inst, over, done)
+	over, done, watched := make(chan error, 1), make(chan struct{}), make(chan struct{})
+	// Waits for the watcher, which resumes a paused process before the
+	// caller stops or replaces it.
+	defer func() { close(done); <-watched }()
+	go func() { defer close(watched); p.watchProcess(inst, over, done) }()
 	misses := 0
 	for {
 		select {
@@ -383,8 +385,9 @@ func (i *instance) drain(d time.Duration) {
 }
 
 // memoryCheck is how often a plugin's resident memory is read against
-// plugins.max_memory_bytes: a process allocating as fast as it can (a few
-// GB/s) is past the bound by at most what it takes in this long.
+// plugins.max_memory_bytes, and its CPU against plugins.max_cpu: a process
+// allocating as fast as it can (a few GB/s) is past the bound by at most
+// what it takes in this long.
 const memoryCheck = 100 * time.Millisecond
 
 // groupCheck is how often the processes a plugin started are looked for
@@ -394,18 +397,28 @@ const memoryCheck = 100 * time.Millisecond
 // and by no more than what it may map (RLIMIT_DATA, which it inherits).
 const groupCheck = time.Second
 
-// watchMemory sends on over when the resident memory of inst's process and
-// of the processes it started (its process group, which a replacement
-// kills) — heap, stacks and shared mappings alike (shm, memfd, a MAP_SHARED
-// region, which RLIMIT_DATA does not count) — is past
-// plugins.max_memory_bytes; watch then has it replaced. One read of
-// /proc/PID/statm a process a check. Only the plugin's own process was read:
-// a plugin whose helper or worker processes took the memory was never
-// replaced.
-func (p *Plugin) watchMemory(inst *instance, over chan<- error, done <-chan struct{}) {
+// watchProcess reads inst's process and the processes it started (its
+// process group, which a replacement kills) every memoryCheck. Their
+// resident memory — heap, stacks and shared mappings alike (shm, memfd, a
+// MAP_SHARED region, which RLIMIT_DATA does not count) — past
+// plugins.max_memory_bytes is sent on over (watch then has the process
+// replaced). Their CPU past plugins.max_cpu pauses the group until it is
+// under again (cpuBudget): a plugin that spins (a loop in provider code, a
+// thread per message) slows only itself. One read of /proc/PID/statm and one
+// of /proc/PID/stat a process a check. Only the plugin's own process was
+// read for memory once: a plugin whose helper or worker processes took the
+// memory was never replaced; and nothing bounded its CPU (docs/reliability.md).
+func (p *Plugin) watchProcess(inst *instance, over chan<- error, done <-chan struct{}) {
 	tick := time.NewTicker(memoryCheck)
 	defer tick.Stop()
 	max := p.host.cfg.MaxMemoryBytes
+	pid := inst.run.pid
+	cpu := newCPUBudget(p.host.cfg.MaxCPU, time.Now())
+	defer func() {
+		if cpu.paused {
+			_ = pauseGroup(pid, false)
+		}
+	}()
 	var members []int
 	scanned := time.Time{}
 	for {
@@ -416,23 +429,102 @@ func (p *Plugin) watchMemory(inst *instance, over chan<- error, done <-chan stru
 			return
 		case now := <-tick.C:
 			if now.Sub(scanned) >= groupCheck {
-				members, scanned = groupMembers(inst.run.pid), now
+				members, scanned = groupMembers(pid), now
 			}
-			rss := residentBytes(inst.run.pid)
+			rss := residentBytes(pid)
 			for _, m := range members {
 				rss += residentBytes(m) // 0 once it is gone
 			}
-			if rss <= max {
-				continue
+			if rss > max {
+				what := "resident memory"
+				if len(members) > 0 {
+					what = fmt.Sprintf("resident memory of the plugin and the %d processes it started", len(members))
+				}
+				over <- fmt.Errorf("%s %d MiB, over plugins.max_memory_bytes (%d MiB)", what, rss>>20, max>>20)
+				return
 			}
-			what := "resident memory"
-			if len(members) > 0 {
-				what = fmt.Sprintf("resident memory of the plugin and the %d processes it started", len(members))
-			}
-			over <- fmt.Errorf("%s %d MiB, over plugins.max_memory_bytes (%d MiB)", what, rss>>20, max>>20)
-			return
+			p.budgetCPU(cpu, pid, members, now)
 		}
 	}
+}
+
+// budgetCPU draws what the plugin's processes used since the last check on
+// its CPU budget, and pauses or resumes them by what is left.
+func (p *Plugin) budgetCPU(b *cpuBudget, pid int, members []int, now time.Time) {
+	pause := b.take(now, pid, members)
+	if pause == b.paused {
+		return
+	}
+	if err := pauseGroup(pid, pause); err != nil {
+		p.log.Error("plugin over plugins.max_cpu: cannot pause or resume its processes", "pid", pid, "error", err)
+		return
+	}
+	b.paused = pause
+	if !pause {
+		return
+	}
+	b.pauses++
+	if b.logged.IsZero() || now.Sub(b.logged) >= cpuLogEvery {
+		p.log.Warn("plugin over plugins.max_cpu: its processes are paused while over",
+			"pid", pid, "max_cpu", b.max, "pauses", b.pauses, "since", b.since.Format(time.RFC3339))
+		b.logged, b.pauses, b.since = now, 0, now
+	}
+}
+
+// cpuLogEvery is how often, at most, a plugin held to plugins.max_cpu is
+// logged.
+const cpuLogEvery = 30 * time.Second
+
+// cpuBurst is how much CPU a plugin may use past plugins.max_cpu at once, in
+// seconds of its bound: a start, a burst of messages.
+const cpuBurst = time.Second
+
+// cpuBudget is plugins.max_cpu as a bucket of CPU time: it fills at max CPUs
+// a second, up to cpuBurst's worth, and the plugin's processes draw on it what
+// they used. Below empty they are paused (SIGSTOP) until it has filled back
+// past zero, so over any span a plugin uses at most max × the span, plus
+// cpuBurst's worth and what it can take in one check.
+type cpuBudget struct {
+	max    float64
+	tokens time.Duration // CPU time the plugin may still use
+	last   time.Time
+	used   map[int]time.Duration // each process's CPU time when last read
+	seen   map[int]time.Duration // this check's, swapped with used
+	paused bool
+	pauses int // since the last log line
+	since  time.Time
+	logged time.Time
+}
+
+func newCPUBudget(max float64, now time.Time) *cpuBudget {
+	return &cpuBudget{max: max, tokens: time.Duration(max * float64(cpuBurst)), last: now, since: now,
+		used: map[int]time.Duration{}, seen: map[int]time.Duration{}}
+}
+
+// take adds what the bound gave since the last check, draws what pid and
+// members used, and says whether they should be paused. A process read for
+// the first time has used all its CPU time as the plugin's.
+func (b *cpuBudget) take(now time.Time, pid int, members []int) (pause bool) {
+	limit := time.Duration(b.max * float64(cpuBurst))
+	b.tokens = min(b.tokens+time.Duration(b.max*float64(now.Sub(b.last))), limit)
+	b.last = now
+	clear(b.seen)
+	for i := -1; i < len(members); i++ {
+		proc := pid
+		if i >= 0 {
+			proc = members[i]
+		}
+		t, ok := cpuTime(proc)
+		if !ok {
+			continue
+		}
+		b.seen[proc] = t
+		if d := t - b.used[proc]; d > 0 {
+			b.tokens -= d
+		}
+	}
+	b.used, b.seen = b.seen, b.used
+	return b.tokens < 0
 }
 
 func (p *Plugin) setMisses(n int) {
