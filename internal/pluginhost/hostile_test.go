@@ -420,9 +420,8 @@ func tailOf(s string, n int) string {
 
 // A plugin that spins — threads of its own and a process it started — is
 // held to plugins.max_cpu whatever it does: its processes are paused while
-// over, it keeps answering, and it runs in a session of its own (where the
-// kernel shares CPU between sessions, its threads share one session's).
-// Before, nothing bounded it: its spinning threads outnumbered the host's.
+// over, and it keeps answering. Before, nothing bounded it: its spinning
+// threads outnumbered the host's. And what it started dies with it.
 func TestHost_CPUBound(t *testing.T) {
 	t.Parallel()
 	const bound = 0.25 // CPUs
@@ -450,9 +449,6 @@ func TestHost_CPUBound(t *testing.T) {
 		t.Fatalf("Configure: %v", err)
 	}
 	pid := p.PID()
-	if s := procStat(t, pid); s.session != pid || s.pgrp != pid {
-		t.Fatalf("the plugin %d runs in session %d, process group %d; want its own (%d)", pid, s.session, s.pgrp, pid)
-	}
 	ok := []sdk.Outcome{sdk.OutcomeSuccess}
 	// Two spinning threads of its own, and a process of its own spinning two.
 	vs := p.Send(ctx, msgs(`{"spin":2}`, `{"child":2}`))
@@ -471,7 +467,7 @@ func TestHost_CPUBound(t *testing.T) {
 	start, before := time.Now(), groupCPU(pid)
 	time.Sleep(span)
 	used, took := groupCPU(pid)-before, time.Since(start)
-	allowed := time.Duration(bound*float64(took)) + time.Duration(bound*float64(time.Second)) + 500*time.Millisecond
+	allowed := time.Duration(bound*float64(took)) + time.Duration(bound*float64(time.Second)) + 750*time.Millisecond
 	t.Logf("the plugin's processes used %v of CPU in %v (allowed %v)", used, took.Round(time.Millisecond), allowed)
 	if used > allowed {
 		t.Errorf("the plugin's processes used %v of CPU in %v, past plugins.max_cpu %g (at most %v with the burst and slack)",
@@ -495,20 +491,6 @@ func TestHost_CPUBound(t *testing.T) {
 	if !gone(child.PID, 5*time.Second) {
 		t.Errorf("the process the plugin started (%d) outlived the host's stop", child.PID)
 	}
-}
-
-type statFields struct{ pgrp, session int }
-
-// procStat reads process pid's process group and session from /proc.
-func procStat(t *testing.T, pid int) statFields {
-	t.Helper()
-	f, ok := statOf(pid)
-	if !ok || len(f) < 4 {
-		t.Fatalf("cannot read /proc/%d/stat", pid)
-	}
-	pgrp, _ := strconv.Atoi(f[2])
-	session, _ := strconv.Atoi(f[3])
-	return statFields{pgrp, session}
 }
 
 // statOf is /proc/PID/stat's fields after the command name.

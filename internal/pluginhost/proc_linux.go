@@ -12,13 +12,15 @@ import (
 )
 
 // sysProcAttr has the kernel kill a plugin the moment the host dies, even by
-// kill -9, and puts it in a session, hence a process group, of its own: a
-// child the plugin forked (holding its stdout open, say) is killed with it,
-// and where the kernel groups tasks by session for CPU (autogroup, on by
-// default on most distributions) the plugin's threads share one group's CPU
-// against the host's, however many it starts (docs/design.md §7).
+// kill -9, and puts it in a process group of its own: a child the plugin
+// forked (holding its stdout open, say) is killed with it, and is counted
+// with it against plugins.max_memory_bytes and plugins.max_cpu. Not a
+// session of its own: where the kernel shares CPU by session (autogroup) that
+// would bound a spinning plugin's threads against the host's too, but it cost
+// the 08:00 burst 15% of its throughput (docs/performance.md); the CPU bound
+// is plugins.max_cpu.
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }
 
 // awaitExit returns once process pid (a child of this process) has exited,
