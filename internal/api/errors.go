@@ -142,22 +142,19 @@ func answerHeld[T any](w http.ResponseWriter, r *http.Request, bound int64, stat
 	if err != nil {
 		return err
 	}
-	return writeAnswer(w, r, status, v)
+	writeAnswer(w, r, status, v)
+	return nil
 }
 
 // writeAnswer is writeJSON for an answer read under holdAnswer: once it is
 // encoded, the request holds the encoded answer's size instead of its read
 // bound (httpguard.Encoded: less for small rows, more for text JSON
 // escapes) while it is written, for as long as its client takes to read
-// it. A *httpguard.Busy error says the bound stayed full: nothing was
-// written, answer the error.
-func writeAnswer(w http.ResponseWriter, r *http.Request, status int, v any) error {
+// it.
+func writeAnswer(w http.ResponseWriter, r *http.Request, status int, v any) {
 	status, b := encodeJSON(status, v)
-	if err := httpguard.Encoded(r.Context(), int64(b.Len())); err != nil {
-		return err
-	}
+	httpguard.Encoded(r.Context(), int64(b.Len()))
 	writeEncoded(w, status, b)
-	return nil
 }
 
 // writeError answers e as {"error": {"code", "message"}}.

@@ -74,7 +74,8 @@ func (s *Server) runSchedule(w http.ResponseWriter, r *http.Request) error {
 	if job.Outcome == wire.RunExists {
 		code = http.StatusOK
 	}
-	return writeAnswer(w, r, code, job)
+	writeAnswer(w, r, code, job)
+	return nil
 }
 
 // createCampaign: POST /v1/campaigns; 202 with the campaign's job.

@@ -187,21 +187,19 @@ func HoldAnswer(ctx context.Context, n int64) (release func(), err error) {
 // bytes, about to be written: a request that holds any of the bound
 // (HoldAnswer) holds n from now on instead of its read bound — it gives
 // back the rest, or takes what JSON's or HTML's escapes added if that is
-// free at once (never waited for: see set). A request that holds nothing is
-// not charged. The error is nil (kept for callers: an answer that exists is
-// written).
-func Encoded(ctx context.Context, n int64) error {
+// free at once (never waited for: see set), so an answer that exists is
+// written. A request that holds nothing is not charged.
+func Encoded(ctx context.Context, n int64) {
 	q, ok := ctx.Value(answersKey{}).(*answer)
 	if !ok {
-		return nil
+		return
 	}
 	q.mu.Lock()
 	holding := q.held > 0
 	q.mu.Unlock()
-	if !holding {
-		return nil
+	if holding {
+		_ = q.set(max(n, 1)) // never refused while it holds: growth is tried, not waited for
 	}
-	return q.set(max(n, 1))
 }
 
 // Grow tells the bound that ctx's request, while it still holds its rows,
@@ -209,19 +207,17 @@ func Encoded(ctx context.Context, n int64) error {
 // request that holds any of the bound holds n more if they are free at
 // once, and goes on with what it holds if not (never waited for while it
 // holds its rows: see set). A request that holds nothing is not charged.
-// The error is nil (kept for callers).
-func Grow(ctx context.Context, n int64) error {
+func Grow(ctx context.Context, n int64) {
 	q, ok := ctx.Value(answersKey{}).(*answer)
 	if !ok {
-		return nil
+		return
 	}
 	q.mu.Lock()
 	held := q.held
 	q.mu.Unlock()
-	if held == 0 {
-		return nil
+	if held > 0 {
+		_ = q.set(held + n) // never refused while it holds: growth is tried, not waited for
 	}
-	return q.set(held + n)
 }
 
 // set makes q hold to bytes: at most the client's share of them from its

@@ -309,12 +309,6 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 	charged := page != "error"
 	buf := chargedBuffer{ctx: r.Context(), off: !charged}
 	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
-		var busy *httpguard.Busy
-		if errors.As(err, &busy) {
-			buf = chargedBuffer{}
-			s.busy(w, r, busy)
-			return
-		}
 		s.log.Error("render page", "page", page, "error", err)
 		http.Error(w, "internal error rendering "+page+"; see the notifyd log", http.StatusInternalServerError)
 		return
@@ -323,11 +317,7 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, page
 	// holds the rendered page's size instead while it is written: less for
 	// small rows, more for text HTML escapes (httpguard.Encoded).
 	if charged {
-		if err := httpguard.Encoded(r.Context(), int64(buf.Len())); err != nil {
-			buf = chargedBuffer{}
-			s.busy(w, r, err)
-			return
-		}
+		httpguard.Encoded(r.Context(), int64(buf.Len()))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
@@ -353,31 +343,25 @@ type chargedBuffer struct {
 // past what it holds.
 const renderStep = 1 << 20
 
-// charge takes the bound's bytes for n more bytes of page.
-func (b *chargedBuffer) charge(n int) error {
+// charge takes the bound's bytes for n more bytes of page, if they are free
+// (httpguard.Grow: never waited for while the rows are held).
+func (b *chargedBuffer) charge(n int) {
 	need := int64(b.Len() + n)
 	if b.off || need <= b.charged {
-		return nil
+		return
 	}
 	more := max(need-b.charged, renderStep)
-	if err := httpguard.Grow(b.ctx, more); err != nil {
-		return err
-	}
+	httpguard.Grow(b.ctx, more)
 	b.charged += more
-	return nil
 }
 
 func (b *chargedBuffer) Write(p []byte) (int, error) {
-	if err := b.charge(len(p)); err != nil {
-		return 0, err
-	}
+	b.charge(len(p))
 	return b.Buffer.Write(p)
 }
 
 func (b *chargedBuffer) WriteString(p string) (int, error) {
-	if err := b.charge(len(p)); err != nil {
-		return 0, err
-	}
+	b.charge(len(p))
 	return b.Buffer.WriteString(p)
 }
 
