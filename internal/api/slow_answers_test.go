@@ -200,7 +200,10 @@ func TestServer_JobsPagesChargedDecoded(t *testing.T) {
 		go func() { // each from a client of its own
 			defer wg.Done()
 			c := b.rawGet("/v1/jobs?limit=1000", fmt.Sprintf("10.0.1.%d", i+1))
-			_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+			// A guard against a hang, not a timing: a page of ~100 jobs
+			// decoded whole takes over a minute under -race on a machine
+			// busy with the whole suite.
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Minute))
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Errorf("page %d: %v", i, err)

@@ -384,7 +384,7 @@ func TestHost_MemoryBound(t *testing.T) {
 		if strings.Count(logs.String(), tt.why) == said {
 			t.Fatalf("%s: the host's log does not say %q of the process it replaced", tt.payload, tt.why)
 		}
-		if child.PID != 0 && !gone(child.PID, 5*time.Second) {
+		if child.PID != 0 && !gone(child.PID, exitWait) {
 			t.Errorf("%s: the process the plugin started (%d) outlived its replacement", tt.payload, child.PID)
 		}
 		checkVerdicts(t, p.Send(ctx, msgs(`{}`)), ok, "")
@@ -488,7 +488,7 @@ func TestHost_CPUBound(t *testing.T) {
 	if err := h.Stop(stopCtx); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
-	if !gone(child.PID, 5*time.Second) {
+	if !gone(child.PID, exitWait) {
 		t.Errorf("the process the plugin started (%d) outlived the host's stop", child.PID)
 	}
 }

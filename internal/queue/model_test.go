@@ -175,12 +175,16 @@ func TestQueue_Model(t *testing.T) {
 		ids      = 20000
 		slots    = 4
 		ttl      = 80 * time.Millisecond
+		// The run lasts duration, and longer until it has exercised every
+		// kind of event (exercised, below) — a busy machine does fewer in
+		// the same time —, at most longest.
 		duration = 3 * time.Second
+		longest  = time.Minute
 	)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	m := &model{pushed: map[int64]bool{}, fate: map[int64]fate{}}
-	ctx, stop := context.WithTimeout(b.ctx, duration)
+	ctx, stop := context.WithTimeout(b.ctx, longest)
 	defer stop()
 
 	var (
@@ -208,6 +212,25 @@ func TestQueue_Model(t *testing.T) {
 		}
 		return false
 	}
+	exercised := []string{"fetched", "acked", "retried", "dead", "reaped", "promoted", "crashes", "stalls", "late", "resumed", "snapshots"}
+	go func() {
+		start := time.Now()
+		for ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			if time.Since(start) < duration {
+				continue
+			}
+			statsMu.Lock()
+			all := true
+			for _, what := range exercised {
+				all = all && stats[what] > 0
+			}
+			statsMu.Unlock()
+			if all {
+				stop()
+			}
+		}
+	}()
 	stream := uint64(0)
 	loop := func(every time.Duration, fn func(r *rand.Rand) bool) {
 		stream++
@@ -357,7 +380,7 @@ func TestQueue_Model(t *testing.T) {
 		}
 	}
 	t.Logf("%d ids pushed (%d distinct), %d dead-lettered, stats %v", stats["pushed"], len(pushed), len(s.dead), stats)
-	for _, what := range []string{"fetched", "acked", "retried", "dead", "reaped", "promoted", "crashes", "stalls", "late", "resumed", "snapshots"} {
+	for _, what := range exercised {
 		if stats[what] == 0 {
 			t.Errorf("the run never exercised %q; stats %v", what, stats)
 		}
