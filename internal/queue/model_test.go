@@ -171,10 +171,10 @@ func TestQueue_Model(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const (
-		channel  = "model"
-		ids      = 20000
-		slots    = 4
-		ttl      = 80 * time.Millisecond
+		channel = "model"
+		ids     = 20000
+		slots   = 4
+		ttl     = 80 * time.Millisecond
 		// The run lasts duration, and longer until it has exercised every
 		// kind of event (exercised, below) — a busy machine does fewer in
 		// the same time —, at most longest.
