@@ -6,11 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/procfs"
 )
 
-// clockTick is the unit of /proc CPU times (USER_HZ), 100 on every Linux
-// architecture Go supports.
-const clockTick = 10 * time.Millisecond
+// clockTick is the unit of /proc CPU times (USER_HZ).
+const clockTick = procfs.ClockTick
 
 // CPUUsage is the CPU time each process group used during a phase, read
 // from /proc (Linux; zero elsewhere). Postgres is the backends of this run's
@@ -118,30 +119,7 @@ func (s cpuSample) since(prev cpuSample) CPUUsage {
 }
 
 // procCPU is a process's user+system time from /proc/<pid>/stat.
-func procCPU(pid string) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name (field 2) may contain spaces; fields after it are
-	// counted from the closing parenthesis.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, false
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(ut+st) * clockTick, true
-}
+func procCPU(pid string) (time.Duration, bool) { return procfs.CPU(pid) }
 
 // machineCPU is the busy and total time of all CPUs from /proc/stat.
 func machineCPU() (busy, total time.Duration) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/pluginhost"
+	"github.com/notifyd/notifyd/internal/procfs"
 	"github.com/notifyd/notifyd/internal/testenv"
 	"github.com/notifyd/notifyd/sdk"
 )
@@ -327,29 +328,8 @@ func TestHost_FrameFlood(t *testing.T) {
 func TestHost_MemoryBound(t *testing.T) {
 	t.Parallel()
 	const bound = 128 << 20
-	dir := t.TempDir()
-	testenv.InstallPlugin(t, dir, "memhog", "./testdata/memhog")
-	logs := &testenv.SyncBuffer{}
-	h := pluginhost.New(config.Plugins{Dir: dir, StartTimeout: 20 * time.Second, HealthInterval: time.Second,
-		MaxMemoryBytes: bound}, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("the host's log:\n%s", tailOf(logs.String(), 4000))
-		}
-	})
+	_, p, logs := hostileHost(t, "memhog", config.Plugins{MaxMemoryBytes: bound})
 	ctx := testenv.Context(t)
-	p, err := h.Plugin(ctx, "memhog")
-	if err != nil {
-		t.Fatalf("Plugin: %v", err)
-	}
-	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
 	ok := []sdk.Outcome{sdk.OutcomeSuccess}
 	checkVerdicts(t, p.Send(ctx, msgs(`{}`)), ok, "")
 	pid := p.PID()
@@ -391,6 +371,38 @@ func TestHost_MemoryBound(t *testing.T) {
 	}
 }
 
+// hostileHost runs the test plugin testdata/<name> under a host of its own
+// with cfg's bounds (health checked every second), configured for channel
+// "ch"; the host is stopped when the test ends, and its log shown if the
+// test failed.
+func hostileHost(t *testing.T, name string, cfg config.Plugins) (*pluginhost.Host, *pluginhost.Plugin, *testenv.SyncBuffer) {
+	t.Helper()
+	cfg.Dir = t.TempDir()
+	cfg.StartTimeout, cfg.HealthInterval = 20*time.Second, time.Second
+	testenv.InstallPlugin(t, cfg.Dir, name, "./testdata/"+name)
+	logs := &testenv.SyncBuffer{}
+	h := pluginhost.New(cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("the host's log:\n%s", tailOf(logs.String(), 4000))
+		}
+	})
+	ctx := testenv.Context(t)
+	p, err := h.Plugin(ctx, name)
+	if err != nil {
+		t.Fatalf("Plugin: %v", err)
+	}
+	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return h, p, logs
+}
+
 // dataLimit is process pid's RLIMIT_DATA as /proc/PID/limits gives it.
 func dataLimit(t *testing.T, pid int) int64 {
 	t.Helper()
@@ -425,29 +437,8 @@ func tailOf(s string, n int) string {
 func TestHost_CPUBound(t *testing.T) {
 	t.Parallel()
 	const bound = 0.25 // CPUs
-	dir := t.TempDir()
-	testenv.InstallPlugin(t, dir, "cpuhog", "./testdata/cpuhog")
-	logs := &testenv.SyncBuffer{}
-	h := pluginhost.New(config.Plugins{Dir: dir, StartTimeout: 20 * time.Second, HealthInterval: time.Second,
-		MaxCPU: bound}, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("the host's log:\n%s", tailOf(logs.String(), 4000))
-		}
-	})
+	h, p, logs := hostileHost(t, "cpuhog", config.Plugins{MaxCPU: bound})
 	ctx := testenv.Context(t)
-	p, err := h.Plugin(ctx, "cpuhog")
-	if err != nil {
-		t.Fatalf("Plugin: %v", err)
-	}
-	if err := p.Configure(ctx, "ch", json.RawMessage(`{}`)); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
 	pid := p.PID()
 	ok := []sdk.Outcome{sdk.OutcomeSuccess}
 	// Two spinning threads of its own, and a process of its own spinning two.
@@ -493,31 +484,14 @@ func TestHost_CPUBound(t *testing.T) {
 	}
 }
 
-// statOf is /proc/PID/stat's fields after the command name.
-func statOf(pid int) ([]string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, false
-	}
-	return strings.Fields(s[i+1:]), true
-}
-
 // groupOf lists the live processes of process group pgid, its leader
 // included.
 func groupOf(pgid int) []int {
 	names, _ := filepath.Glob("/proc/[0-9]*")
 	var out []int
 	for _, n := range names {
-		pid, err := strconv.Atoi(filepath.Base(n))
-		if err != nil {
-			continue
-		}
-		if f, ok := statOf(pid); ok && len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+		if f, ok := procfs.Stat(filepath.Base(n)); ok && len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			pid, _ := strconv.Atoi(filepath.Base(n))
 			out = append(out, pid)
 		}
 	}
@@ -525,15 +499,12 @@ func groupOf(pgid int) []int {
 }
 
 // groupCPU is the CPU time (user and system) the processes of process group
-// pgid have used, in /proc's unit of 10 ms.
+// pgid have used.
 func groupCPU(pgid int) time.Duration {
 	var sum time.Duration
 	for _, pid := range groupOf(pgid) {
-		if f, ok := statOf(pid); ok && len(f) > 12 {
-			u, _ := strconv.ParseInt(f[11], 10, 64)
-			s, _ := strconv.ParseInt(f[12], 10, 64)
-			sum += time.Duration(u+s) * 10 * time.Millisecond
-		}
+		t, _ := procfs.CPU(strconv.Itoa(pid))
+		sum += t
 	}
 	return sum
 }

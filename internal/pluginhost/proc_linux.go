@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/notifyd/notifyd/internal/procfs"
 )
 
 // sysProcAttr has the kernel kill a plugin the moment the host dies, even by
@@ -36,35 +38,9 @@ func awaitExit(pid int) {
 	}
 }
 
-// userHZ is the unit of the CPU times in /proc/PID/stat: fixed at 100 a
-// second for user space on Linux, whatever the kernel's own tick.
-const userHZ = 100
-
 // cpuTime is the CPU process pid has used (user and system, all its
 // threads); ok is false once it is gone.
-func cpuTime(pid int) (d time.Duration, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime stime …: comm may hold spaces and ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	user, err1 := strconv.ParseInt(f[11], 10, 64)
-	sys, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(user+sys) * (time.Second / userHZ), true
-}
+func cpuTime(pid int) (time.Duration, bool) { return procfs.CPU(strconv.Itoa(pid)) }
 
 // pauseGroup stops (SIGSTOP) or resumes (SIGCONT) every process of process
 // group pgid: the plugin and what it started.
@@ -141,18 +117,8 @@ func groupMembers(pgid int) []int {
 		if err != nil || pid == pgid {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp …: comm may hold spaces and ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
+		f, ok := procfs.Stat(name) // state ppid pgrp …
+		if ok && len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
 			out = append(out, pid)
 		}
 	}
