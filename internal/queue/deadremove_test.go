@@ -108,7 +108,10 @@ func TestQueue_DeadRemoveLongListBounded(t *testing.T) {
 			t.Errorf("command %d (%.40s) read %d elements of the %d-long dead list, over %d", i, strings.Join(cmds[0], " "), r, long, 2*maxPerCall)
 		}
 	}
-	raw := b.c.LRange(b.ctx, k.dead(), 0, -1).Val()
+	raw, err := b.c.LRange(b.ctx, k.dead(), 0, -1).Result()
+	if err != nil {
+		t.Fatalf("read the dead list back: %v", err)
+	}
 	if len(raw) == 0 || raw[len(raw)-1] != live {
 		t.Fatalf("the dead list ends %q; want the running filter's marker kept, the dead one's dropped", raw[max(0, len(raw)-2):])
 	}

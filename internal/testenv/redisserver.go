@@ -135,8 +135,13 @@ func (s *RedisServer) Stop() {
 }
 
 // Client returns a new client for the server, closed when the test ends.
+//
+// Its reads wait up to 30 s, not go-redis' 3: the tests that start a server
+// of their own fill lists of 100,000 ids and read them back whole, which on
+// a machine busy with the whole suite once took past 3 s (an empty read,
+// reported as the list's content).
 func (s *RedisServer) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
