@@ -149,12 +149,16 @@ channels:
     retry: {max_attempts: 2, base: 100ms, max: 500ms}
   # The odd receiver's answers, each of which arrives: a timeout here would
   # be a bug, so the timeout is far above what a 20 MB answer takes even on
-  # a loaded 2-core machine (make test runs packages side by side). The
-  # breaker is off: these receivers fail on purpose, and the test is about
-  # what each answer becomes, not about pausing the channel (breaker_test).
+  # a loaded 2-core machine (make test runs packages side by side) — the
+  # channel's own (the message's deadline; its 10 s default was left in
+  # place until a slow host beside two CPU burners overran it), and the
+  # plugin's request's. The breaker is off: these receivers fail on
+  # purpose, and the test is about what each answer becomes, not about
+  # pausing the channel (breaker_test).
   odd:
     plugin: webhook
-    config: {url: %q, timeout: 30s}
+    timeout: 60s
+    config: {url: %q, timeout: 60s}
     retry: {max_attempts: 2, base: 100ms, max: 500ms, max_retry_after: 1s}
     breaker: {failures: -1}
   # The receiver that never answers in time: its own channel, so its
