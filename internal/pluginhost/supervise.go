@@ -456,7 +456,10 @@ func (p *Plugin) budgetCPU(b *cpuBudget, pid int, members []int, now time.Time) 
 		return
 	}
 	if err := pauseGroup(pid, pause); err != nil {
-		p.log.Error("plugin over plugins.max_cpu: cannot pause or resume its processes", "pid", pid, "error", err)
+		if !b.refused { // once a process: the next check tries again
+			p.log.Error("plugin over plugins.max_cpu: cannot pause or resume its processes", "pid", pid, "error", err)
+			b.refused = true
+		}
 		return
 	}
 	b.paused = pause
@@ -485,15 +488,16 @@ const cpuBurst = time.Second
 // past zero, so over any span a plugin uses at most max × the span, plus
 // cpuBurst's worth and what it can take in one check.
 type cpuBudget struct {
-	max    float64
-	tokens time.Duration // CPU time the plugin may still use
-	last   time.Time
-	used   map[int]time.Duration // each process's CPU time when last read
-	seen   map[int]time.Duration // this check's, swapped with used
-	paused bool
-	pauses int // since the last log line
-	since  time.Time
-	logged time.Time
+	max     float64
+	tokens  time.Duration // CPU time the plugin may still use
+	last    time.Time
+	used    map[int]time.Duration // each process's CPU time when last read
+	seen    map[int]time.Duration // this check's, swapped with used
+	paused  bool
+	refused bool // a pause or resume failed, and was logged
+	pauses  int  // since the last log line
+	since   time.Time
+	logged  time.Time
 }
 
 func newCPUBudget(max float64, now time.Time) *cpuBudget {
