@@ -40,10 +40,12 @@ func TestEngine_RateLimitAcrossInstances(t *testing.T) {
 	elapsed, got := time.Since(start), s.count()-before
 	// The limiter's promise is a ceiling: never more than the rate (5% for
 	// the bucket's refill granularity). A busy machine may send less, so
-	// the floor only shows the three instances kept sending.
+	// the floor only shows the instances kept sending: a tenth of the rate
+	// (half was too much for a slow host beside two CPU burners, which sent
+	// 18/s: rehearsal 62).
 	want := rate * elapsed.Seconds()
-	if dev := (float64(got) - want) / want; dev > 0.05 || dev < -0.5 {
-		t.Errorf("%d deliveries in %v across 3 instances, want at most %.0f + 5%% and at least half (off by %.1f%%)", got, elapsed, want, 100*dev)
+	if dev := (float64(got) - want) / want; dev > 0.05 || dev < -0.9 {
+		t.Errorf("%d deliveries in %v across 3 instances, want at most %.0f + 5%% and at least a tenth (off by %.1f%%)", got, elapsed, want, 100*dev)
 	}
 	t.Logf("rate limit %d/s across 3 instances: %d in %v (%.2f/s)", rate, got, elapsed.Round(time.Millisecond), float64(got)/elapsed.Seconds())
 }
@@ -343,6 +345,13 @@ func TestEngine_RedisClusterShardLost(t *testing.T) {
 	b := setupCluster(t, s, func(c *config.Config, ch *config.Channel) {
 		ch.Partitions, ch.Concurrency, ch.BatchSize = 4, 32, 32
 		c.Delivery.SweepAfter = time.Hour
+		// As in TestEngine_RedisFlushAll: the bundle's 2 s timeout is a quiet
+		// machine's. Beside the suite and two CPU burners on a slow host,
+		// calls of 32 ran past it, the breaker they fed opened, and one
+		// notification spent its attempts (rehearsal 62). What this test is
+		// about is the lost shard.
+		ch.Timeout = 10 * time.Second
+		ch.Config["timeout"] = "10s"
 	})
 	b.engine("a", delivery.Hooks{})
 	const n = 4000
