@@ -59,8 +59,14 @@ func TestDailyQuizAlimtalk(t *testing.T) {
 		"mode":     "alimtalk",
 		"alimtalk": partner.Alimtalk("daily_quiz", "delivered"),
 		"template": map[string]any{"content": "{{.text}}"},
+		"timeout":  "1m", // each partner request's; the channel's is below
 	}
 	quiz.BatchSize, quiz.Concurrency = 1000, 10000
+	// A minute for a call of 1,000, not the default 10 s: beside the whole
+	// suite and two CPU burners on a slow host, two calls ran past it and
+	// their 2,000 messages were sent a second time (rehearsal 63), where the
+	// test counts exactly the ones Kakao failed once.
+	quiz.Timeout = time.Minute
 	quiz.Retry = config.Retry{MaxAttempts: 4, Base: 200 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: "none"}
 	cfg.Channels["quiz"] = quiz
 
