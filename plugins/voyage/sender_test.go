@@ -509,7 +509,10 @@ func TestSender_Send_badAnswers(t *testing.T) {
 		// waited for the peer to close, past any timeout.
 		t.Parallel()
 		u := sdktest.RawServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
-		s := configure(t, map[string]any{"api_key": testKey, "base_url": strings.TrimSuffix(u, "/send"), "model": "voyage-3.5", "timeout": "300ms"})
+		// 3 s: long enough for the 101 to arrive on a busy machine (at
+		// 300 ms, beside two CPU burners, the request itself ran out first:
+		// rehearsal 63), far under the 30 s an uncut read would take.
+		s := configure(t, map[string]any{"api_key": testKey, "base_url": strings.TrimSuffix(u, "/send"), "model": "voyage-3.5", "timeout": "3s"})
 		got := make(chan sdk.Verdict, 1)
 		go func() { got <- s.Send(context.Background(), message(`{"input":"a"}`)) }()
 		select {
@@ -518,7 +521,7 @@ func TestSender_Send_badAnswers(t *testing.T) {
 				t.Errorf("verdict = %v (%s); want TRANSIENT naming the 101", v.Outcome, v.Detail)
 			}
 		case <-time.After(30 * time.Second): // uncut, it waits for the peer
-			t.Error("Send still running 30 s after its 300ms timeout: the 101's body is read without a deadline")
+			t.Error("Send still running 30 s after its 3 s timeout: the 101's body is read without a deadline")
 		}
 	})
 
