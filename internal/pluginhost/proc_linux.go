@@ -19,7 +19,7 @@ import (
 // with it against plugins.max_memory_bytes and plugins.max_cpu. Not a
 // session of its own: where the kernel shares CPU by session (autogroup) that
 // would bound a spinning plugin's threads against the host's too, but it cost
-// the 08:00 burst 15% of its throughput (docs/performance.md); the CPU bound
+// the 08:00 burst 13-25% of its throughput (docs/performance.md); the CPU bound
 // is plugins.max_cpu.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
