@@ -216,13 +216,18 @@ func TestEngine_PerRecipientCap(t *testing.T) {
 	b := setup(t, s, func(_ *config.Config, ch *config.Channel) {
 		ch.RateLimit = config.RateLimit{PerRecipientDaily: 2, Per: time.Second, Timezone: "Asia/Seoul"}
 		ch.Concurrency, ch.BatchSize = 1, 1
+		// 10 s, not the bundle's 2: beside two CPU burners on a slow host a
+		// send ran past 2 s, took one of the day's two, and was held for
+		// tomorrow on its retry (rehearsal 64). The cap is what this tests.
+		ch.Timeout = 10 * time.Second
+		ch.Config["timeout"] = "10s"
 	})
 	b.engine("", delivery.Hooks{})
 	ids := b.sendMany(5, func(int) string { return "same-user" })
 	// Done when 2 are SENT and 3 were claimed, found over the cap and put
 	// back QUEUED with a next attempt (a QUEUED row fresh from the relay has
 	// none yet).
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		sent, held := 0, 0
 		for _, id := range ids {
@@ -405,7 +410,10 @@ func TestEngine_PartitionsIdleFetcherHoldsOneSlot(t *testing.T) {
 	// for that block to end: seconds, with a fetchWait this long, against
 	// milliseconds when it holds one slot. The bound is half of fetchWait,
 	// far from both.
-	const fetchWait = 6 * time.Second
+	// 30 s, so that the bound (half of it) is far from what a send takes
+	// on a busy machine too: at 6 s, beside two CPU burners on a slow host,
+	// one send took 3.6 s with every fetcher holding one slot (rehearsal 64).
+	const fetchWait = 30 * time.Second
 	s := newSink(t, nil)
 	b := setup(t, s, func(_ *config.Config, ch *config.Channel) { ch.Partitions, ch.Concurrency = 4, 8 })
 	b.start(delivery.Options{FetchWait: fetchWait})
