@@ -2,12 +2,14 @@ package pluginhost_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -315,11 +317,18 @@ func TestServe_ExitsWithParent(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildPlugin(t, behavePkg)
 	hs := providerv1.Handshake()
-	cmd := exec.Command("/bin/sh", "-c", `"$0" >/dev/null & echo "pid $!"; wait`, bin)
+	out := filepath.Join(t.TempDir(), "handshake")
+	cmd := exec.Command("/bin/sh", "-c", `"$0" >"$1" & echo "pid $!"; wait`, bin, out)
 	cmd.Env = append(os.Environ(), hs.MagicCookieKey+"="+hs.MagicCookieValue, "PLUGIN_PROTOCOL_VERSIONS=1")
 	pid := startAndReadPID(t, cmd, "pid ")
-	// Let the plugin start serving before its parent dies.
-	time.Sleep(300 * time.Millisecond)
+	// The plugin serves (its handshake line written) before its parent
+	// dies: by then it watches that parent. A fixed 300 ms was not enough
+	// beside two CPU burners on a slow host (rehearsal 64): the parent died
+	// before the plugin read who it was, and it watched its new one.
+	waitFor(t, "the plugin's handshake", func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Contains(b, []byte("\n"))
+	})
 	if !alive(pid) {
 		t.Fatalf("plugin pid %d exited before the test killed its parent", pid)
 	}
