@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,10 +36,6 @@ func awaitExit(pid int) {
 		}
 	}
 }
-
-// cpuTime is the CPU process pid has used (user and system, all its
-// threads); ok is false once it is gone.
-func cpuTime(pid int) (time.Duration, bool) { return procfs.CPU(strconv.Itoa(pid)) }
 
 // pauseGroup stops (SIGSTOP) or resumes (SIGCONT) every process of process
 // group pgid: the plugin and what it started.

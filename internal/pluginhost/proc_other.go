@@ -5,7 +5,6 @@ package pluginhost
 import (
 	"os"
 	"syscall"
-	"time"
 )
 
 // sysProcAttr: without a parent-death signal, plugins rely on the sdk's
@@ -34,8 +33,8 @@ func groupMembers(int) []int { return nil }
 
 func awaitExit(int) {}
 
-// cpuTime and pauseGroup: a plugin's CPU is bounded on Linux only.
-func cpuTime(int) (time.Duration, bool) { return 0, false }
+// pauseGroup: a plugin's CPU is bounded on Linux only (procfs reads
+// nothing elsewhere).
 
 func pauseGroup(int, bool) error { return nil }
 

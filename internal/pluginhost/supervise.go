@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/notifyd/notifyd/internal/procfs"
 	"github.com/notifyd/notifyd/sdk/proto/providerv1"
 	"github.com/notifyd/notifyd/sdk/providerclient"
 )
@@ -518,7 +520,7 @@ func (b *cpuBudget) take(now time.Time, pid int, members []int) (pause bool) {
 		if i >= 0 {
 			proc = members[i]
 		}
-		t, ok := cpuTime(proc)
+		t, ok := procfs.CPU(strconv.Itoa(proc))
 		if !ok {
 			continue
 		}
