@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -292,7 +293,16 @@ func TestEngine_KilledWithClaimsAhead(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for b.statusCounts()[outbox.StatusProcessing] != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("never %d PROCESSING; rows by status %v", want, b.statusCounts())
+			// Rows that reach Redis in waves can leave the fetcher, at full
+			// depth, waiting to claim twice concurrency at once (gather) for
+			// slots the held sends never free (rehearsal 63: 2 claimed
+			// ahead, not 8). Any row claimed ahead is what the kill is about.
+			counts := b.statusCounts()
+			if counts[outbox.StatusProcessing] <= concurrency {
+				t.Fatalf("never a row claimed ahead (want %d PROCESSING, at least %d); rows by status %v", want, concurrency+1, counts)
+			}
+			t.Logf("%d PROCESSING at the kill, not %d; rows by status %v", counts[outbox.StatusProcessing], want, counts)
+			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -304,10 +314,28 @@ func TestEngine_KilledWithClaimsAhead(t *testing.T) {
 	if counts[outbox.StatusSent] != int64(len(ids)+1) {
 		t.Fatalf("statuses %v, want all %d SENT", counts, len(ids)+1)
 	}
+	// Besides the sends in flight at the kill, a send may reach the receiver
+	// twice only where an attempt went out and its answer was not waited for:
+	// the held sink answers the sends that timed out (3 s) once it opens, and
+	// a timeout is retried (at least once). On a slow host the wait above can
+	// outlast the timeout many times over (rehearsal 64: 12 such). Each is an
+	// attempt on record; a duplicate beyond them is a row sent twice.
+	unanswered := 0
+	for _, id := range append(ids, warm) {
+		nt, err := b.store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range nt.Attempts {
+			if at.Outcome == outbox.OutcomeTransient && !strings.HasPrefix(at.Error, "not sent:") {
+				unanswered++
+			}
+		}
+	}
 	got, dups := s.distinct()
-	if got != len(ids)+1 || dups > concurrency {
-		t.Errorf("sink saw %d distinct with %d duplicates, want %d and at most %d (the sends in flight at the kill)",
-			got, dups, len(ids)+1, concurrency)
+	if got != len(ids)+1 || dups > concurrency+unanswered {
+		t.Errorf("sink saw %d distinct with %d duplicates, want %d and at most %d (the sends in flight at the kill, %d, and the %d timed out on record)",
+			got, dups, len(ids)+1, concurrency+unanswered, concurrency, unanswered)
 	}
 	b.queueEmpty()
 }
