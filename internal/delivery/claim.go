@@ -23,8 +23,8 @@ type resumingOwn struct{}
 // another reason (Postgres unreachable) after an earlier part committed, the
 // ids of the failed part come back as ClaimDefer, tried again in a second.
 // The error is returned only when nothing was claimed. A row refused alone,
-// with no batch-mate to commit alone, refusedAloneLimit times in a row is
-// finished as a row at fault (refused.go).
+// with no batch-mate to commit alone, refusedAloneLimit times in a row with
+// no other row refused meanwhile is finished as a row at fault (refused.go).
 func (c *channel) claim(ctx context.Context, ids []int64, suspects bool) ([]outbox.Claimed, error) {
 	return c.claimRows(ctx, ids, suspects, false)
 }
@@ -42,9 +42,10 @@ func (c *channel) claimRows(ctx context.Context, ids []int64, suspects, isolatin
 	case notRefused:
 		return nil, err
 	case maybeRowRefused:
-		if len(ids) == 1 && c.refused.refused(ids[0]) {
+		if len(ids) == 1 && c.refused.refusedAmong(ids[0]) {
 			// Alone, with no batch-mate to tell a row's refusal from the
-			// statement's, refusedAloneLimit times in a row (refused.go).
+			// statement's, refusedAloneLimit times in a row and no other
+			// row refused meanwhile (refused.go).
 			c.log.Warn("claim of one row refused alone, again; ending it as a row at fault", "id", ids[0], "times", refusedAloneLimit, "error", err)
 			return []outbox.Claimed{c.finishUnclaimable(ctx, ids[0], err)}, nil
 		}
@@ -91,6 +92,9 @@ func (c *channel) claimAlone(ctx context.Context, ids []int64, suspects bool, ca
 			one = append(one, more...)
 		}
 		return one, nil
+	}
+	if len(ids) > 1 {
+		c.refused.refusedMany()
 	}
 	return nil, cause
 }

@@ -76,6 +76,10 @@ const maxRefusedAlone = 1024
 type refusedAlone struct {
 	mu sync.Mutex
 	n  map[int64]int
+	// For refusedAmong: refusals counts every refusal told to it (alone
+	// or of several rows), and at each id's last refusal alone.
+	refusals uint64
+	at       map[int64]uint64
 }
 
 // refused counts one refusal of id alone and reports whether it reached
@@ -94,15 +98,53 @@ func (r *refusedAlone) refused(id int64) bool {
 	return true
 }
 
+// refusedAmong is refused for a statement whose rows come to it in batches
+// of any size (the claim): a refusal of id alone counts toward
+// refusedAloneLimit only if no other row was refused since id's last one
+// (refusedAmong of another id, or refusedMany); else it counts as its first.
+// Rows of a statement no row can pass reach it alone too — a fetch of one
+// id, the rest of the queue taken by the fetch before (rehearsal 66 ended
+// one of ten rows so, all refused by a trigger) — and each then counted
+// toward its end while the others were refused as well. A row at fault
+// amid rows that pass is still counted each time and ended.
+func (r *refusedAlone) refusedAmong(id int64) bool {
+	r.mu.Lock()
+	if r.at == nil || len(r.at) >= maxRefusedAlone {
+		r.at = map[int64]uint64{}
+	}
+	if last, ok := r.at[id]; ok && last != r.refusals {
+		delete(r.n, id) // others were refused meanwhile: start afresh
+	}
+	r.refusals++
+	r.at[id] = r.refusals
+	r.mu.Unlock()
+	ended := r.refused(id)
+	if ended {
+		r.mu.Lock()
+		delete(r.at, id)
+		r.mu.Unlock()
+	}
+	return ended
+}
+
+// refusedMany tells refusedAmong that a statement of several rows was
+// refused with none of them committing alone: the statement, not one row.
+func (r *refusedAlone) refusedMany() {
+	r.mu.Lock()
+	r.refusals++
+	r.mu.Unlock()
+}
+
 // passed forgets ids: they were written, so the next refusal starts afresh.
 func (r *refusedAlone) passed(ids []int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.n) == 0 {
+	if len(r.n) == 0 && len(r.at) == 0 {
 		return
 	}
 	for _, id := range ids {
 		delete(r.n, id)
+		delete(r.at, id)
 	}
 }
 

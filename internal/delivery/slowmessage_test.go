@@ -110,7 +110,11 @@ func TestEngine_AnswerAtTheDeadlineTaken(t *testing.T) {
 	b := setup(t, newSink(t, nil), func(_ *config.Config, ch *config.Channel) {
 		ch.Plugin = "answerlate"
 		ch.Config = map[string]any{}
-		ch.Timeout = time.Second
+		// The plugin answers at the deadline, so the timeout is the test's
+		// length; 1 s was shorter than a claim's wait for its send beside
+		// two CPU burners (rehearsal 66: "not sent: the channel's timeout
+		// had passed since its claim"), which is not what this is about.
+		ch.Timeout = 10 * time.Second
 	})
 	testenv.InstallPlugin(t, b.cfg.Plugins.Dir, "answerlate", "github.com/notifyd/notifyd/internal/pluginhost/testdata/rawplugin")
 	ids := b.sendMany(3, func(i int) string { return fmt.Sprint("r", i) })
