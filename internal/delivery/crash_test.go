@@ -268,7 +268,8 @@ channels:
 // An instance killed while claiming at full depth: besides the sends in
 // flight it holds batch_size rows claimed ahead and never sent. Its restart
 // takes them over and sends each once; only the sends in flight at the kill
-// may reach the receiver twice.
+// (and a send that timed out, on record as such) may reach the receiver
+// twice.
 func TestEngine_KilledWithClaimsAhead(t *testing.T) {
 	t.Parallel()
 	const concurrency, batch, n = 2, 8, 14

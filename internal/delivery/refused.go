@@ -76,8 +76,9 @@ const maxRefusedAlone = 1024
 type refusedAlone struct {
 	mu sync.Mutex
 	n  map[int64]int
-	// For refusedAmong: refusals counts every refusal told to it (alone
-	// or of several rows), and at each id's last refusal alone.
+	// For refusedAmong: refusals counts the refusals told to it (of one
+	// row alone, or of several rows together); at holds, for each id, the
+	// count just after that id's last refusal alone.
 	refusals uint64
 	at       map[int64]uint64
 }
