@@ -42,7 +42,7 @@ func (c *channel) claimRows(ctx context.Context, ids []int64, suspects, isolatin
 	case notRefused:
 		return nil, err
 	case maybeRowRefused:
-		if len(ids) == 1 && c.refused.refusedAmong(ids[0]) {
+		if len(ids) == 1 && c.refused.refused(ids[0]) {
 			// Alone, with no batch-mate to tell a row's refusal from the
 			// statement's, refusedAloneLimit times in a row and no other
 			// row refused meanwhile (refused.go).

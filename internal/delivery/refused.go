@@ -72,25 +72,35 @@ const refusedAloneLimit = 3
 // counts start afresh.
 const maxRefusedAlone = 1024
 
-// refusedAlone counts the times in a row each id was refused alone.
+// refusedAlone counts the times in a row each id was refused alone: in a
+// row meaning no other row was refused in between. Rows of a statement no
+// row can pass reach it alone too — a fetch of one id, the rest of the
+// queue taken by the fetch before, or batch_size 1 — and counted each on its
+// own, every one was ended while the others were refused as well
+// (rehearsal 66 ended one claim of ten so, all refused by a trigger). A
+// row at fault amid rows that pass is refused alone time after time, and
+// ended.
 type refusedAlone struct {
 	mu sync.Mutex
 	n  map[int64]int
-	// For refusedAmong: refusals counts the refusals told to it (of one
-	// row alone, or of several rows together); at holds, for each id, the
-	// count just after that id's last refusal alone.
-	refusals uint64
-	at       map[int64]uint64
+	// last is the row last refused alone, 0 after a refusal of several
+	// rows together (refusedMany); ids are positive.
+	last int64
 }
 
 // refused counts one refusal of id alone and reports whether it reached
-// refusedAloneLimit (id is then forgotten: it is ended).
+// refusedAloneLimit (id is then forgotten: it is ended). A refusal of
+// another row since id's last one starts its count afresh.
 func (r *refusedAlone) refused(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == nil || len(r.n) >= maxRefusedAlone {
 		r.n = map[int64]int{}
 	}
+	if r.last != id {
+		delete(r.n, id) // others were refused meanwhile
+	}
+	r.last = id
 	r.n[id]++
 	if r.n[id] < refusedAloneLimit {
 		return false
@@ -99,40 +109,12 @@ func (r *refusedAlone) refused(id int64) bool {
 	return true
 }
 
-// refusedAmong is refused for a statement whose rows come to it in batches
-// of any size (the claim): a refusal of id alone counts toward
-// refusedAloneLimit only if no other row was refused since id's last one
-// (refusedAmong of another id, or refusedMany); else it counts as its first.
-// Rows of a statement no row can pass reach it alone too — a fetch of one
-// id, the rest of the queue taken by the fetch before (rehearsal 66 ended
-// one of ten rows so, all refused by a trigger) — and each then counted
-// toward its end while the others were refused as well. A row at fault
-// amid rows that pass is still counted each time and ended.
-func (r *refusedAlone) refusedAmong(id int64) bool {
-	r.mu.Lock()
-	if r.at == nil || len(r.at) >= maxRefusedAlone {
-		r.at = map[int64]uint64{}
-	}
-	if last, ok := r.at[id]; ok && last != r.refusals {
-		delete(r.n, id) // others were refused meanwhile: start afresh
-	}
-	r.refusals++
-	r.at[id] = r.refusals
-	r.mu.Unlock()
-	ended := r.refused(id)
-	if ended {
-		r.mu.Lock()
-		delete(r.at, id)
-		r.mu.Unlock()
-	}
-	return ended
-}
-
-// refusedMany tells refusedAmong that a statement of several rows was
-// refused with none of them committing alone: the statement, not one row.
+// refusedMany says a statement of several rows was refused with none of them
+// committing alone: the statement, not one row; the next refusal alone
+// counts afresh.
 func (r *refusedAlone) refusedMany() {
 	r.mu.Lock()
-	r.refusals++
+	r.last = 0
 	r.mu.Unlock()
 }
 
@@ -140,12 +122,11 @@ func (r *refusedAlone) refusedMany() {
 func (r *refusedAlone) passed(ids []int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.n) == 0 && len(r.at) == 0 {
+	if len(r.n) == 0 {
 		return
 	}
 	for _, id := range ids {
 		delete(r.n, id)
-		delete(r.at, id)
 	}
 }
 

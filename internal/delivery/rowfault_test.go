@@ -412,7 +412,7 @@ func TestEngine_RowAtFault_TriggerException(t *testing.T) {
 	//
 	// Claimed one at a time (batch_size 1), every claim is of one row
 	// alone, and each row's refusals are interleaved with the others':
-	// before refusedAmong each was counted toward its end all the same and
+	// before, each was counted toward its end all the same and
 	// ended FAILED after three (on a loaded host a fetch of one id did this
 	// to one row of ten: rehearsal 66).
 	oneAtATime := func(_ *config.Config, ch *config.Channel) { ch.BatchSize, ch.Concurrency = 1, 1 }

@@ -35,7 +35,6 @@ func awaitExit(int) {}
 
 // pauseGroup: a plugin's CPU is bounded on Linux only (procfs reads
 // nothing elsewhere).
-
 func pauseGroup(int, bool) error { return nil }
 
 func peakResident(*os.ProcessState) int64 { return 0 }
